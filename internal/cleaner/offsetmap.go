@@ -1,0 +1,164 @@
+package cleaner
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+)
+
+// EntrySize is the number of bytes one offset-map slot takes: a 128-bit key
+// hash and an int64 offset, like Kafka's SkimpyOffsetMap (MD5 + offset).
+const EntrySize = 24
+
+// DefaultLoadFactor is log.cleaner.io.buffer.load.factor: the map is
+// considered full at this fraction of its slots.
+const DefaultLoadFactor = 0.9
+
+// OffsetMap is a fixed-size open-addressing hash table from a key's 128-bit
+// hash to the latest offset seen for it. It never allocates after creation.
+// The two 64-bit halves of the hash come from maphash with two independent
+// random seeds, so two distinct keys collide with probability ~2^-128 and
+// an attacker who does not know the seeds cannot force a collision (a
+// collision would make the cleaner treat the older key as superseded).
+// An empty slot has both hash words zero. Not safe for concurrent use.
+type OffsetMap struct {
+	slots   []uint64 // 3 words per slot: h1, h2, offset
+	n       uint64   // number of slots
+	maxKeys int      // capacity at the load factor
+	size    int
+	seed1   maphash.Seed
+	seed2   maphash.Seed
+	latest  int64 // highest offset covered (see SetLatest); -1 when none
+	lookups uint64
+	probes  uint64
+}
+
+// NewOffsetMap returns a map using about memBytes bytes.
+func NewOffsetMap(memBytes int64, loadFactor float64) (*OffsetMap, error) {
+	if loadFactor <= 0 || loadFactor > 1 {
+		return nil, fmt.Errorf("offset map: load factor %v not in (0,1]", loadFactor)
+	}
+	n := memBytes / EntrySize
+	maxKeys := int(float64(n) * loadFactor)
+	if n < 1 || maxKeys < 1 {
+		return nil, fmt.Errorf("offset map: %d bytes hold no key at load factor %v: increase log.cleaner.dedupe.buffer.size or decrease log.cleaner.threads", memBytes, loadFactor)
+	}
+	if maxKeys >= int(n) { // keep at least one empty slot so probes end
+		maxKeys = int(n) - 1
+		if maxKeys < 1 {
+			n = 2
+			maxKeys = 1
+		}
+	}
+	return &OffsetMap{
+		slots:   make([]uint64, 3*n),
+		n:       uint64(n),
+		maxKeys: maxKeys,
+		seed1:   maphash.MakeSeed(),
+		seed2:   maphash.MakeSeed(),
+		latest:  -1,
+	}, nil
+}
+
+// hash returns the 128-bit hash of key, never (0, 0).
+func (m *OffsetMap) hash(key []byte) (uint64, uint64) {
+	h1 := maphash.Bytes(m.seed1, key)
+	h2 := maphash.Bytes(m.seed2, key)
+	if h1 == 0 && h2 == 0 {
+		h2 = 1
+	}
+	return h1, h2
+}
+
+// slotOf maps h1 to a slot index without division bias (fastrange).
+func (m *OffsetMap) slotOf(h1 uint64) uint64 {
+	hi, _ := bits.Mul64(h1, m.n)
+	return hi
+}
+
+// Put records offset as the latest offset of key, overwriting an older
+// one. It reports false (and changes nothing) when key is new and the map
+// is full.
+func (m *OffsetMap) Put(key []byte, offset int64) bool {
+	h1, h2 := m.hash(key)
+	i := m.slotOf(h1)
+	for {
+		s := m.slots[3*i : 3*i+3 : 3*i+3]
+		if s[0] == 0 && s[1] == 0 {
+			if m.size >= m.maxKeys {
+				return false
+			}
+			s[0], s[1], s[2] = h1, h2, uint64(offset)
+			m.size++
+			return true
+		}
+		if s[0] == h1 && s[1] == h2 {
+			if offset > int64(s[2]) {
+				s[2] = uint64(offset)
+			}
+			return true
+		}
+		i++
+		if i == m.n {
+			i = 0
+		}
+	}
+}
+
+// Get returns the latest offset recorded for key, or -1.
+func (m *OffsetMap) Get(key []byte) int64 {
+	h1, h2 := m.hash(key)
+	i := m.slotOf(h1)
+	m.lookups++
+	for {
+		m.probes++
+		s := m.slots[3*i : 3*i+3 : 3*i+3]
+		if s[0] == 0 && s[1] == 0 {
+			return -1
+		}
+		if s[0] == h1 && s[1] == h2 {
+			return int64(s[2])
+		}
+		i++
+		if i == m.n {
+			i = 0
+		}
+	}
+}
+
+// Full reports whether no new key can be added.
+func (m *OffsetMap) Full() bool { return m.size >= m.maxKeys }
+
+// Size is the number of keys held.
+func (m *OffsetMap) Size() int { return m.size }
+
+// Capacity is the number of keys the map holds at its load factor.
+func (m *OffsetMap) Capacity() int { return m.maxKeys }
+
+// Slots is the number of slots.
+func (m *OffsetMap) Slots() int { return int(m.n) }
+
+// Utilization is Size/Slots (Kafka's max-buffer-utilization-percent / 100).
+func (m *OffsetMap) Utilization() float64 { return float64(m.size) / float64(m.n) }
+
+// SetLatest records the highest offset the map covers: every keyed record
+// with an offset <= latest in the mapped range has been put.
+func (m *OffsetMap) SetLatest(o int64) { m.latest = o }
+
+// Latest is the highest offset the map covers, -1 when none.
+func (m *OffsetMap) Latest() int64 { return m.latest }
+
+// Clear empties the map (and draws fresh hash seeds).
+func (m *OffsetMap) Clear() {
+	if m.size > 0 {
+		clear(m.slots)
+	}
+	m.size = 0
+	m.latest = -1
+	m.lookups, m.probes = 0, 0
+	m.seed1 = maphash.MakeSeed()
+	m.seed2 = maphash.MakeSeed()
+}
+
+// MemBytes is the size of the table in bytes.
+func (m *OffsetMap) MemBytes() int64 { return int64(len(m.slots)) * 8 }
