@@ -5,9 +5,6 @@
 // DescribeConfigs, `strata serve --help` and docs/configuration.md.
 package config
 
-// CONTRACT STUB written by the lead. The ops helper implements it (and may
-// split files) keeping the exported names and signatures below.
-
 import "errors"
 
 // Type is a config value type, as Kafka's DescribeConfigs reports it.
@@ -26,6 +23,31 @@ const (
 	TypePassword Type = 9
 )
 
+// String returns the type name as Kafka documents it (INT, LONG, ...).
+func (t Type) String() string {
+	switch t {
+	case TypeBoolean:
+		return "boolean"
+	case TypeString:
+		return "string"
+	case TypeInt:
+		return "int"
+	case TypeShort:
+		return "short"
+	case TypeLong:
+		return "long"
+	case TypeDouble:
+		return "double"
+	case TypeList:
+		return "list"
+	case TypeClass:
+		return "class"
+	case TypePassword:
+		return "password"
+	}
+	return "unknown"
+}
+
 // ErrInvalid is wrapped by every validation error (maps to INVALID_CONFIG).
 var ErrInvalid = errors.New("invalid config")
 
@@ -33,7 +55,7 @@ var ErrInvalid = errors.New("invalid config")
 type Setting struct {
 	Name     string
 	Type     Type
-	Default  string // as Kafka prints it
+	Default  string // as Kafka prints it ("" = null: no value)
 	Doc      string
 	ReadOnly bool
 	// BrokerSynonyms are, for a topic setting, the broker settings that
@@ -43,60 +65,35 @@ type Setting struct {
 	// Validate returns an error wrapping ErrInvalid naming the value and what
 	// is allowed. Nil means any value of Type.
 	Validate func(value string) error
+	// Allowed describes the valid values for docs and help ("[0,...]",
+	// "one of compact, delete"); "" when any value of Type is allowed.
+	Allowed string
 }
 
 // TopicSettings returns the topic settings table, sorted by name. Every
 // setting listed is honoured by Strata; anything else is rejected.
-func TopicSettings() []Setting { panic("stub") }
+func TopicSettings() []Setting { return cloneTable(topicTable) }
 
 // BrokerSettings returns the broker settings table, sorted by name.
-func BrokerSettings() []Setting { panic("stub") }
+func BrokerSettings() []Setting { return cloneTable(brokerTable) }
 
 // LookupTopic finds a topic setting by name.
-func LookupTopic(name string) (Setting, bool) { panic("stub") }
-
-// ValidateTopicConfigs checks names and values of topic overrides and the
-// cross-field rules (min.compaction.lag.ms <= max.compaction.lag.ms, ...).
-// A nil value is invalid (CreateTopics). Errors wrap ErrInvalid.
-func ValidateTopicConfigs(cfg map[string]*string) error { panic("stub") }
-
-// Broker is the broker's resolved settings: every BrokerSettings name
-// with its value (defaults filled in).
-type Broker struct {
-	values map[string]string
+func LookupTopic(name string) (Setting, bool) {
+	s, ok := topicIndex[name]
+	return s, ok
 }
 
-// DefaultBroker returns the broker settings with every default.
-func DefaultBroker() *Broker { panic("stub") }
-
-// LoadBroker builds broker settings from, in rising precedence, a
-// server.properties-style file (path may be empty), the environment
-// (STRATA_LOG_DIRS for log.dirs: upper-case, dots to underscores, STRATA_
-// prefix) and explicit overrides (flags). Unknown names or invalid values
-// fail with a message naming the setting, the value and what is allowed.
-func LoadBroker(path string, environ []string, overrides map[string]string) (*Broker, error) {
-	panic("stub")
+// LookupBroker finds a broker setting by name.
+func LookupBroker(name string) (Setting, bool) {
+	s, ok := brokerIndex[name]
+	return s, ok
 }
 
-// Get returns a setting's value as a string ("" if unknown).
-func (b *Broker) Get(name string) string { panic("stub") }
-
-// Set validates and sets one value.
-func (b *Broker) Set(name, value string) error { panic("stub") }
-
-// Int64, Int, Bool, Float, List are typed getters (panic on unknown names:
-// programming error).
-func (b *Broker) Int64(name string) int64   { panic("stub") }
-func (b *Broker) Int(name string) int       { panic("stub") }
-func (b *Broker) Bool(name string) bool     { panic("stub") }
-func (b *Broker) Float(name string) float64 { panic("stub") }
-func (b *Broker) List(name string) []string { panic("stub") }
-
-// TopicDefault returns the broker-level default for a topic setting,
-// following its synonyms (e.g. retention.ms from log.retention.ms, else
-// log.retention.minutes*60000, else log.retention.hours*3600000), and
-// which broker setting supplied it ("" when the static default did) and
-// whether that broker setting was explicitly set.
-func (b *Broker) TopicDefault(topicSetting string) (value string, source string, explicit bool) {
-	panic("stub")
+func cloneTable(t []Setting) []Setting {
+	out := make([]Setting, len(t))
+	copy(out, t)
+	for i := range out {
+		out[i].BrokerSynonyms = append([]string(nil), out[i].BrokerSynonyms...)
+	}
+	return out
 }

@@ -1,0 +1,205 @@
+package config
+
+import (
+	"net"
+	"strconv"
+	"strings"
+)
+
+// brokerTable lists every broker setting Strata accepts. Kafka names and
+// defaults, except: node.id defaults to 1 (a single node starts with zero
+// config), listeners to PLAINTEXT://127.0.0.1:9092, log.dirs to
+// ./strata-data; settings prefixed "strata." are Strata's own.
+var brokerTable = sortTable(readOnly([]Setting{
+	// Identity and network.
+	def("node.id", TypeInt, "1", atLeast(0),
+		"Id of this node; kept in meta.properties and in partition leadership. broker.id is an alias."),
+	def("broker.id", TypeInt, "1", atLeast(0),
+		"Alias of node.id (setting either sets both)."),
+	def("listeners", TypeString, "PLAINTEXT://127.0.0.1:9092", custom("PLAINTEXT://host:port (one listener; port 0 = random)", listenerReason(true)),
+		"Address the Kafka protocol listener binds. Strata serves one PLAINTEXT listener; an empty host binds every interface."),
+	def("advertised.listeners", TypeString, "", custom("empty, or PLAINTEXT://host:port", listenerReason(false)),
+		"Address given to clients in metadata responses. Empty means the bound listeners address."),
+	def("socket.request.max.bytes", TypeInt, "104857600", atLeast(1),
+		"Largest request the broker reads; larger requests close the connection."),
+	// Storage.
+	def("log.dirs", TypeString, "./strata-data", custom("non-empty comma-separated list of directories", nonEmptyList),
+		"Directories holding partition logs (comma-separated). log.dir is an alias."),
+	def("log.dir", TypeString, "./strata-data", custom("non-empty comma-separated list of directories", nonEmptyList),
+		"Alias of log.dirs (setting either sets both)."),
+	def("num.recovery.threads.per.data.dir", TypeInt, "2", atLeast(1),
+		"Threads per log directory that recover and load logs at startup and flush them at shutdown."),
+	def("log.flush.offset.checkpoint.interval.ms", TypeInt, "60000", atLeast(0),
+		"How often the recovery-point checkpoint is written."),
+	def("log.retention.check.interval.ms", TypeLong, "300000", atLeast(1),
+		"How often non-compacted logs are checked for segments to delete by retention."),
+	def("strata.idle.roll.check.interval.ms", TypeLong, "10000", atLeast(1),
+		"How often idle partitions are checked against segment.ms, so a segment that gets no more appends still rolls (Kafka rolls only on append)."),
+	def("strata.durable.acks", TypeBoolean, "true", anyValue,
+		"When true, acks=all produce requests are answered only after their data is fsynced (group commit), and the high watermark covers only fsynced data."),
+	// Topic defaults.
+	def("auto.create.topics.enable", TypeBoolean, "true", anyValue,
+		"Create a topic when a client asks for metadata of, or produces to, a topic that does not exist."),
+	def("num.partitions", TypeInt, "1", atLeast(1),
+		"Partition count of auto-created topics and of CreateTopics requests that leave it to the broker (-1)."),
+	def("default.replication.factor", TypeInt, "1", between(1, 1),
+		"Replication factor of auto-created topics. Strata is single-node for now, so only 1 is accepted."),
+	def("delete.topic.enable", TypeBoolean, "true", anyValue,
+		"Whether DeleteTopics is allowed."),
+	def("compression.type", TypeString, "producer", oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+		"Default for the topic setting compression.type."),
+	def("message.max.bytes", TypeInt, "1048588", atLeast(0),
+		"Default for the topic setting max.message.bytes: largest record batch accepted."),
+	def("min.insync.replicas", TypeInt, "1", atLeast(1),
+		"Default for the topic setting min.insync.replicas."),
+	def("unclean.leader.election.enable", TypeBoolean, "false", anyValue,
+		"Default for the topic setting unclean.leader.election.enable."),
+	def("log.segment.bytes", TypeInt, "1073741824", atLeast(14),
+		"Default for segment.bytes: size at which a segment is rolled."),
+	def("log.roll.ms", TypeLong, "", atLeast(1),
+		"Default for segment.ms in milliseconds; when unset log.roll.hours is used."),
+	def("log.roll.hours", TypeInt, "168", atLeast(1),
+		"Default for segment.ms in hours (used when log.roll.ms is unset)."),
+	def("log.roll.jitter.ms", TypeLong, "", atLeast(0),
+		"Default for segment.jitter.ms; when unset log.roll.jitter.hours is used."),
+	def("log.roll.jitter.hours", TypeInt, "0", atLeast(0),
+		"Default for segment.jitter.ms in hours (used when log.roll.jitter.ms is unset)."),
+	def("log.retention.ms", TypeLong, "", atLeast(-1),
+		"Default for retention.ms; -1 means no time limit. When unset, log.retention.minutes then log.retention.hours are used."),
+	def("log.retention.minutes", TypeInt, "", anyValue,
+		"Default for retention.ms in minutes (used when log.retention.ms is unset; negative = no limit)."),
+	def("log.retention.hours", TypeInt, "168", anyValue,
+		"Default for retention.ms in hours (used when log.retention.ms and log.retention.minutes are unset; negative = no limit)."),
+	def("log.retention.bytes", TypeLong, "-1", anyValue,
+		"Default for retention.bytes; -1 means no size limit."),
+	def("log.segment.delete.delay.ms", TypeLong, "60000", atLeast(0),
+		"Default for file.delete.delay.ms."),
+	def("log.index.interval.bytes", TypeInt, "4096", atLeast(0),
+		"Default for index.interval.bytes."),
+	def("log.index.size.max.bytes", TypeInt, "10485760", atLeast(4),
+		"Default for segment.index.bytes."),
+	def("log.flush.interval.messages", TypeLong, maxLong, atLeast(1),
+		"Default for flush.messages."),
+	def("log.flush.interval.ms", TypeLong, "", atLeast(0),
+		"Default for flush.ms; unset means never flush by time (beyond strata.durable.acks)."),
+	def("log.message.timestamp.type", TypeString, "CreateTime", oneOf("CreateTime", "LogAppendTime"),
+		"Default for message.timestamp.type."),
+	def("log.message.timestamp.before.max.ms", TypeLong, maxLong, atLeast(0),
+		"Default for message.timestamp.before.max.ms."),
+	def("log.message.timestamp.after.max.ms", TypeLong, maxLong, atLeast(0),
+		"Default for message.timestamp.after.max.ms."),
+	def("log.preallocate", TypeBoolean, "false", anyValue,
+		"Default for preallocate."),
+	def("log.cleanup.policy", TypeList, "delete", subsetOf("compact", "delete"),
+		"Default for cleanup.policy."),
+	// Cleaner.
+	def("log.cleaner.enable", TypeBoolean, "true", anyValue,
+		"Run the log cleaner. When false, compacted topics are neither compacted nor subject to retention."),
+	def("log.cleaner.threads", TypeInt, "1", atLeast(0),
+		"Number of cleaner threads."),
+	def("log.cleaner.dedupe.buffer.size", TypeLong, "134217728", atLeast(0),
+		"Memory for the key-to-offset maps of all cleaner threads together."),
+	def("log.cleaner.io.max.bytes.per.second", TypeDouble, "1.7976931348623157E308", floatAtLeast(0),
+		"Cap on the cleaner's combined read and write rate."),
+	def("log.cleaner.backoff.ms", TypeLong, "15000", atLeast(0),
+		"Pause of a cleaner thread when no log needs cleaning."),
+	def("log.cleaner.min.cleanable.ratio", TypeDouble, "0.5", floatBetween(0, 1),
+		"Default for min.cleanable.dirty.ratio."),
+	def("log.cleaner.delete.retention.ms", TypeLong, "86400000", atLeast(0),
+		"Default for delete.retention.ms."),
+	def("log.cleaner.min.compaction.lag.ms", TypeLong, "0", atLeast(0),
+		"Default for min.compaction.lag.ms."),
+	def("log.cleaner.max.compaction.lag.ms", TypeLong, maxLong, atLeast(1),
+		"Default for max.compaction.lag.ms."),
+	// Groups and producers.
+	def("offsets.topic.num.partitions", TypeInt, "50", atLeast(1),
+		"Partitions of __consumer_offsets (fixed once the topic exists)."),
+	def("offsets.retention.minutes", TypeInt, "10080", atLeast(1),
+		"Committed offsets of a group with no members are dropped after this long."),
+	def("offsets.retention.check.interval.ms", TypeLong, "600000", atLeast(1),
+		"How often expired committed offsets are looked for."),
+	def("group.initial.rebalance.delay.ms", TypeInt, "3000", atLeast(0),
+		"How long the first rebalance of a new group waits for more members to join."),
+	def("group.min.session.timeout.ms", TypeInt, "6000", atLeast(0),
+		"Smallest session timeout a consumer may ask for."),
+	def("group.max.session.timeout.ms", TypeInt, "1800000", atLeast(0),
+		"Largest session timeout a consumer may ask for."),
+	def("producer.id.expiration.ms", TypeInt, "86400000", atLeast(1),
+		"How long the state of an idle producer id is kept for idempotence."),
+	// Operations.
+	def("strata.metrics.listener", TypeString, "127.0.0.1:9644", custom("empty, or host:port", hostPortReason),
+		"Address of the HTTP listener for /metrics, /healthz, /readyz and the /v1 admin API. Empty disables it."),
+	def("strata.log.level", TypeString, "info", oneOf("debug", "info", "warn", "error"),
+		"Level of the broker's own log."),
+	def("strata.log.format", TypeString, "text", oneOf("text", "json"),
+		"Format of the broker's own log on stderr."),
+}))
+
+var brokerIndex = indexTable(brokerTable)
+
+// aliases maps a broker setting to the one it mirrors; setting either sets
+// both.
+var aliases = map[string]string{
+	"broker.id": "node.id", "node.id": "broker.id",
+	"log.dir": "log.dirs", "log.dirs": "log.dir",
+}
+
+func readOnly(t []Setting) []Setting {
+	for i := range t {
+		t[i].ReadOnly = true
+	}
+	return t
+}
+
+func nonEmptyList(v string) string {
+	if len(splitList(v)) == 0 {
+		return "must not be empty"
+	}
+	return ""
+}
+
+// listenerReason validates "PLAINTEXT://host:port"; required says whether
+// the empty string is rejected.
+func listenerReason(required bool) func(string) string {
+	return func(v string) string {
+		if v == "" {
+			if required {
+				return "must not be empty"
+			}
+			return ""
+		}
+		items := splitList(v)
+		if len(items) != 1 {
+			return "Strata serves exactly one listener"
+		}
+		hp, ok := strings.CutPrefix(items[0], "PLAINTEXT://")
+		if !ok {
+			return "must look like PLAINTEXT://host:port (only PLAINTEXT is supported)"
+		}
+		if r := hostPortReason(hp); r != "" {
+			return r
+		}
+		if !required {
+			_, port, _ := net.SplitHostPort(hp)
+			if port == "0" {
+				return "advertised port must not be 0"
+			}
+		}
+		return ""
+	}
+}
+
+// hostPortReason validates "host:port" ("" allowed).
+func hostPortReason(v string) string {
+	if v == "" {
+		return ""
+	}
+	_, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return "must look like host:port"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return "port must be a number from 0 to 65535"
+	}
+	return ""
+}

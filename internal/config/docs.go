@@ -1,0 +1,64 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Markdown renders docs/configuration.md from the two tables. A test in
+// this package fails when the committed file differs; regenerate it with
+// `STRATA_UPDATE_DOCS=1 go test ./internal/config`.
+func Markdown() string {
+	var sb strings.Builder
+	sb.WriteString("# Configuration\n\n")
+	sb.WriteString("<!-- Generated from internal/config by `STRATA_UPDATE_DOCS=1 go test ./internal/config`. Do not edit by hand. -->\n\n")
+	sb.WriteString("Strata uses Kafka's configuration names and defaults. Every setting listed here is honoured; ")
+	sb.WriteString("any other name is rejected (topic settings with INVALID_CONFIG, broker settings at startup).\n\n")
+	sb.WriteString("## Broker settings\n\n")
+	sb.WriteString("`strata serve` reads them from, in rising precedence:\n\n")
+	sb.WriteString("1. a server.properties file given with `--config` (`key=value` or `key: value`, `#` and `!` comments),\n")
+	sb.WriteString("2. environment variables: `STRATA_` + the name upper-cased with dots as underscores (`log.dirs` -> `STRATA_LOG_DIRS`),\n")
+	sb.WriteString("3. command-line flags named like the setting (`--log.dirs /var/lib/strata`).\n\n")
+	sb.WriteString("Broker settings are read-only at run time. An empty default means unset (null).\n\n")
+	sb.WriteString("| Name | Type | Default | Valid values | Environment | Description |\n")
+	sb.WriteString("|---|---|---|---|---|---|\n")
+	for _, s := range brokerTable {
+		fmt.Fprintf(&sb, "| `%s` | %s | %s | %s | `%s` | %s |\n",
+			s.Name, s.Type, code(s.Default), cell(s.Allowed), EnvName(s.Name), cell(s.Doc))
+	}
+	sb.WriteString("\n## Topic settings\n\n")
+	sb.WriteString("Set per topic at creation (`strata topic create t --config k=v`, CreateTopics) or later ")
+	sb.WriteString("(`strata topic alter`, IncrementalAlterConfigs/AlterConfigs). A topic without an override takes ")
+	sb.WriteString("the broker setting in the \"Broker default\" column (the first one set, in order; minutes and hours ")
+	sb.WriteString("are converted to milliseconds), else the default shown. ")
+	sb.WriteString("`min.compaction.lag.ms` must not exceed `max.compaction.lag.ms`.\n\n")
+	sb.WriteString("Kafka topic settings Strata cannot honour are rejected: `remote.storage.enable`, `local.retention.ms`, ")
+	sb.WriteString("`local.retention.bytes`, `message.downconversion.enable`, `message.format.version`, ")
+	sb.WriteString("`compression.gzip.level`, `compression.lz4.level`, `compression.zstd.level`, ")
+	sb.WriteString("`leader.replication.throttled.replicas`, `follower.replication.throttled.replicas`.\n\n")
+	sb.WriteString("| Name | Type | Default | Valid values | Broker default | Description |\n")
+	sb.WriteString("|---|---|---|---|---|---|\n")
+	for _, s := range topicTable {
+		syn := make([]string, len(s.BrokerSynonyms))
+		for i, n := range s.BrokerSynonyms {
+			syn[i] = "`" + n + "`"
+		}
+		fmt.Fprintf(&sb, "| `%s` | %s | %s | %s | %s | %s |\n",
+			s.Name, s.Type, code(s.Default), cell(s.Allowed), strings.Join(syn, ", "), cell(s.Doc))
+	}
+	return sb.String()
+}
+
+func code(s string) string {
+	if s == "" {
+		return "(unset)"
+	}
+	return "`" + s + "`"
+}
+
+func cell(s string) string {
+	if s == "" {
+		return "any"
+	}
+	return strings.ReplaceAll(s, "|", `\|`)
+}
