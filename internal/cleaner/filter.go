@@ -1,0 +1,183 @@
+package cleaner
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/strata-io/strata/internal/record"
+)
+
+// filter decides, batch by batch, what one cleaning round keeps. It is a
+// pure function of the batch bytes and the round's inputs (Kafka's
+// cleanInto / MemoryRecords.filterTo rules, kafka-internals.md §5.5-5.8).
+type filter struct {
+	m *OffsetMap // key -> latest offset over the mapped dirty range
+	// nowMs is the round's start time; tombstone horizons are compared to it
+	// and new horizons are nowMs + deleteRetentionMs.
+	nowMs             int64
+	deleteRetentionMs int64
+	// producerLast maps each active producer id to the last offset of its
+	// last data batch; that batch is kept (empty if need be).
+	producerLast map[int64]int64
+	// upper is the round's end offset: a batch ending right below it is
+	// kept (empty if need be), as Kafka does since KAFKA-17076.
+	upper int64
+
+	stats roundStats
+	recs  []record.Record // scratch
+}
+
+// roundStats are the counters of one round.
+type roundStats struct {
+	BytesRead         int64
+	BytesWritten      int64
+	RecordsRead       int64
+	RecordsRemoved    int64
+	TombstonesRemoved int64
+	NullKeysRemoved   int64
+	BatchesRewritten  int64
+	BatchesEmptied    int64
+	BatchesDropped    int64
+	HorizonsStamped   int64
+}
+
+func (s *roundStats) add(o roundStats) {
+	s.BytesRead += o.BytesRead
+	s.BytesWritten += o.BytesWritten
+	s.RecordsRead += o.RecordsRead
+	s.RecordsRemoved += o.RecordsRemoved
+	s.TombstonesRemoved += o.TombstonesRemoved
+	s.NullKeysRemoved += o.NullKeysRemoved
+	s.BatchesRewritten += o.BatchesRewritten
+	s.BatchesEmptied += o.BatchesEmptied
+	s.BatchesDropped += o.BatchesDropped
+	s.HorizonsStamped += o.HorizonsStamped
+}
+
+// apply returns what to write for batch b: b itself (unchanged, copied
+// verbatim), a rebuilt batch with the same base and last offset, a 61-byte
+// empty batch, or nil (drop the batch). The result may alias b.
+func (f *filter) apply(b record.Batch) ([]byte, error) {
+	n := b.NumRecords()
+	f.stats.RecordsRead += int64(n)
+	// Control batches (transaction markers) are never deduplicated by key,
+	// and transactional data is not touched while the cleaner has no view
+	// of aborted transactions (see docs/compaction.md).
+	if b.IsControl() || b.IsTransactional() || b.Magic() != record.MagicV2 {
+		return b, nil
+	}
+	recs, err := b.Records()
+	if err != nil {
+		return nil, fmt.Errorf("decode batch at offset %d: %w", b.BaseOffset(), err)
+	}
+	if len(recs) == 0 { // an empty batch left by an earlier cleaning
+		if f.retainEmpty(b) {
+			return b, nil
+		}
+		f.stats.BatchesDropped++
+		return nil, nil
+	}
+	base := b.BaseOffset()
+	hasHorizon := b.HasDeleteHorizon()
+	horizon := int64(-1)
+	if hasHorizon {
+		horizon = b.BaseTimestamp()
+	}
+	latest := f.m.Latest()
+	kept := recs[:0]
+	needHorizon := false
+	for i := range recs {
+		r := recs[i]
+		off := base + int64(r.OffsetDelta)
+		switch {
+		case off > latest:
+			// Not covered by this round's map: keep undecided.
+		case r.Key == nil:
+			f.stats.RecordsRemoved++
+			f.stats.NullKeysRemoved++
+			continue
+		case off < f.m.Get(r.Key):
+			f.stats.RecordsRemoved++
+			continue
+		case r.Value == nil:
+			if hasHorizon && f.nowMs >= horizon {
+				f.stats.RecordsRemoved++
+				f.stats.TombstonesRemoved++
+				continue
+			}
+			if !hasHorizon {
+				needHorizon = true
+			}
+		}
+		kept = append(kept, r)
+	}
+	if len(kept) == len(recs) && !needHorizon {
+		return b, nil
+	}
+	if len(kept) == 0 {
+		if f.retainEmpty(b) {
+			f.stats.BatchesEmptied++
+			return emptyBatch(b), nil
+		}
+		f.stats.BatchesDropped++
+		return nil, nil
+	}
+	h := b.Header()
+	if needHorizon {
+		newBase := f.nowMs + f.deleteRetentionMs
+		for i := range kept {
+			ts := h.BaseTimestamp + kept[i].TimestampDelta
+			kept[i].TimestampDelta = ts - newBase
+		}
+		h.BaseTimestamp = newBase
+		h.Attributes |= record.AttrHasDeleteHorizon
+		f.stats.HorizonsStamped++
+	}
+	if !b.IsLogAppendTime() {
+		maxTs := int64(-1)
+		for i := range kept {
+			if ts := h.BaseTimestamp + kept[i].TimestampDelta; ts > maxTs {
+				maxTs = ts
+			}
+		}
+		h.MaxTimestamp = maxTs
+	}
+	out, err := record.Build(h, kept)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild batch at offset %d: %w", base, err)
+	}
+	f.stats.BatchesRewritten++
+	return out, nil
+}
+
+// retainEmpty reports whether b must stay (as an empty batch) even when
+// none of its records survive: the last batch of an active idempotent
+// producer (so the next leader or a restart rebuilds its sequence state
+// and it never sees OUT_OF_ORDER_SEQUENCE_NUMBER), or the batch ending the
+// round.
+func (f *filter) retainEmpty(b record.Batch) bool {
+	last := b.LastOffset()
+	if pid := b.ProducerID(); pid >= 0 {
+		if lo, ok := f.producerLast[pid]; ok && lo == last {
+			return true
+		}
+	}
+	return last+1 == f.upper
+}
+
+// emptyBatch returns the 61-byte header-only form of b (Kafka's
+// writeEmptyHeader): same base offset, lastOffsetDelta, leader epoch,
+// producer id/epoch/base sequence, max timestamp and transactional/control
+// and timestamp-type bits; no codec, no records, baseTimestamp -1.
+func emptyBatch(b record.Batch) []byte {
+	out := make([]byte, record.HeaderSize)
+	copy(out, b[:record.HeaderSize])
+	be := binary.BigEndian
+	be.PutUint32(out[8:], uint32(record.HeaderSize-record.LogOverhead))
+	attrs := b.Attributes() &^ (record.AttrCompressionMask | record.AttrHasDeleteHorizon)
+	be.PutUint16(out[21:], uint16(attrs))
+	be.PutUint64(out[27:], ^uint64(0)) // baseTimestamp -1
+	be.PutUint32(out[57:], 0)          // recordsCount
+	be.PutUint32(out[17:], record.Batch(out).ComputeCRC())
+	return out
+}
