@@ -1,0 +1,112 @@
+package compat
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+// Rec is one record as every driver reports it. A nil Key is a null key, a
+// nil Value a tombstone.
+type Rec struct {
+	Key       *string `json:"key"`
+	Value     *string `json:"value"`
+	Timestamp int64   `json:"ts,omitempty"` // ms; 0 = let the client choose
+	Partition int32   `json:"partition"`
+	Offset    int64   `json:"offset"`
+}
+
+// Op is one client operation; process drivers receive it as JSON on stdin.
+type Op struct {
+	Op          string            `json:"op"`
+	Bootstrap   string            `json:"bootstrap"`
+	Topic       string            `json:"topic,omitempty"`
+	Partitions  int32             `json:"partitions,omitempty"`
+	Configs     map[string]string `json:"configs,omitempty"`
+	Records     []Rec             `json:"records,omitempty"`
+	Compression string            `json:"compression,omitempty"`
+	Idempotent  bool              `json:"idempotent,omitempty"`
+	Partition   int32             `json:"partition"`
+	Offset      int64             `json:"offset"`    // fetch start (-2 earliest), delete-records before
+	Timestamp   int64             `json:"timestamp"` // offset_for_time
+	Max         int               `json:"max,omitempty"`
+	Group       string            `json:"group,omitempty"`
+	TimeoutMs   int               `json:"timeout_ms,omitempty"`
+}
+
+// Result is what a driver returns for an Op. ErrorCode is Kafka's error code
+// (0 = success, -1 = a client-side error with no Kafka code).
+type Result struct {
+	ErrorCode int16             `json:"error_code"`
+	Error     string            `json:"error,omitempty"`
+	Offsets   []int64           `json:"offsets,omitempty"`
+	Records   []Rec             `json:"records,omitempty"`
+	Topics    []string          `json:"topics,omitempty"`
+	Configs   map[string]string `json:"configs,omitempty"`
+	Offset    int64             `json:"offset"`
+	Low       int64             `json:"low"`
+	High      int64             `json:"high"`
+	Versions  map[string]string `json:"versions,omitempty"`
+	Codecs    []string          `json:"codecs,omitempty"`
+}
+
+// Operation names a driver may support.
+const (
+	opCreate          = "create_topic"
+	opList            = "list_topics"
+	opDescribe        = "describe_configs"
+	opAlterIncr       = "alter_configs_incremental"
+	opAlterLegacy     = "alter_configs_legacy"
+	opDeleteRecords   = "delete_records"
+	opDeleteTopic     = "delete_topic"
+	opProduce         = "produce"
+	opFetch           = "fetch"
+	opOffsetForTime   = "offset_for_time"
+	opWatermarks      = "watermarks"
+	opIdempotent      = "idempotent" // produce with Idempotent=true
+	opTimestamps      = "timestamps" // produce honours Rec.Timestamp
+	opGroupConsume    = "group_consume"
+	opVersions        = "versions"
+)
+
+// Client is one Kafka client under test.
+type Client struct {
+	Name     string
+	Supports map[string]bool
+	Codecs   []string
+	Versions map[string]string
+	do       func(ctx context.Context, op Op) Result
+}
+
+// Do runs op against the broker at bootstrap.
+func (c *Client) Do(t testing.TB, bootstrap string, op Op) Result {
+	t.Helper()
+	op.Bootstrap = bootstrap
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	return c.do(ctx, op)
+}
+
+// Must runs op and fails the test unless it succeeds.
+func (c *Client) Must(t testing.TB, bootstrap string, op Op) Result {
+	t.Helper()
+	r := c.Do(t, bootstrap, op)
+	if r.ErrorCode != 0 {
+		t.Fatalf("%s %s %s: error code %d: %s", c.Name, op.Op, op.Topic, r.ErrorCode, r.Error)
+	}
+	return r
+}
+
+func (c *Client) can(op string) bool { return c.Supports[op] }
+
+func strp(s string) *string { return &s }
+
+func (r Rec) String() string {
+	f := func(p *string) string {
+		if p == nil {
+			return "<null>"
+		}
+		return fmt.Sprintf("%q", *p)
+	}
+	return fmt.Sprintf("{p%d@%d %s=%s ts=%d}", r.Partition, r.Offset, f(r.Key), f(r.Value), r.Timestamp)
+}
