@@ -66,7 +66,12 @@ func (f *filter) apply(b record.Batch) ([]byte, error) {
 	if b.IsControl() || b.IsTransactional() || b.Magic() != record.MagicV2 {
 		return b, nil
 	}
-	recs, err := b.Records()
+	recs := f.recs[:0]
+	err := b.ForEachRecord(func(r *record.Record) error {
+		recs = append(recs, *r)
+		return nil
+	})
+	f.recs = recs[:0]
 	if err != nil {
 		return nil, fmt.Errorf("decode batch at offset %d: %w", b.BaseOffset(), err)
 	}

@@ -1,0 +1,273 @@
+package cleaner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/storage"
+)
+
+// roundResult describes one finished cleaning round.
+type roundResult struct {
+	Start       time.Time
+	Duration    time.Duration
+	FirstDirty  int64
+	EndOffset   int64 // new checkpoint
+	Segments    int   // source segments recopied
+	Groups      int   // output segments
+	MapKeys     int
+	MapUtil     float64
+	MapFull     bool // the map filled before the dirty range ended
+	Stats       roundStats
+	Cleanable   cleanable
+	Forced      bool
+	NothingToDo bool
+}
+
+// worker is one cleaner goroutine's private state: its share of the
+// dedupe buffer (allocated on first use) and its read buffer.
+type worker struct {
+	id     int
+	mapMem int64
+	m      *OffsetMap
+	buf    []byte
+}
+
+// ioBufferSize is the read buffer of each worker (log.cleaner.io.buffer.size
+// is 512 KiB shared by read and write; writes go straight to the file).
+const ioBufferSize = 1 << 20
+
+func (w *worker) offsetMap() (*OffsetMap, error) {
+	if w.m == nil {
+		m, err := NewOffsetMap(w.mapMem, DefaultLoadFactor)
+		if err != nil {
+			return nil, err
+		}
+		w.m = m
+	} else {
+		w.m.Clear()
+	}
+	return w.m, nil
+}
+
+// cleanLog runs one round over l (Kafka's Cleaner.doClean): build the
+// offset map over the dirty range, recopy every closed segment below the
+// map's end in groups through storage's crash-safe swap, and return the new
+// first dirty offset. ckpt < 0 means no checkpoint yet.
+func (c *Cleaner) cleanLog(ctx context.Context, w *worker, l *storage.Log, ckpt int64, force bool) (roundResult, error) {
+	start := c.now()
+	nowMs := start.UnixMilli()
+	res := roundResult{Start: start, Forced: force}
+	cfg := l.Config()
+	segs := l.Segments()
+	cl := computeCleanable(segs, l.LogStartOffset(), l.LogEndOffset(), l.HighWatermark(), ckpt, cfg, nowMs)
+	res.Cleanable = cl
+	res.FirstDirty = cl.FirstDirty
+	if !force && !cl.eligible(cfg.MinCleanableDirtyRatio) {
+		res.NothingToDo = true
+		res.EndOffset = cl.FirstDirty
+		return res, nil
+	}
+	m, err := w.offsetMap()
+	if err != nil {
+		return res, err
+	}
+	if err := c.buildMap(ctx, w, l, segs, cl, m, &res); err != nil {
+		return res, err
+	}
+	end := m.Latest() + 1
+	res.EndOffset = end
+	res.MapKeys = m.Size()
+	res.MapUtil = m.Utilization()
+	groups := groupSegments(segs, end, cfg)
+	if len(groups) == 0 {
+		res.NothingToDo = true
+		return res, nil
+	}
+	f := &filter{
+		m:                 m,
+		nowMs:             nowMs,
+		deleteRetentionMs: cfg.DeleteRetentionMs,
+		producerLast:      l.ActiveProducerLastBatches(),
+		upper:             end,
+	}
+	for _, g := range groups {
+		if err := c.cleanGroup(ctx, w, l, g, f); err != nil {
+			res.Stats.add(f.stats)
+			return res, err
+		}
+		res.Segments += len(g)
+		res.Groups++
+	}
+	res.Stats.add(f.stats)
+	res.Duration = c.now().Sub(start)
+	return res, nil
+}
+
+// buildMap puts every keyed record of [FirstDirty, FirstUncleanable) into
+// m until it is full. m.Latest() ends as the last offset covered: the end
+// of the range, or the offset before the first record that did not fit
+// (map full mid-segment is fine, KAFKA-3894). After a fully mapped segment
+// Latest is the segment's last offset even across offset holes
+// (KAFKA-8764), so every round makes progress.
+func (c *Cleaner) buildMap(ctx context.Context, w *worker, l *storage.Log, segs []storage.SegmentInfo, cl cleanable, m *OffsetMap, res *roundResult) error {
+	m.SetLatest(cl.FirstDirty - 1)
+	errFull := errors.New("map full")
+	for _, s := range segs {
+		if s.Active || s.NextOffset <= cl.FirstDirty || s.BaseOffset >= cl.FirstUncleanable {
+			continue
+		}
+		err := c.forEachBatch(ctx, w, l, s.BaseOffset, func(b record.Batch) error {
+			if b.LastOffset() < cl.FirstDirty {
+				return nil
+			}
+			if !b.IsControl() && !b.IsTransactional() {
+				base := b.BaseOffset()
+				err := b.ForEachRecord(func(r *record.Record) error {
+					off := base + int64(r.OffsetDelta)
+					if off < cl.FirstDirty || r.Key == nil {
+						return nil
+					}
+					if !m.Put(r.Key, off) {
+						m.SetLatest(off - 1)
+						return errFull
+					}
+					return nil
+				})
+				if err != nil {
+					if err == errFull {
+						return err
+					}
+					return fmt.Errorf("map batch at offset %d: %w", base, err)
+				}
+			}
+			m.SetLatest(b.LastOffset())
+			return nil
+		}, &res.Stats)
+		if err == errFull {
+			res.MapFull = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		m.SetLatest(s.NextOffset - 1)
+	}
+	return nil
+}
+
+// forEachBatch reads segment base's batches in order, checking each
+// one's CRC, and calls fn (the batch aliases a buffer reused afterwards).
+func (c *Cleaner) forEachBatch(ctx context.Context, w *worker, l *storage.Log, base int64, fn func(record.Batch) error, st *roundStats) error {
+	sf, size, err := l.OpenSegment(base)
+	if err != nil {
+		return fmt.Errorf("open segment %d: %w", base, err)
+	}
+	defer sf.Release()
+	if w.buf == nil {
+		w.buf = make([]byte, ioBufferSize)
+	}
+	br := newBatchReader(ctx, sf.File(), 0, size, w.buf, c.throttle)
+	defer func() {
+		st.BytesRead += br.read
+		if cap(br.buf) <= ioBufferSize {
+			w.buf = br.buf[:cap(br.buf)]
+		} // a grown buffer is dropped, so memory returns to normal
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b, err := br.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("segment %d: %w", base, err)
+		}
+		if err := record.ValidateStored(b); err != nil {
+			return fmt.Errorf("segment %d batch at offset %d: %w", base, b.BaseOffset(), err)
+		}
+		if err := fn(b); err != nil {
+			return err
+		}
+	}
+}
+
+// groupSegments splits the closed segments below end into runs that fit
+// one output segment: total size <= segment.bytes, estimated index size <=
+// segment.index.bytes, and offsets within int32 of the group's base.
+func groupSegments(segs []storage.SegmentInfo, end int64, cfg storage.Config) [][]storage.SegmentInfo {
+	var groups [][]storage.SegmentInfo
+	var cur []storage.SegmentInfo
+	var size, idx int64
+	interval := int64(cfg.IndexIntervalBytes)
+	if interval <= 0 {
+		interval = 4096
+	}
+	idxEst := func(s storage.SegmentInfo) int64 { return (s.Size/interval + 1) * 12 }
+	for _, s := range segs {
+		if s.Active || s.BaseOffset >= end {
+			break
+		}
+		if len(cur) > 0 && (size+s.Size > cfg.SegmentBytes ||
+			(cfg.SegmentIndexBytes > 0 && idx+idxEst(s) > int64(cfg.SegmentIndexBytes)) ||
+			s.NextOffset-1-cur[0].BaseOffset > math.MaxInt32) {
+			groups = append(groups, cur)
+			cur, size, idx = nil, 0, 0
+		}
+		cur = append(cur, s)
+		size += s.Size
+		idx += idxEst(s)
+	}
+	if len(cur) > 0 {
+		groups = append(groups, cur)
+	}
+	return groups
+}
+
+// cleanGroup filters the segments of g into one new segment and swaps it
+// in for them.
+func (c *Cleaner) cleanGroup(ctx context.Context, w *worker, l *storage.Log, g []storage.SegmentInfo, f *filter) error {
+	sw, err := l.NewCleanedSegment(g[0].BaseOffset)
+	if err != nil {
+		return fmt.Errorf("new cleaned segment %d: %w", g[0].BaseOffset, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = sw.Abort()
+		}
+	}()
+	bases := make([]int64, len(g))
+	for i, s := range g {
+		bases[i] = s.BaseOffset
+		err := c.forEachBatch(ctx, w, l, s.BaseOffset, func(b record.Batch) error {
+			out, err := f.apply(b)
+			if err != nil || out == nil {
+				return err
+			}
+			if err := sw.Append(out); err != nil {
+				return fmt.Errorf("write cleaned segment %d: %w", g[0].BaseOffset, err)
+			}
+			f.stats.BytesWritten += int64(len(out))
+			return c.throttle.wait(ctx, len(out))
+		}, &f.stats)
+		if err != nil {
+			return err
+		}
+	}
+	if c.hooks.beforeSwap != nil {
+		c.hooks.beforeSwap(g[0].BaseOffset)
+	}
+	if err := l.ReplaceSegments(bases, []*storage.SegmentWriter{sw}); err != nil {
+		return fmt.Errorf("swap cleaned segment %d: %w", g[0].BaseOffset, err)
+	}
+	ok = true
+	return nil
+}
