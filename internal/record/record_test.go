@@ -86,7 +86,7 @@ func TestBuildRoundTripAllCodecs(t *testing.T) {
 }
 
 // assertRecordsEqual compares records including the nil vs empty distinction.
-func assertRecordsEqual(t *testing.T, got, want []Record) {
+func assertRecordsEqual(t fataler, got, want []Record) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("got %d records, want %d", len(got), len(want))
@@ -110,7 +110,7 @@ func assertRecordsEqual(t *testing.T, got, want []Record) {
 	}
 }
 
-func sameBytes(t *testing.T, what string, got, want []byte) {
+func sameBytes(t fataler, what string, got, want []byte) {
 	t.Helper()
 	if (got == nil) != (want == nil) || !bytes.Equal(got, want) {
 		t.Fatalf("%s = %q (nil %v), want %q (nil %v)", what, got, got == nil, want, want == nil)
