@@ -1,0 +1,171 @@
+package main
+
+// Shared plumbing of the admin commands (topic, produce, consume, group):
+// connection flags, client construction with a reachability check, error
+// translation and table/JSON output.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// defaultBrokers is used when neither --brokers nor STRATA_BROKERS is set.
+const defaultBrokers = "127.0.0.1:9092"
+
+// clientOpts are the flags every admin command shares.
+type clientOpts struct {
+	brokers string
+	output  string
+	timeout time.Duration
+}
+
+// addClientFlags registers --brokers, -o/--output and --timeout on cmd and
+// its subcommands.
+func addClientFlags(cmd *cobra.Command, o *clientOpts) {
+	def := os.Getenv("STRATA_BROKERS")
+	if def == "" {
+		def = defaultBrokers
+	}
+	f := cmd.PersistentFlags()
+	f.StringVar(&o.brokers, "brokers", def, "comma-separated bootstrap brokers (env STRATA_BROKERS)")
+	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
+	f.DurationVar(&o.timeout, "timeout", 15*time.Second, "how long to wait for the cluster")
+}
+
+// check validates the shared flags.
+func (o *clientOpts) check() error {
+	if o.output != "table" && o.output != "json" {
+		return fmt.Errorf("invalid output format %q: use table or json", o.output)
+	}
+	return nil
+}
+
+// seeds splits --brokers.
+func (o *clientOpts) seeds() []string {
+	var out []string
+	for _, s := range strings.Split(o.brokers, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// connect builds a client and checks that a broker answers, so a broker
+// that is down gives one clear error instead of retries until timeout.
+func (o *clientOpts) connect(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(o.seeds()...),
+		kgo.DialTimeout(5 * time.Second),
+		kgo.RetryTimeout(o.timeout),
+		kgo.ClientID("strata-cli"),
+	}, extra...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	if err := cl.Ping(pctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("cannot reach broker at %s: %w", o.brokers, err)
+	}
+	return cl, nil
+}
+
+// admin is connect wrapped in a kadm client.
+func (o *clientOpts) admin(ctx context.Context) (*kadm.Client, error) {
+	cl, err := o.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	adm := kadm.NewClient(cl)
+	adm.SetTimeoutMillis(int32(o.timeout / time.Millisecond))
+	return adm, nil
+}
+
+// ctx returns a context bounded by --timeout.
+func (o *clientOpts) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(cmd.Context(), o.timeout)
+}
+
+// kafkaErr turns a per-resource Kafka error into the CLI's wording.
+func kafkaErr(kind, name string, err error, msg string) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
+		return fmt.Errorf("unknown topic %q", name)
+	case errors.Is(err, kerr.TopicAlreadyExists):
+		return fmt.Errorf("topic %q already exists", name)
+	case errors.Is(err, kerr.GroupIDNotFound):
+		return fmt.Errorf("unknown group %q", name)
+	}
+	if msg != "" && !strings.Contains(err.Error(), msg) {
+		return fmt.Errorf("%s %q: %w: %s", kind, name, err, msg)
+	}
+	return fmt.Errorf("%s %q: %w", kind, name, err)
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table is a tab-aligned text table.
+type table struct{ tw *tabwriter.Writer }
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
+	t.row(anySlice(header)...)
+	return t
+}
+
+func (t *table) row(cells ...any) {
+	parts := make([]string, len(cells))
+	for i, c := range cells {
+		parts[i] = fmt.Sprint(c)
+	}
+	fmt.Fprintln(t.tw, strings.Join(parts, "\t"))
+}
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+func anySlice(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+// parseKV parses repeated k=v flags.
+func parseKV(items []string, what string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, it := range items {
+		k, v, ok := strings.Cut(it, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("invalid %s %q: expected key=value", what, it)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
