@@ -309,6 +309,18 @@ func TestDecompressCapsOutput(t *testing.T) {
 			t.Errorf("%v: Decompress of %d-byte bomb = %v, want CorruptMessage", c, len(z), err)
 		}
 	}
+	z, err := zstdStream(bomb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decompress(Zstd, z); !errors.Is(err, kerr.CorruptMessage) {
+		t.Errorf("zstd stream without content size: Decompress = %v, want CorruptMessage", err)
+	}
+	if ok, err := zstdStream([]byte("small")); err != nil {
+		t.Fatal(err)
+	} else if out, err := Decompress(Zstd, ok); err != nil || string(out) != "small" {
+		t.Errorf("zstd stream: %q %v", out, err)
+	}
 }
 
 func TestSnappyRawAndXerial(t *testing.T) {
