@@ -1,0 +1,83 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+func TestProduceConsumeCLI(t *testing.T) {
+	bin := buildStrata(t)
+	addr := newCluster(t, kfake.SeedTopics(1, "t"), kfake.SeedTopics(2, "two"))
+	b := "--brokers=" + addr
+
+	r := run(t, bin, "k1:v1\nk2:\nnokey\n:v4\n", "produce", "t", "-K:", "-Z", "-H", "h1=x", "-H", "h2=y", b)
+	if r.code != 0 || r.stderr != "produced 4 records to \"t\"\n" || r.stdout != "" {
+		t.Fatalf("produce: %+v", r)
+	}
+	out := ok(t, bin, "", "consume", "t", "-e", "-f", `%p %o k=%k(%K) v=%s(%S) h=%h\n`, b)
+	want := "0 0 k=k1(2) v=v1(2) h=h1=x,h2=y\n" +
+		"0 1 k=k2(2) v=(-1) h=h1=x,h2=y\n" +
+		"0 2 k=(-1) v=nokey(5) h=h1=x,h2=y\n" +
+		"0 3 k=(-1) v=v4(2) h=h1=x,h2=y\n"
+	if out != want {
+		t.Errorf("consume -f:\n got %q\nwant %q", out, want)
+	}
+	if out := ok(t, bin, "", "consume", "t", "-e", b); out != "v1\n\nnokey\nv4\n" {
+		t.Errorf("default format: %q", out)
+	}
+	if out := ok(t, bin, "", "consume", "t", "-c", "2", "-K", "=", b); out != "k1=v1\nk2=\n" {
+		t.Errorf("-c 2 with -K: %q", out)
+	}
+	if out := ok(t, bin, "", "consume", "t", "-e", "--from", "2", "-f", `%o\n`, b); out != "2\n3\n" {
+		t.Errorf("--from 2: %q", out)
+	}
+	if out := ok(t, bin, "", "consume", "t", "-e", "--from", "end", b); out != "" {
+		t.Errorf("--from end -e: %q", out)
+	}
+	if out := ok(t, bin, "", "consume", "t", "-e", "--from", "timestamp:0", "-f", `%o `, b); out != "0 1 2 3 " {
+		t.Errorf("--from timestamp:0: %q", out)
+	}
+	out = ok(t, bin, "", "consume", "t", "-c", "1", "-o", "json", b)
+	if !strings.HasPrefix(out, `{"topic":"t","partition":0,"offset":0,"timestamp":`) || !strings.HasSuffix(out, `"key":"k1","value":"v1","headers":{"h1":"x","h2":"y"}}`+"\n") {
+		t.Errorf("json: %q", out)
+	}
+
+	// Partition choice and an empty partition with -e.
+	ok(t, bin, "a\nb\n", "produce", "two", "--partition", "1", "--acks", "1", b)
+	if out := ok(t, bin, "", "consume", "two", "-e", "-f", `%p:%s `, b); out != "1:a 1:b " {
+		t.Errorf("two partitions: %q", out)
+	}
+	if out := ok(t, bin, "", "consume", "two", "-e", "-p", "0", b); out != "" {
+		t.Errorf("empty partition: %q", out)
+	}
+
+	// A group commits what it printed; the next run continues after it.
+	if out := ok(t, bin, "", "consume", "t", "-g", "g1", "-c", "3", "-f", `%o `, b); out != "0 1 2 " {
+		t.Errorf("group first run: %q", out)
+	}
+	if out := ok(t, bin, "", "consume", "t", "-g", "g1", "-e", "-f", `%o `, b); out != "3 " {
+		t.Errorf("group second run: %q", out)
+	}
+
+	fails(t, bin, "strata: unknown topic \"nope\"\n", "consume", "nope", b)
+	fails(t, bin, "strata: invalid --from \"middle\": use beginning, end, <offset>, offset:<n> or timestamp:<ms>\n", "consume", "t", "--from", "middle", b)
+	fails(t, bin, "strata: invalid --acks \"2\": use all, 1 or 0\n", "produce", "t", "--acks", "2", b)
+	fails(t, bin, "strata: invalid --header \"x\": expected key=value\n", "produce", "t", "-H", "x", b)
+	fails(t, bin, "strata: topic \"t\" has no partition 5\n", "consume", "t", "-p", "5", b)
+	fails(t, bin, "strata: accepts 1 arg(s), received 0\n", "consume", b)
+	r = run(t, bin, "x\n", "produce", "t", "--brokers", deadAddr(t), "--timeout", "3s")
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "strata: cannot reach broker at 127.0.0.1:1: ") {
+		t.Errorf("broker down: %+v", r)
+	}
+}
+
+func TestProduceUnknownTopic(t *testing.T) {
+	bin := buildStrata(t)
+	addr := newCluster(t)
+	r := run(t, bin, "x\n", "produce", "missing", "--brokers", addr, "--timeout", "5s")
+	if r.code != 1 || r.stderr != "strata: unknown topic \"missing\"\n" {
+		t.Errorf("got %+v", r)
+	}
+}
