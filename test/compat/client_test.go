@@ -52,21 +52,21 @@ type Result struct {
 
 // Operation names a driver may support.
 const (
-	opCreate          = "create_topic"
-	opList            = "list_topics"
-	opDescribe        = "describe_configs"
-	opAlterIncr       = "alter_configs_incremental"
-	opAlterLegacy     = "alter_configs_legacy"
-	opDeleteRecords   = "delete_records"
-	opDeleteTopic     = "delete_topic"
-	opProduce         = "produce"
-	opFetch           = "fetch"
-	opOffsetForTime   = "offset_for_time"
-	opWatermarks      = "watermarks"
-	opIdempotent      = "idempotent" // produce with Idempotent=true
-	opTimestamps      = "timestamps" // produce honours Rec.Timestamp
-	opGroupConsume    = "group_consume"
-	opVersions        = "versions"
+	opCreate        = "create_topic"
+	opList          = "list_topics"
+	opDescribe      = "describe_configs"
+	opAlterIncr     = "alter_configs_incremental"
+	opAlterLegacy   = "alter_configs_legacy"
+	opDeleteRecords = "delete_records"
+	opDeleteTopic   = "delete_topic"
+	opProduce       = "produce"
+	opFetch         = "fetch"
+	opOffsetForTime = "offset_for_time"
+	opWatermarks    = "watermarks"
+	opIdempotent    = "idempotent" // produce with Idempotent=true
+	opTimestamps    = "timestamps" // produce honours Rec.Timestamp
+	opGroupConsume  = "group_consume"
+	opVersions      = "versions"
 )
 
 // Client is one Kafka client under test.

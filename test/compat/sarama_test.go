@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -231,13 +233,17 @@ func set(ops ...string) map[string]bool {
 	return m
 }
 
-// modVersion is the version of a Go module linked into the test binary.
+// modVersion is the version of a Go module as go.mod pins it (test binaries
+// carry no dependency build info).
 func modVersion(path string) string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == path {
-				return d.Version
-			}
+	data, err := os.ReadFile(filepath.Join("..", "..", "go.mod"))
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(f) >= 2 && f[0] == path {
+			return f[1]
 		}
 	}
 	return "unknown"
