@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/server"
+)
+
+func init() { commands = append(commands, newServeCmd) }
+
+// newServeCmd is `strata serve`: one flag per broker setting (named like
+// the setting, defaults from the table), plus --config and
+// --shutdown-timeout.
+func newServeCmd() *cobra.Command {
+	var cfgPath string
+	var shutdownTimeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a Strata broker (zero config: PLAINTEXT://127.0.0.1:9092, data in ./strata-data)",
+		Long: `Run a Strata broker.
+
+Settings come from, in rising precedence: the --config file (server.properties
+format), STRATA_<NAME> environment variables (log.dirs -> STRATA_LOG_DIRS) and
+the flags below. See docs/configuration.md for every setting.
+
+SIGINT or SIGTERM shuts the broker down cleanly (flushing every log); a second
+signal exits at once.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			overrides := map[string]string{}
+			cmd.Flags().Visit(func(f *pflag.Flag) {
+				if _, ok := config.LookupBroker(f.Name); ok {
+					overrides[f.Name] = f.Value.String()
+				}
+			})
+			cfg, err := config.LoadBroker(cfgPath, os.Environ(), overrides)
+			if err != nil {
+				return err
+			}
+			logger := newLogger(cmd.ErrOrStderr(), cfg)
+			return serve(cmd.Context(), cfg, logger, shutdownTimeout)
+		},
+	}
+	f := cmd.Flags()
+	f.SortFlags = false
+	f.StringVar(&cfgPath, "config", "", "server.properties file to read settings from")
+	f.DurationVar(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a clean shutdown may take")
+	for _, s := range config.BrokerSettings() {
+		f.String(s.Name, s.Default, flagUsage(s))
+		if s.Type == config.TypeBoolean {
+			f.Lookup(s.Name).NoOptDefVal = "true" // --log.preallocate alone means true
+		}
+	}
+	return cmd
+}
+
+// flagUsage is a setting's help line: doc, type/allowed values, env var.
+func flagUsage(s config.Setting) string {
+	allowed := s.Allowed
+	if allowed == "" {
+		allowed = s.Type.String()
+	}
+	return fmt.Sprintf("%s (valid: %s; env %s)", s.Doc, allowed, config.EnvName(s.Name))
+}
+
+// newLogger builds the broker's slog logger from strata.log.level and
+// strata.log.format.
+func newLogger(w io.Writer, cfg *config.Broker) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Get("strata.log.level"))) // validated by config
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Get("strata.log.format") == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serve runs the broker until SIGINT/SIGTERM, then shuts it down within
+// timeout; a second signal exits immediately with status 1.
+func serve(ctx context.Context, cfg *config.Broker, logger *slog.Logger, timeout time.Duration) error {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	srv, err := server.New(cfg, logger)
+	if err != nil {
+		return fmt.Errorf("start broker: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		shutdown(srv, timeout, logger)
+		return fmt.Errorf("start broker: %w", err)
+	}
+	attrs := []any{
+		"kafka", srv.Addr().String(),
+		"node.id", cfg.Int("node.id"),
+		"log.dirs", strings.Join(cfg.List("log.dirs"), ","),
+	}
+	if ma := srv.MetricsAddr(); ma != nil {
+		attrs = append(attrs, "metrics", "http://"+ma.String()+"/metrics")
+	}
+	logger.Info("strata broker listening", attrs...)
+
+	select {
+	case sig := <-sigs:
+		logger.Info("shutting down", "signal", sig.String(), "timeout", timeout.String())
+	case <-ctx.Done():
+		logger.Info("shutting down", "reason", ctx.Err().Error())
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() { // owner: serve; ends when serve returns
+		select {
+		case sig := <-sigs:
+			logger.Error("second signal: exiting immediately without a clean shutdown", "signal", sig.String())
+			os.Exit(1)
+		case <-done:
+		}
+	}()
+	if err := shutdown(srv, timeout, logger); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	logger.Info("shutdown complete")
+	return nil
+}
+
+func shutdown(srv *server.Server, timeout time.Duration, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := srv.Shutdown(ctx)
+	if err != nil {
+		logger.Error("shutdown", "err", err)
+	}
+	return err
+}
