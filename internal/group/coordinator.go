@@ -1,0 +1,394 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/storage"
+)
+
+// Storage is the __consumer_offsets topic as the coordinator sees it.
+type Storage interface {
+	// Append durably appends one v2 record batch (built with record.Build,
+	// offsets 0-based; the log assigns real offsets) to __consumer_offsets
+	// partition p; returns after fsync.
+	Append(ctx context.Context, partition int32, batch []byte) error
+	// Log returns partition p's log for replay at Load.
+	Log(partition int32) *storage.Log
+}
+
+// Config holds the coordinator's settings (Kafka's broker config names in
+// the comments).
+type Config struct {
+	NodeID int32
+	Host   string
+	Port   int32
+	// NumPartitions is offsets.topic.num.partitions (50).
+	NumPartitions int32
+	// MinSessionTimeout, MaxSessionTimeout are group.min.session.timeout.ms
+	// (6s) and group.max.session.timeout.ms (30m).
+	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms (3s).
+	InitialRebalanceDelay time.Duration
+	// OffsetsRetention is offsets.retention.minutes (7d).
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms (10m).
+	OffsetsRetentionCheckInterval time.Duration
+	// TopicPartitionExists reports whether a commit target exists; nil
+	// accepts every partition.
+	TopicPartitionExists func(topic string, partition int32) bool
+	// MaxMetadataSize is offset.metadata.max.bytes (4096); 0 = default.
+	MaxMetadataSize int
+	// Clock is the time source; nil = real time.
+	Clock Clock
+}
+
+// Coordinator is the group coordinator for every group (Strata is one
+// node, so it coordinates every __consumer_offsets partition).
+type Coordinator struct {
+	cfg    Config
+	store  Storage
+	logger *slog.Logger
+	env    *env
+	m      *metrics
+
+	loaded atomic.Bool
+	closed atomic.Bool
+
+	mu          sync.Mutex // guards groups and expiryTimer
+	groups      map[string]*group
+	expiryTimer Timer
+}
+
+// NewCoordinator builds a coordinator; call Load before serving requests
+// (until then group requests answer COORDINATOR_LOAD_IN_PROGRESS).
+func NewCoordinator(cfg Config, store Storage, logger *slog.Logger, reg prometheus.Registerer) (*Coordinator, error) {
+	if cfg.NumPartitions <= 0 {
+		return nil, fmt.Errorf("offsets.topic.num.partitions %d must be positive", cfg.NumPartitions)
+	}
+	if store == nil {
+		return nil, errors.New("group coordinator needs a storage")
+	}
+	if cfg.MaxMetadataSize <= 0 {
+		cfg.MaxMetadataSize = 4096
+	}
+	if cfg.MaxSessionTimeout <= 0 {
+		cfg.MaxSessionTimeout = 30 * time.Minute
+	}
+	if cfg.OffsetsRetention <= 0 {
+		cfg.OffsetsRetention = 7 * 24 * time.Hour
+	}
+	if cfg.OffsetsRetentionCheckInterval <= 0 {
+		cfg.OffsetsRetentionCheckInterval = 10 * time.Minute
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Coordinator{cfg: cfg, store: store, logger: logger, groups: map[string]*group{}}
+	c.env = &env{
+		clock:        cfg.Clock,
+		initialDelay: cfg.InitialRebalanceDelay,
+		minSession:   cfg.MinSessionTimeout,
+		maxSession:   cfg.MaxSessionTimeout,
+		newMemberID:  func(prefix string) string { return prefix + "-" + uuid.NewString() },
+		runLocked:    c.runLocked,
+	}
+	c.m = newMetrics(c)
+	if reg != nil {
+		if err := reg.Register(c.m); err != nil {
+			return nil, fmt.Errorf("register group metrics: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// runLocked runs a timer callback under the group's lock, then persists
+// any metadata change it made.
+func (c *Coordinator) runLocked(g *group, f func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c.closed.Load() || g.state == stateDead {
+		return
+	}
+	f()
+	c.flushDirty(context.Background(), g)
+}
+
+// flushDirty writes the group metadata record if the state machine asked
+// for it. Called with g.mu held.
+func (c *Coordinator) flushDirty(ctx context.Context, g *group) error {
+	if !g.dirty {
+		return nil
+	}
+	g.dirty = false
+	err := c.appendRecords(ctx, g.id, []record.Record{{Key: groupKey(g.id), Value: groupValue(g)}})
+	if err != nil {
+		c.logger.Error("store group metadata", "group", g.id, "err", err)
+	}
+	return err
+}
+
+// appendRecords writes records for groupID to its __consumer_offsets
+// partition and waits for the fsync.
+func (c *Coordinator) appendRecords(ctx context.Context, groupID string, recs []record.Record) error {
+	b, err := buildBatch(c.env.clock.Now(), recs)
+	if err != nil {
+		return err
+	}
+	p := PartitionFor(groupID, c.cfg.NumPartitions)
+	if err := c.store.Append(ctx, p, b); err != nil {
+		return fmt.Errorf("append to __consumer_offsets-%d: %w", p, err)
+	}
+	return nil
+}
+
+// lookup returns the live group, or nil.
+func (c *Coordinator) lookup(id string) *group {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.groups[id]
+}
+
+// lockGroup returns the live group locked, creating it if create is set;
+// nil (unlocked) when absent.
+func (c *Coordinator) lockGroup(id string, create bool) *group {
+	for {
+		c.mu.Lock()
+		g := c.groups[id]
+		if g == nil {
+			if !create {
+				c.mu.Unlock()
+				return nil
+			}
+			g = newGroup(id, c.env)
+			c.groups[id] = g
+		}
+		c.mu.Unlock()
+		g.mu.Lock()
+		if g.state != stateDead {
+			return g
+		}
+		g.mu.Unlock() // removed meanwhile: look again
+	}
+}
+
+// removeGroup marks g Dead and forgets it. Called with g.mu held.
+func (c *Coordinator) removeGroup(g *group) {
+	for _, m := range g.members {
+		g.removeMember(m)
+	}
+	for id, t := range g.pending {
+		stopTimer(t)
+		delete(g.pending, id)
+	}
+	stopTimer(g.joinTimer)
+	g.joinSeq++
+	g.setState(stateDead)
+	c.mu.Lock()
+	if c.groups[g.id] == g {
+		delete(c.groups, g.id)
+	}
+	c.mu.Unlock()
+}
+
+// Load replays every __consumer_offsets partition, rebuilding groups and
+// committed offsets, then starts the offset expiry timer.
+func (c *Coordinator) Load(ctx context.Context) error {
+	start := time.Now()
+	r := newReplayer()
+	for p := int32(0); p < c.cfg.NumPartitions; p++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fn := func(b []byte) error { return r.applyBatch(record.Batch(b)) }
+		var err error
+		if rp, ok := c.store.(Replayer); ok {
+			err = rp.Replay(p, fn)
+		} else if l := c.store.Log(p); l != nil {
+			err = replayLog(l, fn)
+		}
+		if err != nil {
+			return fmt.Errorf("load __consumer_offsets-%d: %w", p, err)
+		}
+	}
+	c.mu.Lock()
+	for id, lg := range r.groups {
+		if lg.meta == nil && len(lg.offsets) == 0 {
+			continue
+		}
+		g := newGroup(id, c.env)
+		g.offsets = lg.offsets
+		if lg.meta != nil {
+			g.restore(lg.meta)
+		}
+		c.groups[id] = g
+	}
+	n := len(c.groups)
+	c.mu.Unlock()
+	c.loaded.Store(true)
+	c.scheduleExpiry()
+	c.logger.Info("loaded consumer groups", "groups", n, "records", r.records, "took", time.Since(start))
+	return nil
+}
+
+// restore rebuilds a group from its metadata record: members it had are
+// back in a Stable group and must heartbeat within their session timeout.
+func (g *group) restore(v *kmsg.GroupMetadataValue) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.protocolType = v.ProtocolType
+	g.generation = v.Generation
+	if v.Protocol != nil {
+		g.protocol = *v.Protocol
+	}
+	if v.Leader != nil {
+		g.leader = *v.Leader
+	}
+	if v.CurrentStateTimestamp > 0 {
+		g.stateTime = time.UnixMilli(v.CurrentStateTimestamp)
+	}
+	for _, mv := range v.Members {
+		m := &member{
+			id:               mv.MemberID,
+			instanceID:       mv.InstanceID,
+			clientID:         mv.ClientID,
+			clientHost:       mv.ClientHost,
+			sessionTimeout:   time.Duration(mv.SessionTimeoutMillis) * time.Millisecond,
+			rebalanceTimeout: time.Duration(mv.RebalanceTimeoutMillis) * time.Millisecond,
+			protocols:        []protocol{{name: g.protocol, metadata: mv.Subscription}},
+			assignment:       mv.Assignment,
+		}
+		if m.rebalanceTimeout <= 0 {
+			m.rebalanceTimeout = m.sessionTimeout
+		}
+		g.members[m.id] = m
+		if m.instanceID != nil {
+			g.static[*m.instanceID] = m.id
+		}
+		g.heartbeat(m)
+	}
+	if len(g.members) > 0 {
+		g.state = stateStable
+	}
+}
+
+// Close stops every timer and answers parked JoinGroup/SyncGroup requests
+// with NOT_COORDINATOR.
+func (c *Coordinator) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.mu.Lock()
+	stopTimer(c.expiryTimer)
+	gs := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		gs = append(gs, g)
+	}
+	c.mu.Unlock()
+	for _, g := range gs {
+		g.mu.Lock()
+		stopTimer(g.joinTimer)
+		g.joinSeq++
+		for id, t := range g.pending {
+			stopTimer(t)
+			delete(g.pending, id)
+		}
+		for _, m := range g.members {
+			stopTimer(m.hbTimer)
+			m.hbSeq++
+			if m.joinCh != nil {
+				m.joinCh <- joinResult{err: kerr.NotCoordinator.Code, memberID: m.id}
+				m.joinCh = nil
+			}
+			if m.syncCh != nil {
+				m.syncCh <- syncResult{err: kerr.NotCoordinator.Code}
+				m.syncCh = nil
+			}
+		}
+		g.mu.Unlock()
+	}
+	return nil
+}
+
+// APIVersions returns, per API key, the {min, max} versions Handle serves.
+func (c *Coordinator) APIVersions() map[int16][2]int16 {
+	return map[int16][2]int16{
+		kmsg.OffsetCommit.Int16():    {0, 9},
+		kmsg.OffsetFetch.Int16():     {0, 9},
+		kmsg.FindCoordinator.Int16(): {0, 5},
+		kmsg.JoinGroup.Int16():       {0, 9},
+		kmsg.Heartbeat.Int16():       {0, 4},
+		kmsg.LeaveGroup.Int16():      {0, 5},
+		kmsg.SyncGroup.Int16():       {0, 5},
+		kmsg.DescribeGroups.Int16():  {0, 6},
+		kmsg.ListGroups.Int16():      {0, 5},
+		kmsg.DeleteGroups.Int16():    {0, 3},
+		kmsg.OffsetDelete.Int16():    {0, 0},
+	}
+}
+
+// Handle serves one group API request. JoinGroup and SyncGroup block until
+// the rebalance step they wait for completes (or ctx ends). A returned
+// error means the connection should be closed.
+func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	if vr, ok := c.APIVersions()[req.Key()]; !ok || req.GetVersion() < vr[0] || req.GetVersion() > vr[1] {
+		return nil, fmt.Errorf("group coordinator: unsupported %s version %d", kmsg.NameForKey(req.Key()), req.GetVersion())
+	}
+	switch r := req.(type) {
+	case *kmsg.FindCoordinatorRequest:
+		return c.findCoordinator(r), nil
+	case *kmsg.JoinGroupRequest:
+		return c.joinGroup(ctx, r)
+	case *kmsg.SyncGroupRequest:
+		return c.syncGroup(ctx, r)
+	case *kmsg.HeartbeatRequest:
+		return c.heartbeat(r), nil
+	case *kmsg.LeaveGroupRequest:
+		return c.leaveGroup(ctx, r), nil
+	case *kmsg.OffsetCommitRequest:
+		return c.offsetCommit(ctx, r), nil
+	case *kmsg.OffsetFetchRequest:
+		return c.offsetFetch(r), nil
+	case *kmsg.ListGroupsRequest:
+		return c.listGroups(r), nil
+	case *kmsg.DescribeGroupsRequest:
+		return c.describeGroups(r), nil
+	case *kmsg.DeleteGroupsRequest:
+		return c.deleteGroups(ctx, r), nil
+	case *kmsg.OffsetDeleteRequest:
+		return c.offsetDelete(ctx, r), nil
+	}
+	return nil, fmt.Errorf("group coordinator: %s is not a group API", kmsg.NameForKey(req.Key()))
+}
+
+// clientInfoKey carries the client id and host of a request in its context.
+type clientInfoKey struct{}
+
+type clientInfo struct{ id, host string }
+
+// WithClientInfo returns ctx carrying the request header's client id and
+// the client's address, which JoinGroup records for DescribeGroups.
+func WithClientInfo(ctx context.Context, clientID, host string) context.Context {
+	return context.WithValue(ctx, clientInfoKey{}, clientInfo{clientID, host})
+}
+
+func clientFrom(ctx context.Context) clientInfo {
+	if ci, ok := ctx.Value(clientInfoKey{}).(clientInfo); ok {
+		return ci
+	}
+	return clientInfo{id: "", host: "/unknown"}
+}

@@ -1,0 +1,269 @@
+package group
+
+import (
+	"bytes"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// state is a classic group's state, named as Kafka names them.
+type state int8
+
+const (
+	stateEmpty state = iota
+	statePreparingRebalance
+	stateCompletingRebalance
+	stateStable
+	stateDead
+)
+
+var stateNames = [...]string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"}
+
+func (s state) String() string { return stateNames[s] }
+
+// joinResult is what a waiting JoinGroup request receives.
+type joinResult struct {
+	err            int16
+	generation     int32
+	protocolType   string
+	protocol       string
+	leader         string
+	memberID       string
+	members        []kmsg.JoinGroupResponseMember
+	skipAssignment bool
+}
+
+// syncResult is what a waiting SyncGroup request receives.
+type syncResult struct {
+	err        int16
+	assignment []byte
+}
+
+// protocol is one (name, metadata) entry of a member's JoinGroup.
+type protocol struct {
+	name     string
+	metadata []byte
+}
+
+// member is one classic group member.
+type member struct {
+	id               string
+	instanceID       *string
+	clientID         string
+	clientHost       string
+	sessionTimeout   time.Duration
+	rebalanceTimeout time.Duration
+	protocols        []protocol
+	assignment       []byte
+	joinVersion      int16
+
+	joinCh chan joinResult // set while a JoinGroup waits
+	syncCh chan syncResult // set while a SyncGroup waits
+
+	hbTimer Timer
+	hbSeq   uint64
+}
+
+func (m *member) metadataFor(name string) []byte {
+	for _, p := range m.protocols {
+		if p.name == name {
+			return p.metadata
+		}
+	}
+	return nil
+}
+
+func sameProtocols(a, b []protocol) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].name != b[i].name || !bytes.Equal(a[i].metadata, b[i].metadata) {
+			return false
+		}
+	}
+	return true
+}
+
+// tp is a topic partition.
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// offset is one committed offset.
+type offset struct {
+	offset      int64
+	leaderEpoch int32
+	metadata    string
+	commitMs    int64
+	expireMs    int64 // -1 = expiry by group retention rules
+}
+
+// group is one group's state. Every field is guarded by mu. Methods never do
+// I/O; they may schedule timers through env and set dirty when the group
+// metadata record must be written.
+type group struct {
+	mu  sync.Mutex
+	env *env
+	id  string
+
+	state        state
+	stateTime    time.Time // when the current state was entered (Kafka's currentStateTimestamp)
+	protocolType string    // "" for groups that only commit offsets
+	protocol     string
+	generation   int32
+	leader       string
+	members      map[string]*member
+	static       map[string]string // group.instance.id -> member id
+	pending      map[string]Timer  // member ids handed out with MEMBER_ID_REQUIRED
+
+	joinTimer      Timer
+	joinSeq        uint64
+	initialDelay   bool // the initial-rebalance-delay window is open
+	newMemberAdded bool
+
+	offsets map[tp]offset
+
+	// dirty is set when the group metadata record must be (re)written.
+	dirty bool
+}
+
+// env is what a group needs from its coordinator: time, the tunables and a
+// way to run timer callbacks under the group's lock.
+type env struct {
+	clock        Clock
+	initialDelay time.Duration
+	minSession   time.Duration
+	maxSession   time.Duration
+	newMemberID  func(prefix string) string
+	runLocked    func(g *group, f func()) // locks g, runs f, then persists dirty state
+}
+
+func newGroup(id string, e *env) *group {
+	return &group{
+		env:       e,
+		id:        id,
+		state:     stateEmpty,
+		stateTime: e.clock.Now(),
+		members:   map[string]*member{},
+		static:    map[string]string{},
+		pending:   map[string]Timer{},
+		offsets:   map[tp]offset{},
+	}
+}
+
+func (g *group) setState(s state) {
+	g.state = s
+	g.stateTime = g.env.clock.Now()
+}
+
+// after schedules f under the group lock after d.
+func (g *group) after(d time.Duration, f func()) Timer {
+	return g.env.clock.AfterFunc(d, func() { g.env.runLocked(g, f) })
+}
+
+// isEmpty reports whether the group has no members at all.
+func (g *group) isEmpty() bool { return len(g.members) == 0 && len(g.pending) == 0 }
+
+// supportsProtocols is Kafka's check that a joining member can be part of
+// the group: same protocol type and at least one protocol every member has.
+func (g *group) supportsProtocols(ptype string, protos []protocol) bool {
+	if len(g.members) == 0 {
+		return ptype != "" && len(protos) > 0
+	}
+	if ptype != g.protocolType {
+		return false
+	}
+	cands := g.candidateProtocols()
+	for _, p := range protos {
+		if cands[p.name] {
+			return true
+		}
+	}
+	return false
+}
+
+// candidateProtocols are the protocol names every member supports.
+func (g *group) candidateProtocols() map[string]bool {
+	count := map[string]int{}
+	for _, m := range g.members {
+		for _, p := range m.protocols {
+			count[p.name]++
+		}
+	}
+	out := map[string]bool{}
+	for name, n := range count {
+		if n == len(g.members) {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// selectProtocol picks the candidate most members prefer (Kafka's vote),
+// breaking ties by the leader's preference order.
+func (g *group) selectProtocol() string {
+	cands := g.candidateProtocols()
+	votes := map[string]int{}
+	for _, m := range g.members {
+		for _, p := range m.protocols {
+			if cands[p.name] {
+				votes[p.name]++
+				break
+			}
+		}
+	}
+	var order []protocol
+	if l := g.members[g.leader]; l != nil {
+		order = l.protocols
+	} else {
+		for _, m := range g.members {
+			order = m.protocols
+			break
+		}
+	}
+	best, bestVotes := "", -1
+	for _, p := range order {
+		if cands[p.name] && votes[p.name] > bestVotes {
+			best, bestVotes = p.name, votes[p.name]
+		}
+	}
+	return best
+}
+
+// rebalanceTimeout is the largest rebalance timeout of the members.
+func (g *group) rebalanceTimeout() time.Duration {
+	var d time.Duration
+	for _, m := range g.members {
+		if m.rebalanceTimeout > d {
+			d = m.rebalanceTimeout
+		}
+	}
+	return d
+}
+
+// subscribedTopics returns the topics the members of a "consumer" group
+// subscribe to, and false when they cannot be known.
+func (g *group) subscribedTopics() (map[string]bool, bool) {
+	if g.protocolType != "consumer" {
+		return nil, false
+	}
+	out := map[string]bool{}
+	for _, m := range g.members {
+		meta := m.metadataFor(g.protocol)
+		if g.protocol == "" && len(m.protocols) > 0 {
+			meta = m.protocols[0].metadata
+		}
+		var cm kmsg.ConsumerMemberMetadata
+		if err := cm.ReadFrom(meta); err != nil {
+			return nil, false
+		}
+		for _, t := range cm.Topics {
+			out[t] = true
+		}
+	}
+	return out, true
+}

@@ -1,0 +1,313 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/record"
+)
+
+// storeErrorCode maps a failed __consumer_offsets append to the code a
+// client retries on, as Kafka does.
+func storeErrorCode(err error) int16 {
+	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+		return kerr.InvalidCommitOffsetSize.Code
+	}
+	return kerr.CoordinatorNotAvailable.Code
+}
+
+func (c *Coordinator) partitionExists(topic string, p int32) bool {
+	return c.cfg.TopicPartitionExists == nil || c.cfg.TopicPartitionExists(topic, p)
+}
+
+func (c *Coordinator) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
+	codes := make([][]int16, len(r.Topics))
+	for i, t := range r.Topics {
+		codes[i] = make([]int16, len(t.Partitions))
+	}
+	setAll := func(code int16) {
+		for i := range codes {
+			for j := range codes[i] {
+				if codes[i][j] == 0 {
+					codes[i][j] = code
+				}
+			}
+		}
+	}
+	defer func() {
+		for i, t := range r.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for j, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, codes[i][j]
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}()
+	if !c.loaded.Load() {
+		setAll(kerr.CoordinatorLoadInProgress.Code)
+		return resp
+	}
+	now := c.env.clock.Now()
+	expireMs := int64(-1)
+	if r.Version >= 2 && r.Version <= 4 && r.RetentionTimeMillis >= 0 {
+		expireMs = now.UnixMilli() + r.RetentionTimeMillis
+	}
+	offs := map[tp]offset{}
+	var recs []record.Record
+	for i, t := range r.Topics {
+		for j, p := range t.Partitions {
+			switch {
+			case p.Metadata != nil && len(*p.Metadata) > c.cfg.MaxMetadataSize:
+				codes[i][j] = kerr.OffsetMetadataTooLarge.Code
+			case !c.partitionExists(t.Topic, p.Partition):
+				codes[i][j] = kerr.UnknownTopicOrPartition.Code
+			default:
+				o := offset{offset: p.Offset, leaderEpoch: p.LeaderEpoch, commitMs: now.UnixMilli(), expireMs: expireMs}
+				if r.Version < 6 {
+					o.leaderEpoch = -1
+				}
+				if p.Metadata != nil {
+					o.metadata = *p.Metadata
+				}
+				k := tp{t.Topic, p.Partition}
+				offs[k] = o
+			}
+		}
+	}
+	g := c.lockGroup(r.Group, r.Generation < 0)
+	if g == nil {
+		setAll(kerr.IllegalGeneration.Code)
+		return resp
+	}
+	defer c.unlock(ctx, g)
+	if code := g.validateCommit(r.MemberID, r.InstanceID, r.Generation); code != 0 {
+		setAll(code)
+		if g.removable() {
+			c.removeGroup(g)
+		}
+		return resp
+	}
+	if len(offs) == 0 {
+		return resp
+	}
+	keys := make([]tp, 0, len(offs))
+	for k := range offs {
+		keys = append(keys, k)
+	}
+	sortTPs(keys)
+	for _, k := range keys {
+		recs = append(recs, record.Record{Key: offsetKey(g.id, k), Value: offsetValue(offs[k])})
+	}
+	if err := c.appendRecords(ctx, g.id, recs); err != nil {
+		c.logger.Warn("store offset commit", "group", g.id, "err", err)
+		setAll(storeErrorCode(err))
+		if g.removable() {
+			c.removeGroup(g)
+		}
+		return resp
+	}
+	g.applyCommit(offs)
+	c.m.commits.Add(float64(len(offs)))
+	return resp
+}
+
+func sortTPs(ks []tp) {
+	sort.Slice(ks, func(i, j int) bool {
+		if ks[i].topic != ks[j].topic {
+			return ks[i].topic < ks[j].topic
+		}
+		return ks[i].partition < ks[j].partition
+	})
+}
+
+// fetchedTopic is one topic of an OffsetFetch answer.
+type fetchedTopic struct {
+	topic      string
+	partitions []kmsg.OffsetFetchResponseGroupTopicPartition
+}
+
+// fetchOffsets answers OffsetFetch for one group; topics nil means all.
+func (c *Coordinator) fetchOffsets(id string, topics map[string][]int32, order []string) ([]fetchedTopic, int16) {
+	if !c.loaded.Load() {
+		return nil, kerr.CoordinatorLoadInProgress.Code
+	}
+	var offs map[tp]offset
+	if g := c.lockGroup(id, false); g != nil {
+		offs = make(map[tp]offset, len(g.offsets))
+		for k, o := range g.offsets {
+			offs[k] = o
+		}
+		g.mu.Unlock()
+	}
+	part := func(k tp) kmsg.OffsetFetchResponseGroupTopicPartition {
+		rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+		rp.Partition = k.partition
+		rp.Offset, rp.LeaderEpoch = -1, -1
+		md := ""
+		if o, ok := offs[k]; ok {
+			rp.Offset, rp.LeaderEpoch, md = o.offset, o.leaderEpoch, o.metadata
+		}
+		rp.Metadata = &md
+		return rp
+	}
+	var out []fetchedTopic
+	if topics == nil {
+		keys := make([]tp, 0, len(offs))
+		for k := range offs {
+			keys = append(keys, k)
+		}
+		sortTPs(keys)
+		for _, k := range keys {
+			if len(out) == 0 || out[len(out)-1].topic != k.topic {
+				out = append(out, fetchedTopic{topic: k.topic})
+			}
+			ft := &out[len(out)-1]
+			ft.partitions = append(ft.partitions, part(k))
+		}
+		return out, 0
+	}
+	for _, t := range order {
+		ft := fetchedTopic{topic: t}
+		for _, p := range topics[t] {
+			ft.partitions = append(ft.partitions, part(tp{t, p}))
+		}
+		out = append(out, ft)
+	}
+	return out, 0
+}
+
+func (c *Coordinator) offsetFetch(r *kmsg.OffsetFetchRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if r.Version >= 8 {
+		for _, rg := range r.Groups {
+			var topics map[string][]int32
+			var order []string
+			if rg.Topics != nil {
+				topics = map[string][]int32{}
+				for _, t := range rg.Topics {
+					if _, ok := topics[t.Topic]; !ok {
+						order = append(order, t.Topic)
+					}
+					topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
+				}
+			}
+			ft, code := c.fetchOffsets(rg.Group, topics, order)
+			g := kmsg.NewOffsetFetchResponseGroup()
+			g.Group, g.ErrorCode = rg.Group, code
+			for _, t := range ft {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic, rt.Partitions = t.topic, t.partitions
+				g.Topics = append(g.Topics, rt)
+			}
+			resp.Groups = append(resp.Groups, g)
+		}
+		return resp
+	}
+	var topics map[string][]int32
+	var order []string
+	if r.Topics != nil || r.Version < 2 {
+		topics = map[string][]int32{}
+		for _, t := range r.Topics {
+			if _, ok := topics[t.Topic]; !ok {
+				order = append(order, t.Topic)
+			}
+			topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
+		}
+	}
+	ft, code := c.fetchOffsets(r.Group, topics, order)
+	if code != 0 && r.Version < 2 {
+		// No top-level error code before v2: report it per partition.
+		for _, t := range order {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t
+			for _, p := range topics[t] {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp
+	}
+	resp.ErrorCode = code
+	for _, t := range ft {
+		rt := kmsg.NewOffsetFetchResponseTopic()
+		rt.Topic = t.topic
+		for _, p := range t.partitions {
+			rp := kmsg.NewOffsetFetchResponseTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func (c *Coordinator) offsetDelete(ctx context.Context, r *kmsg.OffsetDeleteRequest) kmsg.Response {
+	resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	switch {
+	case !c.loaded.Load():
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		return resp
+	case r.Group == "":
+		resp.ErrorCode = kerr.InvalidGroupID.Code
+		return resp
+	}
+	g := c.lockGroup(r.Group, false)
+	if g == nil {
+		resp.ErrorCode = kerr.GroupIDNotFound.Code
+		return resp
+	}
+	defer c.unlock(ctx, g)
+	var subscribed map[string]bool
+	if g.state != stateEmpty {
+		var ok bool
+		if subscribed, ok = g.subscribedTopics(); !ok {
+			resp.ErrorCode = kerr.NonEmptyGroup.Code
+			return resp
+		}
+	}
+	var recs []record.Record
+	var gone []tp
+	for _, t := range r.Topics {
+		rt := kmsg.OffsetDeleteResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
+			rp := kmsg.OffsetDeleteResponseTopicPartition{Partition: p.Partition}
+			k := tp{t.Topic, p.Partition}
+			switch {
+			case subscribed[t.Topic]:
+				rp.ErrorCode = kerr.GroupSubscribedToTopic.Code
+			case !c.partitionExists(t.Topic, p.Partition):
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				if _, ok := g.offsets[k]; ok {
+					recs = append(recs, record.Record{Key: offsetKey(g.id, k)})
+					gone = append(gone, k)
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if len(recs) == 0 {
+		return resp
+	}
+	if err := c.appendRecords(ctx, g.id, recs); err != nil {
+		c.logger.Warn("store offset delete", "group", g.id, "err", err)
+		resp.Topics = nil
+		resp.ErrorCode = storeErrorCode(err)
+		return resp
+	}
+	for _, k := range gone {
+		delete(g.offsets, k)
+	}
+	return resp
+}

@@ -1,0 +1,399 @@
+package group
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// joinParams is a validated JoinGroup request.
+type joinParams struct {
+	version          int16
+	memberID         string
+	instanceID       *string
+	clientID         string
+	clientHost       string
+	sessionTimeout   time.Duration
+	rebalanceTimeout time.Duration
+	protocolType     string
+	protocols        []protocol
+}
+
+// join handles a JoinGroup. It returns either an immediate result or a
+// channel that receives the result when the rebalance completes.
+func (g *group) join(p joinParams) (*joinResult, <-chan joinResult) {
+	if g.state == stateDead {
+		return &joinResult{err: kerr.CoordinatorNotAvailable.Code, memberID: p.memberID}, nil
+	}
+	if !g.supportsProtocols(p.protocolType, p.protocols) {
+		return &joinResult{err: kerr.InconsistentGroupProtocol.Code, memberID: p.memberID}, nil
+	}
+	if p.memberID == "" {
+		return g.joinUnknown(p)
+	}
+	return g.joinKnown(p)
+}
+
+func (g *group) joinUnknown(p joinParams) (*joinResult, <-chan joinResult) {
+	if p.instanceID != nil {
+		newID := g.env.newMemberID(*p.instanceID)
+		if old, ok := g.static[*p.instanceID]; ok && g.members[old] != nil {
+			return g.replaceStatic(old, newID, p)
+		}
+		return nil, g.addMemberAndRebalance(newID, p)
+	}
+	newID := g.env.newMemberID(p.clientID)
+	if p.version >= 4 {
+		// KIP-394: hand out the id and make the client rejoin with it.
+		g.pending[newID] = g.after(p.sessionTimeout, func() { g.expirePending(newID) })
+		return &joinResult{err: kerr.MemberIDRequired.Code, memberID: newID, generation: -1}, nil
+	}
+	return nil, g.addMemberAndRebalance(newID, p)
+}
+
+func (g *group) joinKnown(p joinParams) (*joinResult, <-chan joinResult) {
+	if t, ok := g.pending[p.memberID]; ok {
+		stopTimer(t)
+		delete(g.pending, p.memberID)
+		return nil, g.addMemberAndRebalance(p.memberID, p)
+	}
+	m := g.members[p.memberID]
+	if m == nil {
+		return &joinResult{err: kerr.UnknownMemberID.Code, memberID: p.memberID}, nil
+	}
+	if p.instanceID != nil && g.static[*p.instanceID] != p.memberID {
+		return &joinResult{err: kerr.FencedInstanceID.Code, memberID: p.memberID}, nil
+	}
+	switch g.state {
+	case statePreparingRebalance:
+		g.updateMember(m, p)
+		ch := g.awaitJoin(m)
+		g.maybeCompleteJoin()
+		return nil, ch
+	case stateCompletingRebalance:
+		if sameProtocols(m.protocols, p.protocols) {
+			// The member missed the JoinGroup response: send it again.
+			return g.currentJoinResult(m, false), nil
+		}
+		g.updateMember(m, p)
+		ch := g.awaitJoin(m)
+		g.prepareRebalance()
+		return nil, ch
+	case stateStable:
+		if g.leader == m.id || !sameProtocols(m.protocols, p.protocols) {
+			g.updateMember(m, p)
+			ch := g.awaitJoin(m)
+			g.prepareRebalance()
+			return nil, ch
+		}
+		g.heartbeat(m)
+		return g.currentJoinResult(m, false), nil
+	default:
+		return &joinResult{err: kerr.UnknownMemberID.Code, memberID: p.memberID}, nil
+	}
+}
+
+// replaceStatic gives a restarted static member a new member id in place of
+// the old one (KIP-345). In a Stable group with unchanged protocols the
+// member keeps its assignment and no rebalance happens.
+func (g *group) replaceStatic(oldID, newID string, p joinParams) (*joinResult, <-chan joinResult) {
+	m := g.members[oldID]
+	fenced := joinResult{err: kerr.FencedInstanceID.Code, memberID: oldID}
+	if m.joinCh != nil {
+		m.joinCh <- fenced
+		m.joinCh = nil
+	}
+	if m.syncCh != nil {
+		m.syncCh <- syncResult{err: kerr.FencedInstanceID.Code}
+		m.syncCh = nil
+	}
+	delete(g.members, oldID)
+	m.id = newID
+	m.clientID, m.clientHost = p.clientID, p.clientHost
+	m.sessionTimeout, m.rebalanceTimeout = p.sessionTimeout, p.rebalanceTimeout
+	m.joinVersion = p.version
+	g.members[newID] = m
+	g.static[*p.instanceID] = newID
+	if g.leader == oldID {
+		g.leader = newID
+	}
+	switch g.state {
+	case stateStable:
+		if sameProtocols(m.protocols, p.protocols) {
+			g.heartbeat(m)
+			g.dirty = true
+			return g.currentJoinResult(m, p.version >= 9), nil
+		}
+		m.protocols = p.protocols
+		ch := g.awaitJoin(m)
+		g.prepareRebalance()
+		return nil, ch
+	case stateCompletingRebalance:
+		m.protocols = p.protocols
+		ch := g.awaitJoin(m)
+		g.prepareRebalance()
+		return nil, ch
+	default: // PreparingRebalance
+		m.protocols = p.protocols
+		ch := g.awaitJoin(m)
+		g.maybeCompleteJoin()
+		return nil, ch
+	}
+}
+
+// currentJoinResult answers a JoinGroup from the current generation. The
+// leader gets the member list only when it must (re)assign or, with
+// skipAssignment (JoinGroup v9+), to learn the members without assigning.
+func (g *group) currentJoinResult(m *member, skipAssignment bool) *joinResult {
+	r := &joinResult{
+		generation:   g.generation,
+		protocolType: g.protocolType,
+		protocol:     g.protocol,
+		leader:       g.leader,
+		memberID:     m.id,
+	}
+	if g.leader == m.id && (g.state == stateCompletingRebalance || skipAssignment) {
+		r.members = g.memberList()
+		r.skipAssignment = skipAssignment
+	}
+	return r
+}
+
+func (g *group) memberList() []kmsg.JoinGroupResponseMember {
+	out := make([]kmsg.JoinGroupResponseMember, 0, len(g.members))
+	for _, m := range g.members {
+		jm := kmsg.NewJoinGroupResponseMember()
+		jm.MemberID = m.id
+		jm.InstanceID = m.instanceID
+		jm.ProtocolMetadata = m.metadataFor(g.protocol)
+		out = append(out, jm)
+	}
+	return out
+}
+
+func (g *group) updateMember(m *member, p joinParams) {
+	m.protocols = p.protocols
+	m.clientID, m.clientHost = p.clientID, p.clientHost
+	m.sessionTimeout, m.rebalanceTimeout = p.sessionTimeout, p.rebalanceTimeout
+	m.joinVersion = p.version
+}
+
+// awaitJoin parks the member's JoinGroup until the rebalance completes. A
+// JoinGroup already parked for it is answered with REBALANCE_IN_PROGRESS.
+func (g *group) awaitJoin(m *member) <-chan joinResult {
+	if m.joinCh != nil {
+		m.joinCh <- joinResult{err: kerr.RebalanceInProgress.Code, memberID: m.id}
+	}
+	m.joinCh = make(chan joinResult, 1)
+	return m.joinCh
+}
+
+func (g *group) addMemberAndRebalance(id string, p joinParams) <-chan joinResult {
+	m := &member{id: id, instanceID: p.instanceID}
+	g.updateMember(m, p)
+	g.members[id] = m
+	if p.instanceID != nil {
+		g.static[*p.instanceID] = id
+	}
+	if len(g.members) == 1 {
+		g.protocolType = p.protocolType
+	}
+	if g.leader == "" {
+		g.leader = id
+	}
+	g.newMemberAdded = true
+	ch := g.awaitJoin(m)
+	if g.state == statePreparingRebalance {
+		g.maybeCompleteJoin()
+	} else {
+		g.prepareRebalance()
+	}
+	return ch
+}
+
+// prepareRebalance moves the group to PreparingRebalance and arms the join
+// deadline: the largest rebalance timeout, or, for a group leaving Empty,
+// group.initial.rebalance.delay.ms extended while new members keep joining.
+func (g *group) prepareRebalance() {
+	if g.state == stateCompletingRebalance {
+		g.failSyncs(kerr.RebalanceInProgress.Code)
+	}
+	fromEmpty := g.state == stateEmpty
+	g.setState(statePreparingRebalance)
+	stopTimer(g.joinTimer)
+	g.joinSeq++
+	seq := g.joinSeq
+	rt := g.rebalanceTimeout()
+	if fromEmpty && g.env.initialDelay > 0 {
+		g.initialDelay = true
+		g.newMemberAdded = false
+		d := min(g.env.initialDelay, rt)
+		g.joinTimer = g.after(d, func() { g.initialDelayExpired(seq, rt-d) })
+		return
+	}
+	g.joinTimer = g.after(rt, func() { g.joinDeadline(seq) })
+	g.maybeCompleteJoin()
+}
+
+func (g *group) initialDelayExpired(seq uint64, remaining time.Duration) {
+	if seq != g.joinSeq || g.state != statePreparingRebalance {
+		return
+	}
+	if g.newMemberAdded && remaining > 0 {
+		g.newMemberAdded = false
+		d := min(g.env.initialDelay, remaining)
+		g.joinTimer = g.after(d, func() { g.initialDelayExpired(seq, remaining-d) })
+		return
+	}
+	g.initialDelay = false
+	g.completeJoin()
+}
+
+func (g *group) joinDeadline(seq uint64) {
+	if seq != g.joinSeq || g.state != statePreparingRebalance {
+		return
+	}
+	g.completeJoin()
+}
+
+// maybeCompleteJoin ends PreparingRebalance early once every member has
+// rejoined and no MEMBER_ID_REQUIRED member is outstanding.
+func (g *group) maybeCompleteJoin() {
+	if g.state != statePreparingRebalance || g.initialDelay || len(g.pending) > 0 {
+		return
+	}
+	for _, m := range g.members {
+		if m.joinCh == nil {
+			return
+		}
+	}
+	g.completeJoin()
+}
+
+// completeJoin ends PreparingRebalance: dynamic members that did not rejoin
+// are dropped, the generation advances and every waiting JoinGroup is
+// answered (the leader with the member list).
+func (g *group) completeJoin() {
+	stopTimer(g.joinTimer)
+	g.joinTimer = nil
+	g.joinSeq++
+	g.initialDelay = false
+	for _, m := range g.members {
+		if m.joinCh == nil && m.instanceID == nil {
+			g.removeMember(m)
+		}
+	}
+	if len(g.members) == 0 {
+		g.generation++
+		g.protocol = ""
+		g.leader = ""
+		g.setState(stateEmpty)
+		g.dirty = true
+		return
+	}
+	if l := g.members[g.leader]; l == nil || l.joinCh == nil {
+		g.leader = ""
+		for _, m := range g.members {
+			if m.joinCh != nil {
+				g.leader = m.id
+				break
+			}
+		}
+		if g.leader == "" {
+			// Only static members that have not rejoined remain: wait
+			// another round for them to rejoin or for their sessions to end.
+			seq := g.joinSeq
+			g.joinTimer = g.after(g.rebalanceTimeout(), func() { g.joinDeadline(seq) })
+			return
+		}
+	}
+	g.generation++
+	g.protocol = g.selectProtocol()
+	g.setState(stateCompletingRebalance)
+	for _, m := range g.members {
+		m.assignment = nil
+		if m.joinCh == nil {
+			continue
+		}
+		r := joinResult{
+			generation:   g.generation,
+			protocolType: g.protocolType,
+			protocol:     g.protocol,
+			leader:       g.leader,
+			memberID:     m.id,
+		}
+		if m.id == g.leader {
+			r.members = g.memberList()
+		}
+		m.joinCh <- r
+		m.joinCh = nil
+		g.heartbeat(m)
+	}
+}
+
+// heartbeat restarts the member's session timer.
+func (g *group) heartbeat(m *member) {
+	stopTimer(m.hbTimer)
+	m.hbSeq++
+	seq := m.hbSeq
+	m.hbTimer = g.after(m.sessionTimeout, func() { g.sessionExpired(m, seq) })
+}
+
+func (g *group) sessionExpired(m *member, seq uint64) {
+	if g.members[m.id] != m || m.hbSeq != seq {
+		return
+	}
+	if m.joinCh != nil || m.syncCh != nil {
+		// A member waiting in JoinGroup or SyncGroup is alive.
+		g.heartbeat(m)
+		return
+	}
+	g.removeMembers([]*member{m})
+}
+
+func (g *group) expirePending(id string) {
+	if _, ok := g.pending[id]; !ok {
+		return
+	}
+	delete(g.pending, id)
+	g.maybeCompleteJoin()
+}
+
+// removeMember drops a member without triggering a rebalance.
+func (g *group) removeMember(m *member) {
+	stopTimer(m.hbTimer)
+	m.hbSeq++
+	delete(g.members, m.id)
+	if m.instanceID != nil && g.static[*m.instanceID] == m.id {
+		delete(g.static, *m.instanceID)
+	}
+	if m.joinCh != nil {
+		m.joinCh <- joinResult{err: kerr.UnknownMemberID.Code, memberID: m.id}
+		m.joinCh = nil
+	}
+	if m.syncCh != nil {
+		m.syncCh <- syncResult{err: kerr.UnknownMemberID.Code}
+		m.syncCh = nil
+	}
+	if g.leader == m.id {
+		g.leader = ""
+		for _, o := range g.members {
+			g.leader = o.id
+			break
+		}
+	}
+}
+
+// removeMembers removes members that left or expired and rebalances.
+func (g *group) removeMembers(ms []*member) {
+	for _, m := range ms {
+		g.removeMember(m)
+	}
+	switch g.state {
+	case stateStable, stateCompletingRebalance:
+		g.prepareRebalance()
+	case statePreparingRebalance:
+		g.maybeCompleteJoin()
+	}
+}

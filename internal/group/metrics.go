@@ -1,0 +1,50 @@
+package group
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics exports group counts by state, members and offset commits.
+type metrics struct {
+	c       *Coordinator
+	groups  *prometheus.Desc
+	members *prometheus.Desc
+	commits prometheus.Counter
+}
+
+func newMetrics(c *Coordinator) *metrics {
+	return &metrics{
+		c:       c,
+		groups:  prometheus.NewDesc("strata_group_groups", "Consumer groups by state.", []string{"state"}, nil),
+		members: prometheus.NewDesc("strata_group_members", "Members of all consumer groups.", nil, nil),
+		commits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_group_offset_commits_total",
+			Help: "Partition offsets committed (stored in __consumer_offsets).",
+		}),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.groups
+	ch <- m.members
+	m.commits.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	counts := make([]int, len(stateNames))
+	members := 0
+	for _, g := range m.c.snapshot() {
+		g.mu.Lock()
+		counts[g.state]++
+		members += len(g.members)
+		g.mu.Unlock()
+	}
+	for s, n := range counts {
+		if state(s) == stateDead {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(m.groups, prometheus.GaugeValue, float64(n), state(s).String())
+	}
+	ch <- prometheus.MustNewConstMetric(m.members, prometheus.GaugeValue, float64(members))
+	m.commits.Collect(ch)
+}

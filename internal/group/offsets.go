@@ -1,0 +1,81 @@
+package group
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// validateCommit is Kafka's OffsetCommit group check. It returns 0 when the
+// commit may proceed.
+func (g *group) validateCommit(memberID string, instanceID *string, generation int32) int16 {
+	if g.state == stateDead {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	if generation >= 0 || memberID != "" || instanceID != nil {
+		m, code := g.validateMember(memberID, instanceID)
+		if code != 0 {
+			return code
+		}
+		if generation != g.generation {
+			return kerr.IllegalGeneration.Code
+		}
+		if g.state == stateCompletingRebalance {
+			return kerr.RebalanceInProgress.Code
+		}
+		g.heartbeat(m)
+		return 0
+	}
+	if g.state != stateEmpty {
+		// Only members may commit to a group that has members.
+		return kerr.UnknownMemberID.Code
+	}
+	return 0
+}
+
+// applyCommit records committed offsets after they are stored.
+func (g *group) applyCommit(offs map[tp]offset) {
+	for k, o := range offs {
+		g.offsets[k] = o
+	}
+}
+
+// expiredOffsets lists the offsets past offsets.retention.minutes, following
+// Kafka (KIP-211, KIP-496): an explicit expire timestamp wins; offsets of a
+// group that only commits (no protocol type) expire retention after their
+// commit; offsets of an Empty group expire retention after it became Empty;
+// offsets of a consumer group for topics no member subscribes to expire
+// retention after their commit.
+func (g *group) expiredOffsets(now time.Time, retention time.Duration) []tp {
+	nowMs := now.UnixMilli()
+	ret := retention.Milliseconds()
+	var subscribed map[string]bool
+	subsKnown := false
+	if g.state == stateStable {
+		subscribed, subsKnown = g.subscribedTopics()
+	}
+	var out []tp
+	for k, o := range g.offsets {
+		var expired bool
+		switch {
+		case o.expireMs >= 0:
+			expired = nowMs >= o.expireMs
+		case g.protocolType == "":
+			expired = nowMs >= o.commitMs+ret
+		case g.state == stateEmpty:
+			expired = nowMs >= g.stateTime.UnixMilli()+ret
+		case subsKnown && !subscribed[k.topic]:
+			expired = nowMs >= o.commitMs+ret
+		}
+		if expired {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// removable reports whether the group can be dropped entirely: Empty, no
+// members and no offsets left.
+func (g *group) removable() bool {
+	return g.state == stateEmpty && g.isEmpty() && len(g.offsets) == 0
+}

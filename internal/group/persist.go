@@ -1,0 +1,237 @@
+package group
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/storage"
+)
+
+// Record schemas of __consumer_offsets, as Kafka writes them: offset commit
+// key v1 with value v3 (v1 when the commit carries an explicit expire
+// timestamp), group metadata key v2 with value v3. A null value is a
+// tombstone.
+const (
+	offsetKeyVersion   = 1
+	offsetValueVersion = 3
+	groupKeyVersion    = 2
+	groupValueVersion  = 3
+)
+
+func offsetKey(group string, k tp) []byte {
+	key := kmsg.OffsetCommitKey{Version: offsetKeyVersion, Group: group, Topic: k.topic, Partition: k.partition}
+	return key.AppendTo(nil)
+}
+
+func offsetValue(o offset) []byte {
+	v := kmsg.NewOffsetCommitValue()
+	v.Version = offsetValueVersion
+	v.Offset = o.offset
+	v.LeaderEpoch = o.leaderEpoch
+	v.Metadata = o.metadata
+	v.CommitTimestamp = o.commitMs
+	if o.expireMs >= 0 {
+		v.Version = 1
+		v.ExpireTimestamp = o.expireMs
+	}
+	return v.AppendTo(nil)
+}
+
+func groupKey(group string) []byte {
+	key := kmsg.GroupMetadataKey{Version: groupKeyVersion, Group: group}
+	return key.AppendTo(nil)
+}
+
+// groupValue encodes the group's metadata as of now (Kafka stores only the
+// selected protocol's subscription for each member).
+func groupValue(g *group) []byte {
+	v := kmsg.NewGroupMetadataValue()
+	v.Version = groupValueVersion
+	v.ProtocolType = g.protocolType
+	v.Generation = g.generation
+	if g.protocol != "" {
+		p := g.protocol
+		v.Protocol = &p
+	}
+	if g.leader != "" {
+		l := g.leader
+		v.Leader = &l
+	}
+	v.CurrentStateTimestamp = g.stateTime.UnixMilli()
+	for _, m := range g.members {
+		mv := kmsg.NewGroupMetadataValueMember()
+		mv.MemberID = m.id
+		mv.InstanceID = m.instanceID
+		mv.ClientID = m.clientID
+		mv.ClientHost = m.clientHost
+		mv.RebalanceTimeoutMillis = int32(m.rebalanceTimeout.Milliseconds())
+		mv.SessionTimeoutMillis = int32(m.sessionTimeout.Milliseconds())
+		mv.Subscription = m.metadataFor(g.protocol)
+		if mv.Subscription == nil {
+			mv.Subscription = []byte{}
+		}
+		mv.Assignment = m.assignment
+		if mv.Assignment == nil {
+			mv.Assignment = []byte{}
+		}
+		v.Members = append(v.Members, mv)
+	}
+	return v.AppendTo(nil)
+}
+
+// buildBatch wraps key/value records into one uncompressed v2 batch with
+// offsets from 0 (the log assigns the real ones).
+func buildBatch(now time.Time, recs []record.Record) ([]byte, error) {
+	for i := range recs {
+		recs[i].OffsetDelta = int32(i)
+	}
+	ts := now.UnixMilli()
+	h := record.BatchHeader{
+		LastOffsetDelta: int32(len(recs) - 1),
+		BaseTimestamp:   ts,
+		MaxTimestamp:    ts,
+		ProducerID:      -1,
+		ProducerEpoch:   -1,
+		BaseSequence:    -1,
+	}
+	b, err := record.Build(h, recs)
+	if err != nil {
+		return nil, fmt.Errorf("build __consumer_offsets batch: %w", err)
+	}
+	return b, nil
+}
+
+// loadedGroup is one group's replayed state.
+type loadedGroup struct {
+	meta    *kmsg.GroupMetadataValue
+	offsets map[tp]offset
+}
+
+// replayer folds __consumer_offsets records into the latest state per key.
+type replayer struct {
+	groups  map[string]*loadedGroup
+	records int
+}
+
+func newReplayer() *replayer { return &replayer{groups: map[string]*loadedGroup{}} }
+
+func (r *replayer) group(id string) *loadedGroup {
+	lg := r.groups[id]
+	if lg == nil {
+		lg = &loadedGroup{offsets: map[tp]offset{}}
+		r.groups[id] = lg
+	}
+	return lg
+}
+
+// apply folds one record. Keys of other versions (KIP-848 and transaction
+// records Strata does not write) are skipped.
+func (r *replayer) apply(key, value []byte) error {
+	if len(key) < 2 {
+		return fmt.Errorf("__consumer_offsets key of %d bytes", len(key))
+	}
+	r.records++
+	switch binary.BigEndian.Uint16(key) {
+	case 0, 1:
+		var k kmsg.OffsetCommitKey
+		if err := k.ReadFrom(key); err != nil {
+			return fmt.Errorf("decode offset commit key: %w", err)
+		}
+		lg := r.group(k.Group)
+		at := tp{k.Topic, k.Partition}
+		if value == nil {
+			delete(lg.offsets, at)
+			return nil
+		}
+		var v kmsg.OffsetCommitValue
+		if err := v.ReadFrom(value); err != nil {
+			return fmt.Errorf("decode offset commit value of %s: %w", k.Group, err)
+		}
+		o := offset{offset: v.Offset, leaderEpoch: -1, metadata: v.Metadata, commitMs: v.CommitTimestamp, expireMs: -1}
+		if v.Version >= 3 {
+			o.leaderEpoch = v.LeaderEpoch
+		}
+		if v.Version == 1 {
+			o.expireMs = v.ExpireTimestamp
+		}
+		lg.offsets[at] = o
+	case 2:
+		var k kmsg.GroupMetadataKey
+		if err := k.ReadFrom(key); err != nil {
+			return fmt.Errorf("decode group metadata key: %w", err)
+		}
+		if value == nil {
+			lg := r.groups[k.Group]
+			if lg != nil {
+				lg.meta = nil
+			}
+			return nil
+		}
+		v := new(kmsg.GroupMetadataValue)
+		if err := v.ReadFrom(value); err != nil {
+			return fmt.Errorf("decode group metadata of %s: %w", k.Group, err)
+		}
+		r.group(k.Group).meta = v
+	}
+	return nil
+}
+
+// applyBatch folds every record of one batch (control batches skipped).
+func (r *replayer) applyBatch(b record.Batch) error {
+	if b.IsControl() {
+		return nil
+	}
+	return b.ForEachRecord(func(rec *record.Record) error {
+		return r.apply(rec.Key, rec.Value)
+	})
+}
+
+// Replayer is implemented by Storage values that are not backed by a
+// storage.Log (test doubles); Load then reads batches from Replay.
+type Replayer interface {
+	Replay(partition int32, fn func(batch []byte) error) error
+}
+
+// replayLog reads partition log l from its start to its high watermark.
+func replayLog(l *storage.Log, fn func(batch []byte) error) error {
+	off, hw := l.LogStartOffset(), l.HighWatermark()
+	for off < hw {
+		res, err := l.Read(off, 1<<20, true)
+		if err != nil {
+			return fmt.Errorf("read __consumer_offsets at %d: %w", off, err)
+		}
+		if len(res.Chunks) == 0 {
+			res.Release()
+			break
+		}
+		for _, c := range res.Chunks {
+			buf := make([]byte, c.Len)
+			if _, err := c.File.File().ReadAt(buf, c.Pos); err != nil {
+				res.Release()
+				return fmt.Errorf("read __consumer_offsets chunk at %d: %w", c.Pos, err)
+			}
+			for len(buf) > 0 {
+				b, rest, err := record.Next(buf)
+				if err != nil {
+					res.Release()
+					return fmt.Errorf("split __consumer_offsets batch at %d: %w", off, err)
+				}
+				buf = rest
+				if b.LastOffset() < off {
+					continue
+				}
+				if err := fn(b); err != nil {
+					res.Release()
+					return err
+				}
+				off = b.LastOffset() + 1
+			}
+		}
+		res.Release()
+	}
+	return nil
+}
