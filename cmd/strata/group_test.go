@@ -1,0 +1,55 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+func TestGroupCLI(t *testing.T) {
+	bin := buildStrata(t)
+	addr := newCluster(t, kfake.SeedTopics(2, "orders"))
+	b := "--brokers=" + addr
+
+	ok(t, bin, "a\nb\nc\n", "produce", "orders", "--partition", "0", b)
+	ok(t, bin, "d\n", "produce", "orders", "--partition", "1", b)
+	fails(t, bin, "strata: --partition cannot be used with --group\n", "consume", "orders", "-g", "billing", "-p", "0", b)
+	// Commit offsets by resetting them: the group has no members.
+	out := ok(t, bin, "", "group", "reset-offsets", "billing", "--topic", "orders", "--to", "offset:1", b)
+	if !strings.Contains(out, "orders  0          1") || !strings.Contains(out, "orders  1          1") {
+		t.Errorf("reset-offsets:\n%s", out)
+	}
+	out = ok(t, bin, "", "group", "list", b)
+	if !strings.Contains(out, "billing") {
+		t.Errorf("list:\n%s", out)
+	}
+	out = ok(t, bin, "", "group", "describe", "billing", b)
+	for _, want := range []string{"Group: billing", "Total lag: 2", "COMMITTED", "orders  0          1          3    2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe lacks %q:\n%s", want, out)
+		}
+	}
+	out = ok(t, bin, "", "group", "describe", "billing", "-o", "json", b)
+	if !strings.Contains(out, `"total_lag": 2`) {
+		t.Errorf("describe json:\n%s", out)
+	}
+	ok(t, bin, "", "group", "reset-offsets", "billing", "--topic", "orders", "--to", "latest", b)
+	if out := ok(t, bin, "", "group", "describe", "billing", b); !strings.Contains(out, "Total lag: 0") {
+		t.Errorf("after reset to latest:\n%s", out)
+	}
+	ok(t, bin, "", "group", "reset-offsets", "billing", "--topic", "orders", "--to", "earliest", "-p", "1", b)
+	if out := ok(t, bin, "", "group", "describe", "billing", b); !strings.Contains(out, "Total lag: 1") {
+		t.Errorf("after reset p1 to earliest:\n%s", out)
+	}
+
+	fails(t, bin, "strata: unknown group \"nobody\"\n", "group", "describe", "nobody", b)
+	fails(t, bin, "strata: unknown topic \"nope\"\n", "group", "reset-offsets", "billing", "--topic", "nope", "--to", "earliest", b)
+	fails(t, bin, "strata: invalid --to \"soon\": use earliest, latest, offset:<n> or timestamp:<ms>\n", "group", "reset-offsets", "billing", "--topic", "orders", "--to", "soon", b)
+	fails(t, bin, "strata: reset-offsets needs --topic and --to\n", "group", "reset-offsets", "billing", b)
+
+	if out := ok(t, bin, "", "group", "delete", "billing", b); out != "deleted group \"billing\"\n" {
+		t.Errorf("delete: %q", out)
+	}
+	fails(t, bin, "strata: unknown group \"billing\"\n", "group", "describe", "billing", b)
+}
