@@ -1,0 +1,357 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strata-io/strata/internal/record"
+)
+
+// AppendOptions carry per-request data for Append.
+type AppendOptions struct {
+	LeaderEpoch int32 // stamped into partitionLeaderEpoch of each batch
+	// RequireKeys rejects (kerr.InvalidRecord, nothing appended) any record
+	// with a null key: set for compacted topics.
+	RequireKeys bool
+	// Coordinator marks an append by the broker itself (transaction
+	// markers): control batches are accepted and baseOffset is not checked.
+	Coordinator bool
+}
+
+// AppendResult describes where a produce landed.
+type AppendResult struct {
+	BaseOffset     int64 // offset of the first record appended
+	LastOffset     int64
+	LogAppendTime  int64 // -1 unless LogAppendTime
+	LogStartOffset int64
+	// Duplicate is true when an idempotent producer resent batches that were
+	// already appended; the offsets are the original ones and nothing new was
+	// written.
+	Duplicate bool
+	// RecordErrors lists the bad records (index within batch, message) when
+	// the append was rejected because of individual records (Produce v8+).
+	RecordErrors []RecordError
+}
+
+// RecordError is one rejected record.
+type RecordError struct {
+	Index   int32
+	Message string
+}
+
+// AppendError is returned when individual records were rejected; it wraps
+// the Kafka error and carries the per-record details (also in the
+// AppendResult).
+type AppendError struct {
+	Err          error
+	RecordErrors []RecordError
+}
+
+func (e *AppendError) Error() string {
+	return fmt.Sprintf("%v (%d bad records)", e.Err, len(e.RecordErrors))
+}
+
+func (e *AppendError) Unwrap() error { return e.Err }
+
+// Append validates records (one or more v2 batches as received from a
+// producer), assigns offsets in place, and writes them. It either appends
+// everything or nothing. Errors wrap kerr codes: CorruptMessage,
+// MessageTooLarge, RecordListTooLarge, InvalidRecord, InvalidTimestamp,
+// OutOfOrderSequenceNumber, InvalidProducerEpoch, DuplicateSequenceNumber,
+// KafkaStorageError. It returns once the bytes are written to the file
+// (acks=1 meaning); call WaitDurable for acks=all.
+func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
+	res := AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
+	cfg := l.cfg.Load()
+	batches, err := l.validate(records, cfg, opts)
+	if err != nil {
+		var ae *AppendError
+		if errors.As(err, &ae) {
+			res.RecordErrors = ae.RecordErrors
+		}
+		return res, fmt.Errorf("append to %s: %w", l.dir, err)
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	res.LogStartOffset = l.logStart
+	if l.closed {
+		return res, fmt.Errorf("append to %s: log closed: %w", l.dir, kerr.NotLeaderForPartition)
+	}
+	if l.failed != nil {
+		return res, fmt.Errorf("append to %s: %v: %w", l.dir, l.failed, kerr.KafkaStorageError)
+	}
+	nowT := l.now()
+	nowMs := nowT.UnixMilli()
+
+	// Idempotence: staged so a rejected request changes nothing.
+	pt := l.ps.begin()
+	for i, b := range batches {
+		pid := b.ProducerID()
+		if pid < 0 || b.IsControl() {
+			continue
+		}
+		first := b.BaseSequence()
+		last := seqAdd(first, int64(b.LastOffsetDelta()))
+		dup, err := pt.check(pid, b.ProducerEpoch(), first, last)
+		if err != nil {
+			return res, fmt.Errorf("append to %s: %w", l.dir, err)
+		}
+		if dup != nil {
+			if len(batches) == 1 {
+				res.BaseOffset, res.LastOffset, res.Duplicate = dup.firstOffset, dup.lastOffset, true
+				return res, nil
+			}
+			return res, fmt.Errorf("append to %s: batch %d of producer %d is a duplicate inside a multi-batch request: %w", l.dir, i, pid, kerr.DuplicateSequenceNumber)
+		}
+		// Offsets are known only below; record with placeholders now.
+		pt.record(pid, b.ProducerEpoch(), batchMeta{firstSeq: first, lastSeq: last}, nowMs)
+	}
+
+	// Roll if needed (kafka-internals §3.1), then assign offsets in place.
+	first := batches[0]
+	incomingLast := l.mark.leo + lastDelta(batches)
+	if err := l.maybeRollForAppend(int64(len(records)), first.MaxTimestamp(), incomingLast, nowMs, cfg); err != nil {
+		return res, fmt.Errorf("append to %s: %w", l.dir, err)
+	}
+	off := l.mark.leo
+	res.BaseOffset = off
+	for _, b := range batches {
+		b.SetBaseOffset(off)
+		b.SetPartitionLeaderEpoch(opts.LeaderEpoch)
+		if cfg.LogAppendTime && !b.IsControl() {
+			b.SetLogAppendTime(nowMs)
+			res.LogAppendTime = nowMs
+		}
+		off = b.LastOffset() + 1
+	}
+	res.LastOffset = off - 1
+	// Fix the staged producer batches' offsets.
+	for _, b := range batches {
+		if pid := b.ProducerID(); pid >= 0 && !b.IsControl() {
+			e := pt.get(pid)
+			for i := range e.batches {
+				bm := &e.batches[i]
+				if bm.firstSeq == b.BaseSequence() && bm.lastOffset == 0 && bm.firstOffset == 0 {
+					bm.firstOffset, bm.lastOffset = b.BaseOffset(), b.LastOffset()
+				}
+			}
+		}
+	}
+
+	s := l.active
+	pos := s.size.Load()
+	if _, err := s.file.f.WriteAt(records, pos); err != nil {
+		// Leave no byte behind: cut the file back to the last whole batch.
+		if terr := s.file.f.Truncate(pos); terr != nil {
+			return res, l.fail(fmt.Errorf("write failed (%v) and truncate failed: %w", err, terr))
+		}
+		return res, fmt.Errorf("append to %s: write: %v: %w", l.dir, err, kerr.KafkaStorageError)
+	}
+	// Sparse index entries, one per crossed index.interval.bytes.
+	p := pos
+	for _, b := range batches {
+		h, _ := headerInfo(b)
+		oe, te := s.bld.add(h, p)
+		if oe != nil {
+			s.oiFile.WriteAt(oe, int64(s.oi.entries()-1)*offsetEntrySize)
+		}
+		if te != nil {
+			s.tiFile.WriteAt(te, int64(s.ti.entries()-1)*timeEntrySize)
+		}
+		p += h.size
+	}
+	if s.firstBatchTs < 0 && pos == 0 {
+		s.firstBatchTs = first.MaxTimestamp()
+	}
+	s.maxTs.Store(s.bld.maxTs)
+	s.maxTsOff.Store(s.bld.maxTsOff)
+	s.tsKnown.Store(true)
+	s.size.Store(p)
+	pt.commit()
+	l.mark = writeMark{leo: off, base: s.base, pos: p}
+	l.dirty = true
+	l.publish()
+
+	switch {
+	case cfg.Durable:
+		l.syncer.request(l)
+	case l.mark.leo-l.recoveryPoint.Load() >= cfg.FlushMessages:
+		if err := l.flushLocked(); err != nil {
+			return res, err
+		}
+	case cfg.FlushMs != math.MaxInt64 && nowT.Sub(l.lastFlush).Milliseconds() >= cfg.FlushMs:
+		l.lastFlush = nowT
+		l.syncer.request(l)
+	}
+	return res, nil
+}
+
+func lastDelta(batches []record.Batch) int64 {
+	var n int64
+	for _, b := range batches {
+		n += int64(b.LastOffsetDelta()) + 1
+	}
+	return n - 1
+}
+
+// validate checks a produce request's batches before anything is
+// written (kafka-internals §2.6).
+func (l *Log) validate(records []byte, cfg *Config, opts AppendOptions) ([]record.Batch, error) {
+	if len(records) == 0 {
+		return nil, fmt.Errorf("no record batch: %w", kerr.InvalidRecord)
+	}
+	if int64(len(records)) > cfg.SegmentBytes {
+		return nil, fmt.Errorf("%d bytes exceed segment.bytes %d: %w", len(records), cfg.SegmentBytes, kerr.RecordListTooLarge)
+	}
+	var batches []record.Batch
+	nowMs := l.now().UnixMilli()
+	for rest := records; len(rest) > 0; {
+		b, r, err := record.Next(rest)
+		if err != nil {
+			if errors.Is(err, record.ErrTruncated) || errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("batch %d: %v: %w", len(batches), err, kerr.CorruptMessage)
+			}
+			return nil, fmt.Errorf("batch %d: %w", len(batches), err)
+		}
+		rest = r
+		if b.Size() > int(cfg.MaxMessageBytes) {
+			return nil, fmt.Errorf("batch of %d bytes exceeds max.message.bytes %d: %w", b.Size(), cfg.MaxMessageBytes, kerr.MessageTooLarge)
+		}
+		if err := record.Validate(b); err != nil {
+			return nil, fmt.Errorf("batch %d: %w", len(batches), err)
+		}
+		if b.NumRecords() == 0 {
+			return nil, fmt.Errorf("batch %d has no records: %w", len(batches), kerr.InvalidRecord)
+		}
+		if !opts.Coordinator {
+			if b.IsControl() {
+				return nil, fmt.Errorf("batch %d: control batch from a client: %w", len(batches), kerr.InvalidRecord)
+			}
+			if b.BaseOffset() != 0 {
+				return nil, fmt.Errorf("batch %d: baseOffset %d, producers must send 0: %w", len(batches), b.BaseOffset(), kerr.InvalidRecord)
+			}
+		}
+		if b.ProducerID() >= 0 && b.BaseSequence() < 0 {
+			return nil, fmt.Errorf("batch %d: producer id %d with baseSequence %d: %w", len(batches), b.ProducerID(), b.BaseSequence(), kerr.InvalidRecord)
+		}
+		if !cfg.LogAppendTime && !b.IsControl() {
+			if ts := b.MaxTimestamp(); ts >= 0 && (nowMs-ts > cfg.TimestampBeforeMaxMs || ts-nowMs > cfg.TimestampAfterMaxMs) {
+				return nil, fmt.Errorf("batch %d: timestamp %d outside message.timestamp.before/after.max.ms of now %d: %w", len(batches), ts, nowMs, kerr.InvalidTimestamp)
+			}
+			if ts := b.BaseTimestamp(); ts >= 0 && (nowMs-ts > cfg.TimestampBeforeMaxMs || ts-nowMs > cfg.TimestampAfterMaxMs) {
+				return nil, fmt.Errorf("batch %d: timestamp %d outside message.timestamp.before/after.max.ms of now %d: %w", len(batches), ts, nowMs, kerr.InvalidTimestamp)
+			}
+		}
+		batches = append(batches, b)
+	}
+	if len(batches) > 1 && batches[0].Compression() != record.None {
+		return nil, fmt.Errorf("compressed request with %d batches: %w", len(batches), kerr.InvalidRecord)
+	}
+	if opts.RequireKeys {
+		var bad []RecordError
+		for _, b := range batches {
+			if b.IsControl() {
+				continue
+			}
+			idx := int32(0)
+			err := b.ForEachRecord(func(r *record.Record) error {
+				if r.Key == nil {
+					bad = append(bad, RecordError{Index: idx, Message: "compacted topic cannot accept message without key"})
+				}
+				idx++
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("decode records: %v: %w", err, kerr.CorruptMessage)
+			}
+		}
+		if len(bad) > 0 {
+			return nil, &AppendError{Err: fmt.Errorf("%d records without key on a compacted topic: %w", len(bad), kerr.InvalidRecord), RecordErrors: bad}
+		}
+	}
+	return batches, nil
+}
+
+// maybeRollForAppend rolls the active segment when the incoming bytes
+// would not fit or it is too old (kafka-internals §3.1).
+func (l *Log) maybeRollForAppend(incoming, incomingMaxTs, incomingLast, nowMs int64, cfg *Config) error {
+	s := l.active
+	size := s.size.Load()
+	if size == 0 {
+		return nil
+	}
+	roll := size > cfg.SegmentBytes-incoming ||
+		s.oi.full() || s.ti.full() ||
+		incomingLast-s.base > math.MaxInt32
+	if !roll {
+		var waited int64
+		if s.firstBatchTs >= 0 && incomingMaxTs >= 0 {
+			waited = incomingMaxTs - s.firstBatchTs
+		} else {
+			waited = nowMs - s.createdMs
+		}
+		roll = waited > cfg.maxSegmentMs()-s.jitterMs
+	}
+	if !roll {
+		return nil
+	}
+	return l.rollLocked()
+}
+
+// Roll closes the active segment and starts a new one (no-op if empty).
+func (l *Log) Roll() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.failed != nil || l.active.size.Load() == 0 {
+		return nil
+	}
+	return l.rollLocked()
+}
+
+// rollLocked closes the active segment (final time-index entry, trimmed
+// indexes, everything fsynced) and opens a new one at the log end offset;
+// a producer snapshot is taken at the new base and the recovery point
+// checkpoint advances to it.
+func (l *Log) rollLocked() error {
+	old := l.active
+	if err := l.closeActiveFiles(old); err != nil {
+		return l.fail(err)
+	}
+	l.dirty = false
+	if l.mark.leo > l.synced.leo {
+		l.synced = l.mark
+		l.recoveryPoint.Store(l.mark.leo)
+	}
+	ns := l.newSegment(l.mark.leo)
+	if err := l.createSegmentFiles(ns); err != nil {
+		return l.fail(err)
+	}
+	segs := make([]*segment, len(l.segs), len(l.segs)+1)
+	copy(segs, l.segs)
+	l.segs = append(segs, ns)
+	if err := l.openActive(); err != nil {
+		return l.fail(err)
+	}
+	l.mark = writeMark{leo: l.mark.leo, base: ns.base, pos: 0}
+	if l.synced.leo == l.mark.leo {
+		l.synced = l.mark
+	}
+	l.ps.expire(l.now().UnixMilli(), l.opts.ProducerIDExpiration.Milliseconds())
+	if err := l.writeSnapshot(ns.base); err != nil { // also fsyncs the directory
+		return l.fail(err)
+	}
+	if err := l.writeRecoveryCheckpoint(ns.base); err != nil {
+		return l.fail(err)
+	}
+	// The old segment is now an ordinary cached closed segment.
+	if f, err := old.acquire(); err == nil {
+		f.Release()
+	}
+	l.publish()
+	return nil
+}

@@ -1,0 +1,267 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/vfs"
+)
+
+// OpenSegment returns a reader over a closed or active segment's .log bytes
+// [0, size) as of now; release the file when done.
+func (l *Log) OpenSegment(baseOffset int64) (f *SegmentFile, size int64, err error) {
+	for try := 0; try < maxViewRetries; try++ {
+		v := l.v.Load()
+		i := sort.Search(len(v.segs), func(i int) bool { return v.segs[i].base >= baseOffset })
+		if i == len(v.segs) || v.segs[i].base != baseOffset {
+			return nil, 0, fmt.Errorf("open segment %d of %s: no such segment", baseOffset, l.dir)
+		}
+		s := v.segs[i]
+		size := s.size.Load()
+		f, err := s.acquire()
+		if errors.Is(err, errSegmentGone) {
+			continue
+		}
+		return f, size, err
+	}
+	return nil, 0, fmt.Errorf("open segment %d of %s: %w", baseOffset, l.dir, errSegmentGone)
+}
+
+// SegmentWriter writes a new segment (the cleaner's output) as .cleaned
+// files with offset and time indexes built as batches are appended.
+type SegmentWriter struct {
+	l       *Log
+	seg     *segment
+	f       vfs.File
+	bld     *indexBuilder
+	size    int64
+	next    int64
+	done    bool
+	aborted bool
+}
+
+// NewCleanedSegment starts a cleaner output segment with the given base.
+func (l *Log) NewCleanedSegment(baseOffset int64) (*SegmentWriter, error) {
+	cfg := l.cfg.Load()
+	s := l.newSegment(baseOffset)
+	name := s.path(LogSuffix + CleanedSuffix)
+	f, err := l.fsys.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", name, err)
+	}
+	oi := &offsetIndex{maxEntries: int(cfg.SegmentIndexBytes) / offsetEntrySize}
+	ti := &timeIndex{maxEntries: int(cfg.SegmentIndexBytes) / timeEntrySize}
+	s.oi, s.ti = oi, ti
+	return &SegmentWriter{l: l, seg: s, f: f, bld: newIndexBuilder(baseOffset, oi, ti, int64(cfg.IndexIntervalBytes)), next: baseOffset}, nil
+}
+
+// Append writes one already-final batch (offsets assigned) to the segment.
+func (w *SegmentWriter) Append(batch []byte) error {
+	if w.done || w.aborted {
+		return errors.New("segment writer finished")
+	}
+	if err := record.ValidateStored(batch); err != nil {
+		return fmt.Errorf("cleaned segment %d: %w", w.seg.base, err)
+	}
+	h, _ := headerInfo(record.Batch(batch))
+	if h.base < w.next {
+		return fmt.Errorf("cleaned segment %d: batch at %d not after %d", w.seg.base, h.base, w.next)
+	}
+	if h.last-w.seg.base > 1<<31-1 {
+		return fmt.Errorf("cleaned segment %d: offset %d overflows relative offsets", w.seg.base, h.last)
+	}
+	if _, err := w.f.WriteAt(batch, w.size); err != nil {
+		return fmt.Errorf("write cleaned segment %d: %w", w.seg.base, err)
+	}
+	w.bld.add(h, w.size)
+	w.size += h.size
+	w.next = h.last + 1
+	return nil
+}
+
+// Size returns the bytes written so far.
+func (w *SegmentWriter) Size() int64 { return w.size }
+
+// Abort deletes the .cleaned files.
+func (w *SegmentWriter) Abort() error {
+	if w.aborted {
+		return nil
+	}
+	w.aborted = true
+	w.f.Close()
+	var errs []error
+	for _, suf := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+		if err := w.l.fsys.Remove(w.seg.path(suf + CleanedSuffix)); err != nil && !errNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// finish writes the index files and fsyncs all three .cleaned files.
+func (w *SegmentWriter) finish() error {
+	if w.done {
+		return nil
+	}
+	w.bld.finish()
+	if err := w.f.Sync(); err != nil {
+		return err
+	}
+	if err := writeIndexFile(w.l.fsys, w.seg.path(IndexSuffix+CleanedSuffix), w.seg.oi.buf); err != nil {
+		return err
+	}
+	if err := writeIndexFile(w.l.fsys, w.seg.path(TimeIndexSuffix+CleanedSuffix), w.seg.ti.buf); err != nil {
+		return err
+	}
+	w.f.Close()
+	w.done = true
+	w.seg.size.Store(w.size)
+	w.seg.maxTs.Store(w.bld.maxTs)
+	w.seg.maxTsOff.Store(w.bld.maxTsOff)
+	w.seg.tsKnown.Store(true)
+	return nil
+}
+
+// ReplaceSegments atomically (crash-safe: .cleaned fsynced -> .swap ->
+// originals .deleted -> strip .swap) replaces the closed segments whose
+// base offsets are in old with the finished writers' segments. Readers
+// holding old files keep reading them until released.
+func (l *Log) ReplaceSegments(old []int64, replacements []*SegmentWriter) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.failed != nil {
+		return fmt.Errorf("replace segments of %s: log closed or failed", l.dir)
+	}
+	if len(old) == 0 {
+		return fmt.Errorf("replace segments of %s: nothing to replace", l.dir)
+	}
+	old = append([]int64(nil), old...)
+	sort.Slice(old, func(i, j int) bool { return old[i] < old[j] })
+	first := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base >= old[0] })
+	if first+len(old) > len(l.segs)-1 {
+		return fmt.Errorf("replace segments of %s: %v include the active segment or unknown segments", l.dir, old)
+	}
+	for i, b := range old {
+		if l.segs[first+i].base != b {
+			return fmt.Errorf("replace segments of %s: %v are not consecutive existing segments", l.dir, old)
+		}
+	}
+	rangeEnd := l.segs[first+len(old)].base
+	reps := append([]*SegmentWriter(nil), replacements...)
+	sort.Slice(reps, func(i, j int) bool { return reps[i].seg.base < reps[j].seg.base })
+	for i, w := range reps {
+		if w.aborted || w.l != l {
+			return fmt.Errorf("replace segments of %s: replacement %d unusable", l.dir, w.seg.base)
+		}
+		if w.seg.base < old[0] || w.next > rangeEnd || (i > 0 && w.seg.base < reps[i-1].next) {
+			return fmt.Errorf("replace segments of %s: replacement [%d,%d) outside [%d,%d) or overlapping", l.dir, w.seg.base, w.next, old[0], rangeEnd)
+		}
+	}
+	// 1. Cleaned files complete and durable.
+	for _, w := range reps {
+		if err := w.finish(); err != nil {
+			return fmt.Errorf("replace segments of %s: %w", l.dir, err)
+		}
+	}
+	// Keep the old segments readable through the renames.
+	dead := l.segs[first : first+len(old)]
+	for _, s := range dead {
+		if err := s.pin(); err != nil {
+			return fmt.Errorf("replace segments of %s: %w", l.dir, err)
+		}
+	}
+	unpin := func() {
+		for _, s := range dead {
+			s.unpin()
+		}
+	}
+	// 2. .cleaned -> .swap in descending offset order, then fsync the dir.
+	for i := len(reps) - 1; i >= 0; i-- {
+		for _, suf := range []string{TimeIndexSuffix, IndexSuffix, LogSuffix} {
+			p := reps[i].seg.path(suf)
+			if err := l.fsys.Rename(p+CleanedSuffix, p+SwapSuffix); err != nil {
+				unpin()
+				return fmt.Errorf("replace segments of %s: %w", l.dir, err)
+			}
+		}
+	}
+	if err := l.fsys.SyncDir(l.dir); err != nil {
+		unpin()
+		return fmt.Errorf("replace segments of %s: %w", l.dir, err)
+	}
+	// From here the swap is decided: a crash completes it at Open. Any
+	// failure leaves the directory for Open to finish, so the log stops.
+	// 3. Originals -> .deleted.
+	var deleted []string
+	for _, s := range dead {
+		for _, suf := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
+			p := s.path(suf)
+			if err := l.fsys.Rename(p, p+DeletedSuffix); err != nil {
+				if errNotExist(err) {
+					continue
+				}
+				unpin()
+				return l.fail(fmt.Errorf("replace segments: %w", err))
+			}
+			deleted = append(deleted, p+DeletedSuffix)
+		}
+	}
+	// 4. Strip .swap and fsync the directory.
+	for _, w := range reps {
+		for _, suf := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+			p := w.seg.path(suf)
+			if err := l.fsys.Rename(p+SwapSuffix, p); err != nil {
+				unpin()
+				return l.fail(fmt.Errorf("replace segments: %w", err))
+			}
+		}
+	}
+	if err := l.fsys.SyncDir(l.dir); err != nil {
+		unpin()
+		return l.fail(fmt.Errorf("replace segments: %w", err))
+	}
+	// Publish the new segment list.
+	segs := make([]*segment, 0, len(l.segs)-len(old)+len(reps))
+	segs = append(segs, l.segs[:first]...)
+	for _, w := range reps {
+		segs = append(segs, w.seg)
+	}
+	segs = append(segs, l.segs[first+len(old):]...)
+	l.segs = segs
+	if len(reps) > 0 && first == 0 && reps[0].seg.base > l.logStart {
+		l.logStart = reps[0].seg.base
+	}
+	l.publish()
+	unpin()
+	for _, s := range dead {
+		s.markDeleted()
+	}
+	l.deleter.schedule(deleted, l.cfg.Load().FileDeleteDelay)
+	return nil
+}
+
+// pin loads the file and indexes and keeps them loaded (no eviction) so
+// readers keep working while the files are renamed.
+func (s *segment) pin() error {
+	if _, _, err := s.indexes(); err != nil {
+		return err
+	}
+	f, err := s.acquire()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.pinned++
+	s.mu.Unlock()
+	f.Release()
+	return nil
+}
+
+func (s *segment) unpin() {
+	s.mu.Lock()
+	s.pinned--
+	s.mu.Unlock()
+}

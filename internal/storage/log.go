@@ -1,0 +1,773 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strata-io/strata/internal/vfs"
+)
+
+// Options are the per-log dependencies.
+type Options struct {
+	FS     vfs.FS
+	Syncer *Syncer // group commit shared by every log of a log dir
+	Logger *slog.Logger
+	Now    func() time.Time // nil = time.Now
+	// ProducerIDExpiration is producer.id.expiration.ms (24h).
+	ProducerIDExpiration time.Duration
+	// Files bounds open closed-segment files and loaded indexes; share one
+	// across the logs of a broker. Nil gives the log a private cache of 64.
+	Files *FileCache
+}
+
+// view is an immutable snapshot of what readers may see. A new view is
+// published (atomically) after every change.
+type view struct {
+	segs     []*segment
+	leo      int64
+	hw       int64
+	hwBase   int64 // base of the segment holding the high watermark
+	hwPos    int64 // byte position of the high watermark in that segment
+	logStart int64
+}
+
+// writeMark is where the log ends after a write: offset and position.
+type writeMark struct {
+	leo  int64
+	base int64
+	pos  int64
+}
+
+// Log is one topic partition's append-only log on disk: a directory
+// "<topic>-<partition>" of segments named by 20-digit base offsets. One
+// writer at a time (Append is serialised internally); readers run
+// concurrently and take no lock across disk I/O.
+type Log struct {
+	dir       string
+	topic     string
+	partition int32
+	fsys      vfs.FS
+	logger    *slog.Logger
+	now       func() time.Time
+	opts      Options
+	cfg       atomic.Pointer[Config]
+
+	syncer    *Syncer
+	ownSyncer bool
+
+	v atomic.Pointer[view]
+
+	// hwMu guards hwCh, replaced (closed) whenever the high watermark moves.
+	hwMu sync.Mutex
+	hwCh chan struct{}
+
+	// mu serialises writers (Append, roll, retention, cleaner swaps, sync
+	// bookkeeping). Readers never take it.
+	mu            sync.Mutex
+	segs          []*segment
+	active        *segment
+	mark          writeMark // end of written data
+	synced        writeMark // end of fsynced data
+	logStart      int64
+	recoveryPoint atomic.Int64
+	ckptRecovery  int64 // recovery point last written to the checkpoint
+	ps            *producerState
+	dirty         bool // active segment has unsynced bytes
+	lastFlush     time.Time
+	failed        error
+	closed        bool
+	deleter       *deleter
+}
+
+// Dir returns the partition directory path.
+func (l *Log) Dir() string { return l.dir }
+
+// Config returns the settings in force.
+func (l *Log) Config() Config { return *l.cfg.Load() }
+
+// UpdateConfig applies changed topic settings from the next operation on.
+func (l *Log) UpdateConfig(cfg Config) {
+	cfg = cfg.normalized()
+	l.cfg.Store(&cfg)
+}
+
+// LogStartOffset is the first offset still readable.
+func (l *Log) LogStartOffset() int64 { return l.v.Load().logStart }
+
+// LogEndOffset is the next offset to be assigned.
+func (l *Log) LogEndOffset() int64 { return l.v.Load().leo }
+
+// HighWatermark is the end of the readable (durable) prefix.
+func (l *Log) HighWatermark() int64 { return l.v.Load().hw }
+
+// RecoveryPoint is the offset below which data is known fsynced.
+func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
+
+// Size is the total bytes of all segment files of the log.
+func (l *Log) Size() int64 {
+	var n int64
+	for _, s := range l.v.Load().segs {
+		n += s.size.Load()
+	}
+	return n
+}
+
+// HighWatermarkChanged returns a channel closed the next time the high
+// watermark advances (for long-poll fetches).
+func (l *Log) HighWatermarkChanged() <-chan struct{} {
+	l.hwMu.Lock()
+	defer l.hwMu.Unlock()
+	return l.hwCh
+}
+
+func (l *Log) notifyHW() {
+	l.hwMu.Lock()
+	close(l.hwCh)
+	l.hwCh = make(chan struct{})
+	l.hwMu.Unlock()
+}
+
+// publish installs a new reader view from the writer state (under l.mu).
+func (l *Log) publish() {
+	old := l.v.Load()
+	cfg := l.cfg.Load()
+	hw := l.synced
+	if !cfg.Durable {
+		hw = l.mark
+	}
+	nv := &view{segs: l.segs, leo: l.mark.leo, hw: hw.leo, hwBase: hw.base, hwPos: hw.pos, logStart: l.logStart}
+	l.v.Store(nv)
+	if old == nil || nv.hw > old.hw {
+		l.notifyHW()
+	}
+}
+
+// Open opens (creating if absent) the partition directory dir, runs crash
+// recovery when the log dir was not shut down cleanly (cleanShutdown=false),
+// completes or rolls back interrupted segment swaps, and loads producer
+// state. topicID is written to partition.metadata.
+func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Options) (*Log, error) {
+	if opts.FS == nil {
+		opts.FS = vfs.Default()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.ProducerIDExpiration == 0 {
+		opts.ProducerIDExpiration = 24 * time.Hour
+	}
+	if opts.Files == nil {
+		opts.Files = NewFileCache(64)
+	}
+	topic, part, err := ParsePartitionDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.normalized()
+	l := &Log{
+		dir: dir, topic: topic, partition: part,
+		fsys: opts.FS, logger: opts.Logger.With("partition", filepath.Base(dir)), now: opts.Now, opts: opts,
+		hwCh: make(chan struct{}),
+		ps:   newProducerState(),
+	}
+	l.cfg.Store(&cfg)
+	l.deleter = newDeleter(l.fsys, l.logger)
+	if opts.Syncer == nil {
+		l.syncer = NewSyncer(opts.Logger)
+		l.ownSyncer = true
+	} else {
+		l.syncer = opts.Syncer
+	}
+	if err := l.load(topicID, cleanShutdown); err != nil {
+		l.closeFiles()
+		l.deleter.close()
+		if l.ownSyncer {
+			l.syncer.Close()
+		}
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	l.lastFlush = l.now()
+	l.mu.Lock()
+	l.publish()
+	l.mu.Unlock()
+	return l, nil
+}
+
+func (l *Log) newSegment(base int64) *segment {
+	cfg := l.cfg.Load()
+	return &segment{
+		fsys: l.fsys, dir: l.dir, base: base, cache: l.opts.Files,
+		maxIndexBytes: cfg.SegmentIndexBytes, indexInterval: int64(cfg.IndexIntervalBytes),
+		firstBatchTs: -1,
+	}
+}
+
+// load runs the startup sequence (kafka-internals §3.2).
+func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
+	if err := l.fsys.MkdirAll(l.dir, 0o755); err != nil {
+		return err
+	}
+	if err := l.writePartitionMetadata(topicID); err != nil {
+		return err
+	}
+	if err := completeSwaps(l.fsys, l.dir, l.logger); err != nil {
+		return err
+	}
+	bases, snaps, err := l.scanDir()
+	if err != nil {
+		return err
+	}
+	rp, err := l.readOffsetCheckpoint(RecoveryPointFile)
+	if err != nil {
+		return err
+	}
+	ls, err := l.readOffsetCheckpoint(LogStartOffsetFile)
+	if err != nil {
+		return err
+	}
+	for _, b := range bases {
+		s := l.newSegment(b)
+		st, err := l.fsys.Stat(s.path(LogSuffix))
+		if err != nil {
+			return err
+		}
+		s.size.Store(st.Size())
+		l.segs = append(l.segs, s)
+	}
+	if len(l.segs) == 0 {
+		l.segs = []*segment{l.newSegment(max(ls, 0))}
+		if err := l.createSegmentFiles(l.segs[0]); err != nil {
+			return err
+		}
+	}
+	last := l.segs[len(l.segs)-1]
+	var leo int64
+	if cleanShutdown {
+		leo, err = l.loadClean(last)
+		if err != nil {
+			l.logger.Warn("clean open failed, recovering", "err", err)
+			cleanShutdown = false
+		}
+	}
+	if !cleanShutdown {
+		leo, err = l.recover(max(rp, 0))
+		if err != nil {
+			return err
+		}
+	}
+	if ls > leo {
+		// Kafka §3.2 step 5: everything below the log start is gone.
+		for _, s := range l.segs {
+			l.removeSegmentFiles(s)
+		}
+		l.segs = []*segment{l.newSegment(ls)}
+		if err := l.createSegmentFiles(l.segs[0]); err != nil {
+			return err
+		}
+		leo = ls
+	}
+	l.logStart = max(ls, l.segs[0].base)
+	if err := l.openActive(); err != nil {
+		return err
+	}
+	act := l.active
+	l.mark = writeMark{leo: leo, base: act.base, pos: act.size.Load()}
+	l.synced = l.mark
+	l.recoveryPoint.Store(leo)
+	if err := l.fsys.SyncDir(l.dir); err != nil {
+		return err
+	}
+	if err := l.writeRecoveryCheckpoint(act.base); err != nil {
+		return err
+	}
+	return l.loadProducerState(snaps, leo)
+}
+
+// scanDir removes leftovers (.deleted, .tmp, orphan indexes) and returns
+// the sorted segment bases and snapshot offsets.
+func (l *Log) scanDir() (bases, snaps []int64, err error) {
+	ents, err := l.fsys.ReadDir(l.dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	logs := map[int64]bool{}
+	var idx []string
+	for _, e := range ents {
+		name := e.Name()
+		full := filepath.Join(l.dir, name)
+		switch {
+		case hasSuffix(name, DeletedSuffix), hasSuffix(name, TmpSuffix):
+			if err := l.fsys.Remove(full); err != nil && !errNotExist(err) {
+				return nil, nil, err
+			}
+		case hasSuffix(name, LogSuffix):
+			if b, ok := parseBase(name); ok {
+				logs[b] = true
+				bases = append(bases, b)
+			}
+		case hasSuffix(name, IndexSuffix), hasSuffix(name, TimeIndexSuffix), hasSuffix(name, TxnIndexSuffix):
+			idx = append(idx, name)
+		case hasSuffix(name, SnapshotSuffix):
+			if b, ok := parseBase(name); ok {
+				snaps = append(snaps, b)
+			}
+		}
+	}
+	for _, name := range idx {
+		if b, ok := parseBase(name); ok && !logs[b] {
+			l.fsys.Remove(filepath.Join(l.dir, name))
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	sort.Slice(snaps, func(i, j int) bool { return snaps[i] < snaps[j] })
+	return bases, snaps, nil
+}
+
+func hasSuffix(s, suf string) bool { return len(s) >= len(suf) && s[len(s)-len(suf):] == suf }
+
+func (l *Log) readOffsetCheckpoint(name string) (int64, error) {
+	ents, err := ReadCheckpoint(l.fsys, filepath.Join(l.dir, name))
+	if err != nil {
+		return -1, err
+	}
+	for _, e := range ents {
+		if e.Topic == l.topic && e.Partition == l.partition {
+			return e.Offset, nil
+		}
+	}
+	return -1, nil
+}
+
+func (l *Log) writeOffsetCheckpoint(name string, off int64) error {
+	return WriteCheckpoint(l.fsys, filepath.Join(l.dir, name), []CheckpointEntry{{Topic: l.topic, Partition: l.partition, Offset: off}})
+}
+
+// writeRecoveryCheckpoint persists rp (a segment base below which every
+// segment and its indexes are fsynced) when it advanced.
+func (l *Log) writeRecoveryCheckpoint(rp int64) error {
+	if rp == l.ckptRecovery && rp != 0 {
+		return nil
+	}
+	if err := l.writeOffsetCheckpoint(RecoveryPointFile, rp); err != nil {
+		return err
+	}
+	l.ckptRecovery = rp
+	return nil
+}
+
+func (l *Log) writePartitionMetadata(topicID [16]byte) error {
+	name := filepath.Join(l.dir, PartitionMetaFile)
+	data, err := ReadFile(l.fsys, name)
+	if err == nil {
+		old, perr := ParsePartitionMetadata(data)
+		if perr == nil {
+			if old != topicID && topicID != ([16]byte{}) {
+				return fmt.Errorf("partition.metadata topic id %x differs from %x: %w", old, topicID, kerr.InconsistentTopicID)
+			}
+			return nil
+		}
+		l.logger.Warn("rewriting unreadable partition.metadata", "err", perr)
+	} else if !errNotExist(err) {
+		return err
+	}
+	return WriteFileAtomic(l.fsys, name, FormatPartitionMetadata(topicID))
+}
+
+// loadClean trusts a cleanly closed log: it finds the end of the last
+// segment from its index without a full scan.
+func (l *Log) loadClean(last *segment) (int64, error) {
+	oi, _, err := last.indexes()
+	if err != nil {
+		return 0, err
+	}
+	f, err := last.acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer f.Release()
+	rel, pos := lookupOffsetIndex(oi.snapshot(), 1<<62)
+	leo := last.base
+	if pos > 0 || rel > 0 {
+		leo = last.base + int64(rel) + 1
+	}
+	size := last.size.Load()
+	var hdr [61]byte
+	for p := int64(pos); p < size; {
+		h, err := readHeader(f.f, p, hdr[:])
+		if err != nil || p+h.size > size {
+			return 0, fmt.Errorf("segment %d: torn batch at %d after clean shutdown", last.base, p)
+		}
+		leo = h.last + 1
+		p += h.size
+	}
+	return leo, nil
+}
+
+// createSegmentFiles creates an empty segment's .log and index files.
+func (l *Log) createSegmentFiles(s *segment) error {
+	for _, suf := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+		name := s.path(suf)
+		if _, err := l.fsys.Stat(name); err == nil {
+			l.logger.Warn("replacing leftover file of new segment", "file", name)
+		}
+		f, err := l.fsys.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+		if err != nil {
+			return fmt.Errorf("create %s: %w", name, err)
+		}
+		f.Close()
+	}
+	return nil
+}
+
+func (l *Log) removeSegmentFiles(s *segment) {
+	s.markDeleted()
+	for _, suf := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
+		if err := l.fsys.Remove(s.path(suf)); err != nil && !errNotExist(err) {
+			l.logger.Warn("remove segment file", "file", s.path(suf), "err", err)
+		}
+	}
+}
+
+// openActive opens the last segment for writing: .log read-write, index
+// files grown back to segment.index.bytes (Kafka preallocates them).
+func (l *Log) openActive() error {
+	s := l.segs[len(l.segs)-1]
+	cfg := l.cfg.Load()
+	if _, _, err := s.indexes(); err != nil {
+		return err
+	}
+	f, err := l.fsys.OpenFile(s.path(LogSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("open active segment: %w", err)
+	}
+	if cfg.Preallocate {
+		l.fsys.Preallocate(f, cfg.SegmentBytes)
+	}
+	oiF, err := l.fsys.OpenFile(s.path(IndexSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	tiF, err := l.fsys.OpenFile(s.path(TimeIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		f.Close()
+		oiF.Close()
+		return err
+	}
+	if l.opts.Files != nil {
+		l.opts.Files.remove(s)
+	}
+	s.mu.Lock()
+	if s.file != nil {
+		s.file.Release()
+	}
+	s.file = newSegmentFile(f)
+	s.active = true
+	s.oiFile, s.tiFile = oiF, tiF
+	oi, ti := s.oi, s.ti
+	s.mu.Unlock()
+	oiF.Truncate(int64(roundDown(cfg.SegmentIndexBytes, offsetEntrySize)))
+	tiF.Truncate(int64(roundDown(cfg.SegmentIndexBytes, timeEntrySize)))
+	oi.maxEntries = int(cfg.SegmentIndexBytes) / offsetEntrySize
+	ti.maxEntries = int(cfg.SegmentIndexBytes) / timeEntrySize
+	s.maxIndexBytes = cfg.SegmentIndexBytes
+	s.indexInterval = int64(cfg.IndexIntervalBytes)
+	// Rebuild the writer's index state from the data already present.
+	b := newIndexBuilder(s.base, oi, ti, int64(cfg.IndexIntervalBytes))
+	if ts, off, err := s.maxTimestamp(); err == nil && ts >= 0 {
+		b.maxTs, b.maxTsOff = ts, off
+	}
+	b.first = s.size.Load() == 0
+	if !b.first {
+		var hdr [61]byte
+		if h, err := readHeader(f, 0, hdr[:]); err == nil {
+			b.firstTs = h.maxTs
+		}
+		// Bytes since the last index entry: conservatively the tail past it.
+		_, lastPos := lookupOffsetIndex(oi.snapshot(), 1<<62)
+		b.since = s.size.Load() - int64(lastPos)
+	}
+	s.bld = b
+	s.firstBatchTs = b.firstTs
+	s.createdMs = l.now().UnixMilli()
+	if st, err := f.Stat(); err == nil && s.size.Load() > 0 {
+		s.createdMs = st.ModTime().UnixMilli()
+	}
+	s.jitterMs = jitter(cfg)
+	l.active = s
+	return nil
+}
+
+func roundDown(n int32, m int) int { return int(n) / m * m }
+
+func jitter(cfg *Config) int64 {
+	j := cfg.SegmentJitterMs.Milliseconds()
+	if ms := cfg.SegmentMs.Milliseconds(); j > ms {
+		j = ms
+	}
+	if j <= 0 {
+		return 0
+	}
+	return rand.Int64N(j)
+}
+
+// closeActiveFiles trims the active segment's indexes (final time-index
+// entry), fsyncs .log and indexes, and closes the writer handles.
+func (l *Log) closeActiveFiles(s *segment) error {
+	s.mu.Lock()
+	oiF, tiF := s.oiFile, s.tiFile
+	oi, ti := s.oi, s.ti
+	s.mu.Unlock()
+	if oiF == nil {
+		return nil
+	}
+	if e := s.bld.finish(); e != nil {
+		if _, err := tiF.WriteAt(e, int64(len(ti.snapshot())-len(e))); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	errs = append(errs, oiF.Truncate(int64(len(oi.snapshot()))), tiF.Truncate(int64(len(ti.snapshot()))))
+	errs = append(errs, oiF.Sync(), tiF.Sync())
+	if s.file != nil {
+		errs = append(errs, s.file.f.Truncate(s.size.Load()))
+		errs = append(errs, s.file.f.Sync())
+	}
+	errs = append(errs, oiF.Close(), tiF.Close())
+	s.mu.Lock()
+	s.oiFile, s.tiFile = nil, nil
+	s.active = false
+	s.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close segment %d: %w", s.base, err)
+	}
+	return nil
+}
+
+// closeFiles releases every open handle (error paths and Close).
+func (l *Log) closeFiles() {
+	for _, s := range l.segs {
+		s.mu.Lock()
+		if s.oiFile != nil {
+			s.oiFile.Close()
+			s.oiFile = nil
+		}
+		if s.tiFile != nil {
+			s.tiFile.Close()
+			s.tiFile = nil
+		}
+		s.active = false
+		s.mu.Unlock()
+		s.unload()
+		if s.cache != nil {
+			s.cache.remove(s)
+		}
+	}
+}
+
+// fail records a storage failure: later appends return KafkaStorageError.
+func (l *Log) fail(err error) error {
+	if l.failed == nil {
+		l.failed = err
+		l.logger.Error("log failed", "err", err)
+	}
+	return fmt.Errorf("%s: %v: %w", l.dir, err, kerr.KafkaStorageError)
+}
+
+// WaitDurable blocks until every offset < upTo is fsynced (group commit) and
+// the high watermark has advanced past it, or ctx ends.
+func (l *Log) WaitDurable(ctx context.Context, upTo int64) error {
+	for {
+		ch := l.HighWatermarkChanged()
+		if l.HighWatermark() >= upTo {
+			return nil
+		}
+		l.mu.Lock()
+		failed, closed := l.failed, l.closed
+		l.mu.Unlock()
+		if failed != nil {
+			return fmt.Errorf("%s: %v: %w", l.dir, failed, kerr.KafkaStorageError)
+		}
+		if closed {
+			return fmt.Errorf("%s: log closed: %w", l.dir, kerr.NotLeaderForPartition)
+		}
+		l.syncer.request(l)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// syncPrep is what one group-commit round syncs for a log.
+type syncPrep struct {
+	mark writeMark
+	file *SegmentFile
+}
+
+func (l *Log) prepareSync() syncPrep {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := syncPrep{mark: l.mark}
+	if l.dirty && l.active != nil && l.active.file != nil && l.active.file.tryAcquire() {
+		p.file = l.active.file
+		l.dirty = false
+	}
+	return p
+}
+
+func (l *Log) finishSync(p syncPrep, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.fail(fmt.Errorf("fdatasync: %w", err))
+		l.notifyHW()
+		return
+	}
+	if p.mark.leo > l.synced.leo {
+		l.synced = p.mark
+		l.recoveryPoint.Store(p.mark.leo)
+		l.publish()
+	}
+}
+
+// Flush fsyncs everything written so far and advances the recovery point.
+func (l *Log) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.flushLocked()
+}
+
+func (l *Log) flushLocked() error {
+	if l.closed {
+		return nil
+	}
+	if l.failed != nil {
+		return fmt.Errorf("%s: %v: %w", l.dir, l.failed, kerr.KafkaStorageError)
+	}
+	if err := l.active.file.f.Sync(); err != nil {
+		return l.fail(fmt.Errorf("fdatasync: %w", err))
+	}
+	l.dirty = false
+	l.lastFlush = l.now()
+	if l.mark.leo > l.synced.leo {
+		l.synced = l.mark
+		l.recoveryPoint.Store(l.mark.leo)
+		l.publish()
+	}
+	return nil
+}
+
+// Close flushes, writes producer snapshot, trims indexes, closes files.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	var errs []error
+	if l.failed == nil {
+		errs = append(errs, l.flushLocked())
+		errs = append(errs, l.writeSnapshot(l.mark.leo))
+		errs = append(errs, l.closeActiveFiles(l.active))
+		errs = append(errs, l.fsys.SyncDir(l.dir))
+		if err := errors.Join(errs...); err == nil {
+			errs = append(errs, l.writeRecoveryCheckpoint(l.mark.leo))
+		}
+	}
+	l.closed = true
+	l.closeFiles()
+	l.mu.Unlock()
+	l.syncer.forget(l)
+	if l.ownSyncer {
+		errs = append(errs, l.syncer.Close())
+	}
+	l.deleter.close()
+	l.notifyHW()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// Delete closes the log and removes its directory.
+func (l *Log) Delete() error {
+	l.mu.Lock()
+	l.failed = errors.New("log deleted")
+	l.mu.Unlock()
+	l.Close()
+	if err := l.fsys.RemoveAll(l.dir); err != nil {
+		return fmt.Errorf("delete %s: %w", l.dir, err)
+	}
+	return l.fsys.SyncDir(filepath.Dir(l.dir))
+}
+
+// deleter unlinks renamed .deleted files after file.delete.delay.ms. Close
+// stops the timers and deletes what is still pending.
+type deleter struct {
+	fsys    vfs.FS
+	logger  *slog.Logger
+	mu      sync.Mutex
+	pending map[*time.Timer][]string
+	closed  bool
+}
+
+func newDeleter(fsys vfs.FS, logger *slog.Logger) *deleter {
+	return &deleter{fsys: fsys, logger: logger, pending: map[*time.Timer][]string{}}
+}
+
+func (d *deleter) schedule(files []string, delay time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed || delay <= 0 {
+		d.unlink(files)
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(delay, func() {
+		d.mu.Lock()
+		fs, ok := d.pending[t]
+		delete(d.pending, t)
+		d.mu.Unlock()
+		if ok {
+			d.unlink(fs)
+		}
+	})
+	d.pending[t] = files
+}
+
+func (d *deleter) unlink(files []string) {
+	for _, f := range files {
+		if err := d.fsys.Remove(f); err != nil && !errNotExist(err) {
+			d.logger.Warn("delete file", "file", f, "err", err)
+		}
+	}
+}
+
+func (d *deleter) close() {
+	d.mu.Lock()
+	d.closed = true
+	var all []string
+	for t, fs := range d.pending {
+		t.Stop()
+		all = append(all, fs...)
+		delete(d.pending, t)
+	}
+	d.mu.Unlock()
+	d.unlink(all)
+}

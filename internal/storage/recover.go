@@ -1,0 +1,373 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/vfs"
+)
+
+// recover validates every segment from the one holding the recovery point
+// to the end (kafka-internals §3.2 step 4): batches are checked (framing,
+// CRC, offsets increasing and in range), indexes rebuilt, the .log
+// truncated at the first torn or corrupt batch and every later segment
+// removed. Recovered segments are fsynced so they count as durable. It
+// returns the log end offset.
+func (l *Log) recover(rp int64) (int64, error) {
+	start := 0
+	for i, s := range l.segs {
+		if s.base <= rp {
+			start = i
+		}
+	}
+	leo := l.segs[start].base
+	for i := start; i < len(l.segs); i++ {
+		s := l.segs[i]
+		if s.base < leo {
+			// Overlaps the previous segment's offsets: not a valid successor.
+			l.logger.Warn("segment overlaps previous data; removing it and later segments", "base", s.base, "prev_end", leo)
+			for _, r := range l.segs[i:] {
+				l.removeSegmentFiles(r)
+			}
+			l.segs = l.segs[:i]
+			break
+		}
+		end, truncated, err := l.recoverSegment(s, i == len(l.segs)-1)
+		if err != nil {
+			return 0, err
+		}
+		leo = end
+		if truncated && i+1 < len(l.segs) {
+			l.logger.Warn("truncated segment; removing later segments", "base", s.base, "removed", len(l.segs)-i-1)
+			for _, r := range l.segs[i+1:] {
+				l.removeSegmentFiles(r)
+			}
+			l.segs = l.segs[:i+1]
+			break
+		}
+	}
+	if leo == 0 && len(l.segs) > 0 {
+		leo = l.segs[len(l.segs)-1].base
+	}
+	if last := l.segs[len(l.segs)-1]; last.size.Load() == 0 && last.base > leo {
+		leo = last.base
+	}
+	return leo, nil
+}
+
+// recoverSegment scans one segment. last tells whether it is the newest
+// (its time index gets no closing entry).
+func (l *Log) recoverSegment(s *segment, last bool) (leo int64, truncated bool, err error) {
+	cfg := l.cfg.Load()
+	f, err := l.fsys.OpenFile(s.path(LogSuffix), os.O_RDWR, 0)
+	if err != nil {
+		return 0, false, fmt.Errorf("recover segment %d: %w", s.base, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, false, err
+	}
+	size := st.Size()
+	oi := &offsetIndex{maxEntries: int(cfg.SegmentIndexBytes) / offsetEntrySize}
+	ti := &timeIndex{maxEntries: int(cfg.SegmentIndexBytes) / timeEntrySize}
+	b := newIndexBuilder(s.base, oi, ti, int64(cfg.IndexIntervalBytes))
+	leo = s.base
+	buf := make([]byte, 1<<20)
+	var pos int64
+	var reason string
+scan:
+	for pos < size {
+		n, rerr := f.ReadAt(buf, pos)
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			return 0, false, fmt.Errorf("recover segment %d: %w", s.base, rerr)
+		}
+		chunk := buf[:n]
+		consumed := 0
+		for len(chunk) > 0 {
+			bt, rest, nerr := record.Next(chunk)
+			if errors.Is(nerr, record.ErrTruncated) {
+				if pos+int64(consumed)+int64(len(chunk)) >= size {
+					reason = "torn batch at end of file"
+					pos += int64(consumed)
+					break scan
+				}
+				if consumed == 0 {
+					// One batch larger than the buffer.
+					need := record.LogOverhead + int(record.Batch(chunk).BatchLength())
+					if need > int(cfg.SegmentBytes)+record.LogOverhead || need > math.MaxInt32 {
+						reason = "batch length beyond segment size"
+						break scan
+					}
+					buf = make([]byte, need)
+				}
+				break
+			}
+			if nerr != nil {
+				reason = nerr.Error()
+				pos += int64(consumed)
+				break scan
+			}
+			if verr := record.ValidateStored(bt); verr != nil {
+				reason = verr.Error()
+				pos += int64(consumed)
+				break scan
+			}
+			h, _ := headerInfo(bt)
+			if h.base < leo || h.last-s.base > math.MaxInt32 || h.base < s.base {
+				reason = fmt.Sprintf("batch offsets [%d,%d] out of order after %d", h.base, h.last, leo)
+				pos += int64(consumed)
+				break scan
+			}
+			b.add(h, pos+int64(consumed))
+			leo = h.last + 1
+			consumed += int(h.size)
+			chunk = rest
+		}
+		pos += int64(consumed)
+	}
+	if pos < size {
+		truncated = true
+		l.logger.Warn("truncating segment at invalid batch", "base", s.base, "pos", pos, "size", size, "reason", reason)
+		if err := f.Truncate(pos); err != nil {
+			return 0, false, fmt.Errorf("truncate segment %d: %w", s.base, err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return 0, false, fmt.Errorf("fsync segment %d: %w", s.base, err)
+	}
+	if !last {
+		b.finish()
+	}
+	if err := writeIndexFile(l.fsys, s.path(IndexSuffix), oi.buf); err != nil {
+		return 0, false, err
+	}
+	if err := writeIndexFile(l.fsys, s.path(TimeIndexSuffix), ti.buf); err != nil {
+		return 0, false, err
+	}
+	s.size.Store(pos)
+	s.maxTs.Store(b.maxTs)
+	s.maxTsOff.Store(b.maxTsOff)
+	s.tsKnown.Store(true)
+	s.mu.Lock()
+	s.oi, s.ti = oi, ti
+	s.mu.Unlock()
+	return leo, truncated, nil
+}
+
+// completeSwaps finishes or rolls back an interrupted segment replacement
+// (kafka-internals §3.2 steps 1-2, §5.9): .swap files at or above the
+// lowest .cleaned offset are an incomplete replacement and are deleted with
+// every .cleaned file; remaining .swap segments replace the originals in
+// their offset range.
+func completeSwaps(fsys vfs.FS, dir string, logger *slog.Logger) error {
+	ents, err := fsys.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	minCleaned := int64(math.MaxInt64)
+	var cleaned, swaps []string
+	for _, e := range ents {
+		n := e.Name()
+		if b, ok := parseBase(n); ok {
+			switch {
+			case strings.HasSuffix(n, CleanedSuffix):
+				cleaned = append(cleaned, n)
+				minCleaned = min(minCleaned, b)
+			case strings.HasSuffix(n, SwapSuffix):
+				swaps = append(swaps, n)
+			}
+		}
+	}
+	if len(cleaned) == 0 && len(swaps) == 0 {
+		return nil
+	}
+	var keep []string
+	for _, n := range swaps {
+		if b, _ := parseBase(n); b >= minCleaned {
+			logger.Warn("deleting incomplete swap file", "file", n)
+			if err := fsys.Remove(filepath.Join(dir, n)); err != nil {
+				return err
+			}
+			continue
+		}
+		keep = append(keep, n)
+	}
+	for _, n := range cleaned {
+		if err := fsys.Remove(filepath.Join(dir, n)); err != nil {
+			return err
+		}
+	}
+	// Range covered by the swap segments.
+	minBase, maxNext := int64(math.MaxInt64), int64(-1)
+	for _, n := range keep {
+		if !strings.HasSuffix(n, LogSuffix+SwapSuffix) {
+			continue
+		}
+		b, _ := parseBase(n)
+		next, err := segmentNextOffset(fsys, filepath.Join(dir, n), b)
+		if err != nil {
+			return fmt.Errorf("swap file %s: %w", n, err)
+		}
+		minBase = min(minBase, b)
+		maxNext = max(maxNext, next)
+	}
+	if maxNext >= 0 {
+		for _, e := range ents {
+			n := e.Name()
+			b, ok := parseBase(n)
+			if !ok || strings.HasSuffix(n, SwapSuffix) || strings.HasSuffix(n, CleanedSuffix) || strings.HasSuffix(n, SnapshotSuffix) {
+				continue
+			}
+			if b >= minBase && b < maxNext {
+				logger.Info("removing segment file replaced by swap", "file", n)
+				if err := fsys.Remove(filepath.Join(dir, n)); err != nil && !errNotExist(err) {
+					return err
+				}
+			}
+		}
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(keep)))
+	for _, n := range keep {
+		if err := fsys.Rename(filepath.Join(dir, n), filepath.Join(dir, strings.TrimSuffix(n, SwapSuffix))); err != nil {
+			return err
+		}
+	}
+	return fsys.SyncDir(dir)
+}
+
+// segmentNextOffset returns lastOffset+1 of the last whole batch of a .log
+// file (base when empty).
+func segmentNextOffset(fsys vfs.FS, name string, base int64) (int64, error) {
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	next := base
+	var hdr [record.HeaderSize]byte
+	for pos := int64(0); pos < st.Size(); {
+		h, err := readHeader(f, pos, hdr[:])
+		if err != nil || pos+h.size > st.Size() {
+			break
+		}
+		next = h.last + 1
+		pos += h.size
+	}
+	return next, nil
+}
+
+// loadProducerState restores the idempotent-producer table from the
+// newest valid snapshot at or below leo plus a scan of later batches.
+func (l *Log) loadProducerState(snaps []int64, leo int64) error {
+	from := l.segs[0].base
+	l.ps = newProducerState()
+	for i := len(snaps) - 1; i >= 0; i-- {
+		off := snaps[i]
+		name := filepath.Join(l.dir, FileName(off, SnapshotSuffix))
+		if off > leo {
+			l.fsys.Remove(name)
+			continue
+		}
+		data, err := ReadFile(l.fsys, name)
+		if err != nil {
+			l.logger.Warn("unreadable producer snapshot", "file", name, "err", err)
+			continue
+		}
+		ps, err := parseSnapshot(data)
+		if err != nil {
+			l.logger.Warn("corrupt producer snapshot; rebuilding by scan", "file", name, "err", err)
+			continue
+		}
+		if off >= from {
+			l.ps = ps
+			from = off
+		}
+		break
+	}
+	if from >= leo {
+		return nil
+	}
+	t := l.ps.begin()
+	err := l.scanBatches(from, leo, func(b record.Batch) error {
+		if pid := b.ProducerID(); pid >= 0 && !b.IsControl() {
+			first := b.BaseSequence()
+			last := seqAdd(first, int64(b.LastOffsetDelta()))
+			t.record(pid, b.ProducerEpoch(), batchMeta{firstSeq: first, lastSeq: last, firstOffset: b.BaseOffset(), lastOffset: b.LastOffset()}, b.MaxTimestamp())
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("rebuild producer state: %w", err)
+	}
+	t.commit()
+	return nil
+}
+
+// scanBatches calls fn with the 61-byte header of every batch whose last
+// offset is in [from, to), in order (writer side, under l.mu or at load).
+func (l *Log) scanBatches(from, to int64, fn func(record.Batch) error) error {
+	hdr := make([]byte, record.HeaderSize)
+	for i, s := range l.segs {
+		next := to
+		if i+1 < len(l.segs) {
+			next = l.segs[i+1].base
+		}
+		if next <= from {
+			continue
+		}
+		if s.base >= to {
+			break
+		}
+		oi, _, err := s.indexes()
+		if err != nil {
+			return err
+		}
+		f, err := s.acquire()
+		if err != nil {
+			return err
+		}
+		var pos int64
+		if from > s.base {
+			_, p := lookupOffsetIndex(oi.snapshot(), from-s.base)
+			pos = int64(p)
+		}
+		size := s.size.Load()
+		for pos < size {
+			h, err := readHeader(f.f, pos, hdr)
+			if err != nil {
+				f.Release()
+				return err
+			}
+			if h.base >= to {
+				break
+			}
+			if h.last >= from {
+				if err := fn(record.Batch(hdr)); err != nil {
+					f.Release()
+					return err
+				}
+			}
+			pos += h.size
+		}
+		f.Release()
+	}
+	return nil
+}
+
+// writeSnapshot persists the producer table as "<off>.snapshot".
+func (l *Log) writeSnapshot(off int64) error {
+	return WriteFileAtomic(l.fsys, filepath.Join(l.dir, FileName(off, SnapshotSuffix)), l.ps.encodeSnapshot())
+}

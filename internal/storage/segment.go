@@ -1,0 +1,404 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/vfs"
+)
+
+// File suffixes of a partition directory (Kafka's names).
+const (
+	LogSuffix       = ".log"
+	IndexSuffix     = ".index"
+	TimeIndexSuffix = ".timeindex"
+	TxnIndexSuffix  = ".txnindex"
+	SnapshotSuffix  = ".snapshot"
+	DeletedSuffix   = ".deleted"
+	CleanedSuffix   = ".cleaned"
+	SwapSuffix      = ".swap"
+	TmpSuffix       = ".tmp"
+)
+
+// FileName returns "<base:020d><suffix>".
+func FileName(base int64, suffix string) string {
+	return fmt.Sprintf("%020d%s", base, suffix)
+}
+
+// parseBase returns the offset of a segment/snapshot file name (the part
+// before the first dot).
+func parseBase(name string) (int64, bool) {
+	i := strings.IndexByte(name, '.')
+	if i != 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(name[:i], 10, 64)
+	if err != nil || v < 0 {
+		return 0, false
+	}
+	return v, true
+}
+
+// SegmentFile is a reference-counted open segment .log file.
+type SegmentFile struct {
+	f    vfs.File
+	refs atomic.Int32
+}
+
+func newSegmentFile(f vfs.File) *SegmentFile {
+	sf := &SegmentFile{f: f}
+	sf.refs.Store(1)
+	return sf
+}
+
+// File returns the open file (implements vfs.FDFile on the real disk).
+func (f *SegmentFile) File() vfs.File { return f.f }
+
+// Release drops one reference; the last one closes the file.
+func (f *SegmentFile) Release() {
+	if f.refs.Add(-1) == 0 {
+		f.f.Close()
+	}
+}
+
+// tryAcquire adds a reference unless the file is already closed.
+func (f *SegmentFile) tryAcquire() bool {
+	for {
+		r := f.refs.Load()
+		if r <= 0 {
+			return false
+		}
+		if f.refs.CompareAndSwap(r, r+1) {
+			return true
+		}
+	}
+}
+
+var errSegmentGone = errors.New("segment deleted")
+
+// segment is one segment of a log. Fields marked (w) belong to the single
+// writer (under Log.mu); the lazily loaded file and indexes are guarded by
+// mu; size and timestamps are atomics readers use without locks.
+type segment struct {
+	fsys  vfs.FS
+	dir   string
+	base  int64
+	cache *fileCache
+
+	size     atomic.Int64 // bytes of whole batches in .log
+	maxTs    atomic.Int64 // largest batch maxTimestamp; valid when tsKnown
+	maxTsOff atomic.Int64 // last offset of the batch carrying maxTs
+	tsKnown  atomic.Bool
+
+	mu      sync.Mutex
+	file    *SegmentFile // owner reference while loaded
+	oi      *offsetIndex
+	ti      *timeIndex
+	deleted bool
+	pinned  int // >0 while a segment swap needs the files kept open
+	elem    *cacheElem // LRU position, guarded by cache.mu
+
+	// writer state, only for the active segment (w)
+	active          bool
+	oiFile, tiFile  vfs.File
+	bytesSinceIndex int64
+	firstBatchTs    int64 // maxTimestamp of the first batch, -1 = none
+	createdMs       int64
+	jitterMs        int64
+	maxIndexBytes   int32
+	indexInterval   int64
+	bld             *indexBuilder // (w) active segment's index state
+}
+
+func (s *segment) path(suffix string) string { return filepath.Join(s.dir, FileName(s.base, suffix)) }
+
+// acquire returns the .log file with an extra reference, opening it if
+// needed. It fails with errSegmentGone once the segment is deleted.
+func (s *segment) acquire() (*SegmentFile, error) {
+	var evict []*segment
+	defer func() {
+		for _, v := range evict {
+			v.unload()
+		}
+	}()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deleted {
+		return nil, errSegmentGone
+	}
+	if s.file == nil {
+		f, err := s.fsys.OpenFile(s.path(LogSuffix), os.O_RDONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("open segment %s: %w", s.path(LogSuffix), err)
+		}
+		s.file = newSegmentFile(f)
+	}
+	evict = s.touchLocked()
+	s.file.refs.Add(1)
+	return s.file, nil
+}
+
+func (s *segment) touchLocked() []*segment {
+	if s.cache != nil && !s.active {
+		return s.cache.touch(s)
+	}
+	return nil
+}
+
+// indexes returns the offset and time indexes, loading them if needed.
+func (s *segment) indexes() (*offsetIndex, *timeIndex, error) {
+	var evict []*segment
+	defer func() {
+		for _, v := range evict {
+			v.unload()
+		}
+	}()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deleted {
+		return nil, nil, errSegmentGone
+	}
+	if s.oi == nil || s.ti == nil {
+		if err := s.loadIndexesLocked(); err != nil {
+			return nil, nil, err
+		}
+		evict = s.touchLocked()
+	}
+	return s.oi, s.ti, nil
+}
+
+// loadIndexesLocked reads the index files; a missing or inconsistent index
+// is rebuilt from the .log (headers only) and rewritten trimmed.
+func (s *segment) loadIndexesLocked() error {
+	maxOI := int(s.maxIndexBytes) / offsetEntrySize
+	maxTI := int(s.maxIndexBytes) / timeEntrySize
+	oiData, err1 := ReadFile(s.fsys, s.path(IndexSuffix))
+	tiData, err2 := ReadFile(s.fsys, s.path(TimeIndexSuffix))
+	size := s.size.Load()
+	var oiBuf, tiBuf []byte
+	var err error
+	if err1 == nil {
+		oiBuf, err = ParseOffsetIndex(oiData, size)
+		if err != nil {
+			err1 = err
+		}
+	}
+	if err2 == nil {
+		tiBuf, err = ParseTimeIndex(tiData)
+		if err != nil {
+			err2 = err
+		}
+	}
+	if err1 != nil || err2 != nil {
+		oi, ti, err := s.rebuildIndexes(size)
+		if err != nil {
+			return err
+		}
+		s.oi, s.ti = oi, ti
+		return nil
+	}
+	s.oi = &offsetIndex{buf: oiBuf, maxEntries: maxOI}
+	s.ti = &timeIndex{buf: tiBuf, maxEntries: maxTI}
+	if ts, rel, ok := s.ti.last(); ok && !s.tsKnown.Load() {
+		s.maxTs.Store(ts)
+		s.maxTsOff.Store(s.base + int64(rel))
+		s.tsKnown.Store(true)
+	}
+	return nil
+}
+
+// rebuildIndexes scans batch headers of [0,size) and writes fresh trimmed
+// index files for a closed segment.
+func (s *segment) rebuildIndexes(size int64) (*offsetIndex, *timeIndex, error) {
+	f, err := s.fsys.OpenFile(s.path(LogSuffix), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rebuild index of %s: %w", s.path(LogSuffix), err)
+	}
+	defer f.Close()
+	oi := &offsetIndex{maxEntries: int(s.maxIndexBytes) / offsetEntrySize}
+	ti := &timeIndex{maxEntries: int(s.maxIndexBytes) / timeEntrySize}
+	b := newIndexBuilder(s.base, oi, ti, s.indexInterval)
+	var hdr [record.HeaderSize]byte
+	for pos := int64(0); pos < size; {
+		h, err := readHeader(f, pos, hdr[:])
+		if err != nil {
+			return nil, nil, fmt.Errorf("rebuild index of %s at %d: %w", s.path(LogSuffix), pos, err)
+		}
+		b.add(h, pos)
+		pos += h.size
+	}
+	b.finish()
+	if err := writeIndexFile(s.fsys, s.path(IndexSuffix), oi.buf); err != nil {
+		return nil, nil, err
+	}
+	if err := writeIndexFile(s.fsys, s.path(TimeIndexSuffix), ti.buf); err != nil {
+		return nil, nil, err
+	}
+	s.maxTs.Store(b.maxTs)
+	s.maxTsOff.Store(b.maxTsOff)
+	s.tsKnown.Store(true)
+	return oi, ti, nil
+}
+
+func writeIndexFile(fsys vfs.FS, name string, data []byte) error {
+	f, err := fsys.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("write index %s: %w", name, err)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil && len(data) > 0 {
+		f.Close()
+		return fmt.Errorf("write index %s: %w", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("fsync index %s: %w", name, err)
+	}
+	return f.Close()
+}
+
+// unload drops the open file and the in-memory indexes (cache eviction).
+func (s *segment) unload() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active || s.pinned > 0 {
+		return
+	}
+	if s.file != nil {
+		s.file.Release()
+		s.file = nil
+	}
+	s.oi, s.ti = nil, nil
+}
+
+// markDeleted makes later acquires fail and drops the owner reference;
+// readers holding the file keep reading it.
+func (s *segment) markDeleted() {
+	s.mu.Lock()
+	s.deleted = true
+	if s.file != nil {
+		s.file.Release()
+		s.file = nil
+	}
+	s.oi, s.ti = nil, nil
+	if s.oiFile != nil {
+		s.oiFile.Close()
+		s.oiFile = nil
+	}
+	if s.tiFile != nil {
+		s.tiFile.Close()
+		s.tiFile = nil
+	}
+	s.mu.Unlock()
+	if s.cache != nil {
+		s.cache.remove(s)
+	}
+}
+
+// maxTimestamp returns the largest batch timestamp and its offset, loading
+// the time index if needed; (-1, -1) for an empty segment.
+func (s *segment) maxTimestamp() (int64, int64, error) {
+	if s.tsKnown.Load() {
+		return s.maxTs.Load(), s.maxTsOff.Load(), nil
+	}
+	if _, _, err := s.indexes(); err != nil {
+		return -1, -1, err
+	}
+	if !s.tsKnown.Load() {
+		if s.size.Load() == 0 {
+			return -1, -1, nil
+		}
+		// Index had no time entry (all timestamps -1).
+		s.maxTs.Store(-1)
+		s.maxTsOff.Store(-1)
+		s.tsKnown.Store(true)
+	}
+	return s.maxTs.Load(), s.maxTsOff.Load(), nil
+}
+
+// hdrInfo is what storage needs from a batch header.
+type hdrInfo struct {
+	base  int64
+	last  int64
+	size  int64
+	maxTs int64
+}
+
+// readHeader reads and frames the batch header at pos.
+func readHeader(f vfs.File, pos int64, buf []byte) (hdrInfo, error) {
+	n, err := f.ReadAt(buf[:record.HeaderSize], pos)
+	if n < record.HeaderSize {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return hdrInfo{}, err
+	}
+	return headerInfo(record.Batch(buf[:record.HeaderSize]))
+}
+
+func headerInfo(b record.Batch) (hdrInfo, error) {
+	l := int64(b.BatchLength())
+	if l < record.HeaderSize-record.LogOverhead {
+		return hdrInfo{}, fmt.Errorf("batch length %d below minimum: %w", l, errCorruptLog)
+	}
+	return hdrInfo{base: b.BaseOffset(), last: b.LastOffset(), size: l + record.LogOverhead, maxTs: b.MaxTimestamp()}, nil
+}
+
+var errCorruptLog = errors.New("corrupt log")
+
+// indexBuilder adds sparse index entries as batches go by.
+type indexBuilder struct {
+	base     int64
+	oi       *offsetIndex
+	ti       *timeIndex
+	interval int64
+	since    int64
+	maxTs    int64
+	maxTsOff int64
+	first    bool
+	firstTs  int64
+}
+
+func newIndexBuilder(base int64, oi *offsetIndex, ti *timeIndex, interval int64) *indexBuilder {
+	return &indexBuilder{base: base, oi: oi, ti: ti, interval: interval, maxTs: -1, maxTsOff: -1, first: true, firstTs: -1}
+}
+
+// add accounts one batch at pos; it returns the encoded entries written to
+// each index (nil when none).
+func (b *indexBuilder) add(h hdrInfo, pos int64) (oiEntry, tiEntry []byte) {
+	if b.first {
+		b.firstTs = h.maxTs
+		b.first = false
+	}
+	if h.maxTs > b.maxTs {
+		b.maxTs, b.maxTsOff = h.maxTs, h.last
+	}
+	if b.since > b.interval {
+		oiEntry = b.oi.add(int32(h.last-b.base), int32(pos))
+		if b.maxTs >= 0 {
+			tiEntry = b.ti.add(b.maxTs, int32(b.maxTsOff-b.base))
+		}
+		b.since = 0
+	}
+	b.since += h.size
+	return oiEntry, tiEntry
+}
+
+// finish adds the final time-index entry of a closing segment.
+func (b *indexBuilder) finish() []byte {
+	if b.maxTs < 0 {
+		return nil
+	}
+	return b.ti.add(b.maxTs, int32(b.maxTsOff-b.base))
+}
+
+// errNotExist reports whether err is a missing file.
+func errNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

@@ -1,0 +1,478 @@
+package vfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrInjected is returned by CrashFS operations that a test hook failed.
+var ErrInjected = errors.New("vfs: injected failure")
+
+// CrashFS is an in-memory FS that models what survives a power cut: file
+// data survives only up to the last Sync of that file, and directory
+// entries (creates, renames, removes) only once SyncDir ran on their
+// parent. Directories themselves are durable as soon as they are made.
+// Crash returns a new CrashFS holding exactly the durable state. Safe for
+// concurrent use.
+type CrashFS struct {
+	mu      sync.Mutex
+	files   map[string]*inode // current namespace: clean path -> inode
+	durable map[string]*inode // namespace as of the last SyncDir of each parent
+	dirs    map[string]bool
+	hook    func(op, name string) error
+	now     func() time.Time
+}
+
+type inode struct {
+	mu        sync.Mutex
+	data      []byte
+	synced    []byte
+	dirtyFrom int // lowest byte offset written since the last Sync
+	mtime     time.Time
+}
+
+// NewCrashFS returns an empty in-memory file system with a root "/".
+func NewCrashFS() *CrashFS {
+	return &CrashFS{
+		files:   map[string]*inode{},
+		durable: map[string]*inode{},
+		dirs:    map[string]bool{"/": true, ".": true},
+		now:     time.Now,
+	}
+}
+
+// SetHook installs fn, called before every mutating operation (op is one of
+// "create", "write", "sync", "truncate", "remove", "rename", "syncdir",
+// "mkdir"; name the path, for rename "old->new"). A non-nil error fails the
+// operation without effect. nil removes the hook.
+func (c *CrashFS) SetHook(fn func(op, name string) error) {
+	c.mu.Lock()
+	c.hook = fn
+	c.mu.Unlock()
+}
+
+func (c *CrashFS) check(op, name string) error {
+	c.mu.Lock()
+	h := c.hook
+	c.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	if err := h(op, name); err != nil {
+		return &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	return nil
+}
+
+// Crash returns the file system as it would be found after a power cut at
+// this instant: only synced bytes of files whose directory entries were
+// synced. The receiver keeps working (its open files are unaffected), so
+// goroutines still writing to it do no harm.
+func (c *CrashFS) Crash() *CrashFS {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := NewCrashFS()
+	n.now = c.now
+	for d := range c.dirs {
+		n.dirs[d] = true
+	}
+	for name, ino := range c.durable {
+		ino.mu.Lock()
+		cp := &inode{data: append([]byte(nil), ino.synced...), mtime: ino.mtime}
+		cp.synced = append([]byte(nil), cp.data...)
+		cp.dirtyFrom = len(cp.data)
+		ino.mu.Unlock()
+		n.files[name] = cp
+		n.durable[name] = cp
+	}
+	return n
+}
+
+func clean(name string) string { return filepath.Clean(name) }
+
+type crashFile struct {
+	fs     *CrashFS
+	ino    *inode
+	name   string
+	off    int64
+	append bool
+	ro     bool
+	closed bool
+}
+
+// OpenFile implements FS.
+func (c *CrashFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	name = clean(name)
+	c.mu.Lock()
+	ino, ok := c.files[name]
+	if !c.dirs[filepath.Dir(name)] {
+		c.mu.Unlock()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	if c.dirs[name] {
+		c.mu.Unlock()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: errors.New("is a directory")}
+	}
+	c.mu.Unlock()
+	if ok && flag&os.O_CREATE != 0 && flag&os.O_EXCL != 0 {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrExist}
+	}
+	if !ok {
+		if flag&os.O_CREATE == 0 {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		}
+		if err := c.check("create", name); err != nil {
+			return nil, err
+		}
+		ino = &inode{mtime: c.now()}
+		c.mu.Lock()
+		c.files[name] = ino
+		c.mu.Unlock()
+	}
+	if flag&os.O_TRUNC != 0 {
+		ino.mu.Lock()
+		ino.data = ino.data[:0]
+		ino.dirtyFrom = 0
+		ino.mu.Unlock()
+	}
+	ro := flag&(os.O_WRONLY|os.O_RDWR) == 0
+	return &crashFile{fs: c, ino: ino, name: name, append: flag&os.O_APPEND != 0, ro: ro}, nil
+}
+
+var errClosed = errors.New("vfs: file already closed")
+
+func (f *crashFile) ReadAt(p []byte, off int64) (int, error) {
+	if f.closed {
+		return 0, errClosed
+	}
+	if off < 0 {
+		return 0, errors.New("vfs: negative offset")
+	}
+	f.ino.mu.Lock()
+	defer f.ino.mu.Unlock()
+	if off >= int64(len(f.ino.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, f.ino.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (f *crashFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.closed {
+		return 0, errClosed
+	}
+	if f.ro {
+		return 0, &fs.PathError{Op: "write", Path: f.name, Err: fs.ErrPermission}
+	}
+	if err := f.fs.check("write", f.name); err != nil {
+		return 0, err
+	}
+	f.ino.mu.Lock()
+	defer f.ino.mu.Unlock()
+	end := int(off) + len(p)
+	if end > len(f.ino.data) {
+		if end > cap(f.ino.data) {
+			nd := make([]byte, end, end*2)
+			copy(nd, f.ino.data)
+			f.ino.data = nd
+		} else {
+			old := len(f.ino.data)
+			f.ino.data = f.ino.data[:end]
+			clear(f.ino.data[old:end])
+		}
+	}
+	copy(f.ino.data[off:], p)
+	if int(off) < f.ino.dirtyFrom {
+		f.ino.dirtyFrom = int(off)
+	}
+	f.ino.mtime = f.fs.now()
+	return len(p), nil
+}
+
+func (f *crashFile) Write(p []byte) (int, error) {
+	off := f.off
+	if f.append {
+		f.ino.mu.Lock()
+		off = int64(len(f.ino.data))
+		f.ino.mu.Unlock()
+	}
+	n, err := f.WriteAt(p, off)
+	f.off = off + int64(n)
+	return n, err
+}
+
+func (f *crashFile) Close() error {
+	if f.closed {
+		return errClosed
+	}
+	f.closed = true
+	return nil
+}
+
+func (f *crashFile) Sync() error {
+	if f.closed {
+		return errClosed
+	}
+	if err := f.fs.check("sync", f.name); err != nil {
+		return err
+	}
+	f.ino.mu.Lock()
+	defer f.ino.mu.Unlock()
+	ino := f.ino
+	if ino.dirtyFrom > len(ino.synced) {
+		ino.dirtyFrom = len(ino.synced)
+	}
+	if len(ino.data) <= cap(ino.synced) {
+		ino.synced = ino.synced[:len(ino.data)]
+	} else {
+		ns := make([]byte, len(ino.data), len(ino.data)*2)
+		copy(ns, ino.synced)
+		ino.synced = ns
+	}
+	if ino.dirtyFrom < len(ino.data) {
+		copy(ino.synced[ino.dirtyFrom:], ino.data[ino.dirtyFrom:])
+	}
+	ino.dirtyFrom = len(ino.data)
+	return nil
+}
+
+func (f *crashFile) Truncate(size int64) error {
+	if f.closed {
+		return errClosed
+	}
+	if err := f.fs.check("truncate", f.name); err != nil {
+		return err
+	}
+	f.ino.mu.Lock()
+	defer f.ino.mu.Unlock()
+	if int(size) <= len(f.ino.data) {
+		f.ino.data = f.ino.data[:size]
+	} else {
+		nd := make([]byte, size)
+		copy(nd, f.ino.data)
+		f.ino.data = nd
+	}
+	if int(size) < f.ino.dirtyFrom {
+		f.ino.dirtyFrom = int(size)
+	}
+	return nil
+}
+
+func (f *crashFile) Stat() (fs.FileInfo, error) {
+	f.ino.mu.Lock()
+	defer f.ino.mu.Unlock()
+	return fileInfo{name: filepath.Base(f.name), size: int64(len(f.ino.data)), mtime: f.ino.mtime}, nil
+}
+
+func (f *crashFile) Name() string { return f.name }
+
+type fileInfo struct {
+	name  string
+	size  int64
+	dir   bool
+	mtime time.Time
+}
+
+func (i fileInfo) Name() string { return i.name }
+func (i fileInfo) Size() int64  { return i.size }
+func (i fileInfo) Mode() fs.FileMode {
+	if i.dir {
+		return fs.ModeDir | 0o755
+	}
+	return 0o644
+}
+func (i fileInfo) ModTime() time.Time         { return i.mtime }
+func (i fileInfo) IsDir() bool                { return i.dir }
+func (i fileInfo) Sys() any                   { return nil }
+func (i fileInfo) Type() fs.FileMode          { return i.Mode().Type() }
+func (i fileInfo) Info() (fs.FileInfo, error) { return i, nil }
+
+// Remove implements FS.
+func (c *CrashFS) Remove(name string) error {
+	name = clean(name)
+	if err := c.check("remove", name); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.files[name]; ok {
+		delete(c.files, name)
+		return nil
+	}
+	if c.dirs[name] {
+		for p := range c.files {
+			if filepath.Dir(p) == name {
+				return &fs.PathError{Op: "remove", Path: name, Err: errors.New("directory not empty")}
+			}
+		}
+		delete(c.dirs, name)
+		return nil
+	}
+	return &fs.PathError{Op: "remove", Path: name, Err: fs.ErrNotExist}
+}
+
+// RemoveAll implements FS. Removing a tree is durable at once (tests only
+// use it for whole partition deletes).
+func (c *CrashFS) RemoveAll(name string) error {
+	name = clean(name)
+	if err := c.check("remove", name); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prefix := name + string(filepath.Separator)
+	for p := range c.files {
+		if p == name || strings.HasPrefix(p, prefix) {
+			delete(c.files, p)
+			delete(c.durable, p)
+		}
+	}
+	for d := range c.dirs {
+		if d == name || strings.HasPrefix(d, prefix) {
+			delete(c.dirs, d)
+		}
+	}
+	return nil
+}
+
+// Rename implements FS.
+func (c *CrashFS) Rename(oldname, newname string) error {
+	oldname, newname = clean(oldname), clean(newname)
+	if err := c.check("rename", oldname+"->"+newname); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ino, ok := c.files[oldname]
+	if !ok {
+		return &fs.PathError{Op: "rename", Path: oldname, Err: fs.ErrNotExist}
+	}
+	if !c.dirs[filepath.Dir(newname)] {
+		return &fs.PathError{Op: "rename", Path: newname, Err: fs.ErrNotExist}
+	}
+	delete(c.files, oldname)
+	c.files[newname] = ino
+	return nil
+}
+
+// MkdirAll implements FS.
+func (c *CrashFS) MkdirAll(name string, perm fs.FileMode) error {
+	name = clean(name)
+	if err := c.check("mkdir", name); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for d := name; ; d = filepath.Dir(d) {
+		if _, ok := c.files[d]; ok {
+			return &fs.PathError{Op: "mkdir", Path: d, Err: errors.New("not a directory")}
+		}
+		c.dirs[d] = true
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	return nil
+}
+
+// ReadDir implements FS.
+func (c *CrashFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	name = clean(name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirs[name] {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrNotExist}
+	}
+	var out []fs.DirEntry
+	for p, ino := range c.files {
+		if filepath.Dir(p) == name {
+			ino.mu.Lock()
+			out = append(out, fileInfo{name: filepath.Base(p), size: int64(len(ino.data)), mtime: ino.mtime})
+			ino.mu.Unlock()
+		}
+	}
+	for d := range c.dirs {
+		if d != name && filepath.Dir(d) == name {
+			out = append(out, fileInfo{name: filepath.Base(d), dir: true})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out, nil
+}
+
+// Stat implements FS.
+func (c *CrashFS) Stat(name string) (fs.FileInfo, error) {
+	name = clean(name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ino, ok := c.files[name]; ok {
+		ino.mu.Lock()
+		defer ino.mu.Unlock()
+		return fileInfo{name: filepath.Base(name), size: int64(len(ino.data)), mtime: ino.mtime}, nil
+	}
+	if c.dirs[name] {
+		return fileInfo{name: filepath.Base(name), dir: true}, nil
+	}
+	return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrNotExist}
+}
+
+// SyncDir implements FS: the directory's current entries become durable.
+func (c *CrashFS) SyncDir(name string) error {
+	name = clean(name)
+	if err := c.check("syncdir", name); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirs[name] {
+		return &fs.PathError{Op: "syncdir", Path: name, Err: fs.ErrNotExist}
+	}
+	for p := range c.durable {
+		if filepath.Dir(p) == name {
+			delete(c.durable, p)
+		}
+	}
+	for p, ino := range c.files {
+		if filepath.Dir(p) == name {
+			c.durable[p] = ino
+		}
+	}
+	return nil
+}
+
+// Preallocate implements FS (a no-op in memory).
+func (c *CrashFS) Preallocate(f File, size int64) error { return nil }
+
+// Files lists every current file path (sorted), for test diagnostics.
+func (c *CrashFS) Files() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.files))
+	for p := range c.files {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// String summarises the namespace, for test failure messages.
+func (c *CrashFS) String() string {
+	var b strings.Builder
+	for _, p := range c.Files() {
+		st, _ := c.Stat(p)
+		fmt.Fprintf(&b, "%s %d\n", path.Clean(p), st.Size())
+	}
+	return b.String()
+}
