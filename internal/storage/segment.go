@@ -104,7 +104,7 @@ type segment struct {
 	oi      *offsetIndex
 	ti      *timeIndex
 	deleted bool
-	pinned  int // >0 while a segment swap needs the files kept open
+	pinned  int        // >0 while a segment swap needs the files kept open
 	elem    *cacheElem // LRU position, guarded by cache.mu
 
 	// writer state, only for the active segment (w)
