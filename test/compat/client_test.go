@@ -75,7 +75,9 @@ type Client struct {
 	Supports map[string]bool
 	Codecs   []string
 	Versions map[string]string
-	do       func(ctx context.Context, op Op) Result
+	// Librdkafka marks clients built on librdkafka (kcat, confluent-kafka).
+	Librdkafka bool
+	do         func(ctx context.Context, op Op) Result
 }
 
 // Do runs op against the broker at bootstrap.
