@@ -3,38 +3,267 @@
 // coordinator and the metrics endpoint, and owns their lifecycles.
 package server
 
-// CONTRACT STUB written by the lead; the WIRE helper implements it keeping
-// these exported names and signatures (cmd/strata and tests use them).
-
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/strata-io/strata/internal/broker"
+	"github.com/strata-io/strata/internal/cleaner"
 	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/group"
+	"github.com/strata-io/strata/internal/metrics"
+	"github.com/strata-io/strata/internal/protocol"
 )
 
 // Server is one running broker.
-type Server struct{}
+type Server struct {
+	cfg      *config.Broker
+	logger   *slog.Logger
+	reg      *prometheus.Registry
+	broker   *broker.Broker
+	cleaners []*cleaner.Cleaner
+	group    *group.Coordinator
+	proto    *protocol.Server
+	metrics  *metrics.Server
+	ln       net.Listener
+
+	ready    atomic.Bool
+	stopOnce sync.Once
+	stopErr  error
+}
 
 // New opens the log directories (running crash recovery when the previous
 // shutdown was not clean), loads topic metadata and group state, and builds
 // every component. It does not listen yet.
-func New(cfg *config.Broker, logger *slog.Logger) (*Server, error) { panic("stub") }
+func New(cfg *config.Broker, logger *slog.Logger) (*Server, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, logger: logger, reg: metrics.NewRegistry()}
+	b, err := broker.Open(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	s.broker = b
+	if err := s.reg.Register(broker.NewCollector(b)); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("register partition metrics: %w", err)
+	}
+	if err := s.buildCleaners(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if err := s.ensureOffsetsTopic(); err != nil {
+		s.closeAll()
+		return nil, err
+	}
+	return s, nil
+}
+
+// buildCleaners creates one cleaner per log dir over that dir's partitions.
+func (s *Server) buildCleaners() error {
+	ccfg := cleaner.Config{
+		Enable:              s.cfg.Bool("log.cleaner.enable"),
+		Threads:             s.cfg.Int("log.cleaner.threads"),
+		DedupeBufferSize:    s.cfg.Int64("log.cleaner.dedupe.buffer.size"),
+		IOMaxBytesPerSecond: s.cfg.Float("log.cleaner.io.max.bytes.per.second"),
+		Backoff:             time.Duration(s.cfg.Int64("log.cleaner.backoff.ms")) * time.Millisecond,
+	}
+	for _, dir := range s.broker.LogDirs() {
+		dir := dir
+		src := func() []cleaner.Partition {
+			var out []cleaner.Partition
+			for _, t := range s.broker.Topics() {
+				for _, p := range t.Partitions {
+					if p.BaseDir() == dir && p.Log != nil {
+						out = append(out, cleaner.Partition{Topic: t.Name, Partition: p.Index, Log: p.Log})
+					}
+				}
+			}
+			return out
+		}
+		var reg prometheus.Registerer = s.reg
+		if len(s.cleaners) > 0 {
+			reg = nil // metrics of the first cleaner only (names would clash)
+		}
+		c, err := cleaner.New(ccfg, dir, src, s.logger.With("component", "cleaner", "dir", dir), reg)
+		if err != nil {
+			return fmt.Errorf("cleaner for %s: %w", dir, err)
+		}
+		s.cleaners = append(s.cleaners, c)
+		s.broker.OnDelete(c.Forget)
+	}
+	return nil
+}
 
 // Start binds the Kafka listener (listeners; port 0 = random) and the
 // metrics/admin HTTP listener, then serves until Shutdown.
-func (s *Server) Start() error { panic("stub") }
+func (s *Server) Start() error {
+	addr, err := listenerAddr(s.cfg.Get("listeners"))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("kafka listener %s: %w", addr, err)
+	}
+	s.ln = ln
+	host, port, err := s.advertised(ln.Addr())
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if err := s.startGroup(host, port); err != nil {
+		ln.Close()
+		return err
+	}
+	proto, err := protocol.New(protocol.Config{
+		Broker:           s.broker,
+		MaxRequestBytes:  int32(s.cfg.Int64("socket.request.max.bytes")),
+		AdvertisedHost:   host,
+		AdvertisedPort:   port,
+		AutoCreateTopics: s.cfg.Bool("auto.create.topics.enable"),
+		Group:            s.groupHandler(),
+		Logger:           s.logger,
+		Registerer:       s.reg,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	s.proto = proto
+	if maddr := strings.TrimSpace(s.cfg.Get("strata.metrics.listener")); maddr != "" {
+		s.metrics = metrics.NewServer(maddr, s.reg, s.Ready)
+		if len(s.cleaners) > 0 {
+			h := s.cleaners[0].HTTPHandler()
+			s.metrics.Handle("/v1/compaction", h)
+			s.metrics.Handle("/v1/compaction/", h)
+		}
+		if err := s.metrics.Start(); err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	for _, c := range s.cleaners {
+		c.Start()
+	}
+	s.broker.StartLoops()
+	proto.Serve(ln)
+	s.ready.Store(true)
+	return nil
+}
+
+// groupHandler returns the coordinator as a protocol handler (nil if none).
+func (s *Server) groupHandler() protocol.GroupHandler {
+	if s.group == nil {
+		return nil
+	}
+	return s.group
+}
+
+// advertised resolves the address given to clients.
+func (s *Server) advertised(bound net.Addr) (string, int32, error) {
+	host, portStr, _ := net.SplitHostPort(bound.String())
+	port, _ := strconv.Atoi(portStr)
+	if adv := strings.TrimSpace(s.cfg.Get("advertised.listeners")); adv != "" {
+		a, err := listenerAddr(adv)
+		if err != nil {
+			return "", 0, fmt.Errorf("advertised.listeners: %w", err)
+		}
+		h, p, err := net.SplitHostPort(a)
+		if err != nil {
+			return "", 0, fmt.Errorf("advertised.listeners %q: %w", adv, err)
+		}
+		host = h
+		if n, _ := strconv.Atoi(p); n != 0 {
+			port = n
+		}
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return host, int32(port), nil
+}
+
+// listenerAddr turns "PLAINTEXT://host:port" into "host:port".
+func listenerAddr(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if i := strings.Index(v, ","); i >= 0 {
+		v = v[:i]
+	}
+	_, rest, ok := strings.Cut(v, "://")
+	if !ok {
+		rest = v
+	}
+	if _, _, err := net.SplitHostPort(rest); err != nil {
+		return "", fmt.Errorf("listener %q: %w", v, err)
+	}
+	return rest, nil
+}
 
 // Addr is the bound Kafka listener address.
-func (s *Server) Addr() net.Addr { panic("stub") }
+func (s *Server) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
 
 // MetricsAddr is the bound metrics/admin HTTP address (nil if disabled).
-func (s *Server) MetricsAddr() net.Addr { panic("stub") }
+func (s *Server) MetricsAddr() net.Addr {
+	if s.metrics == nil {
+		return nil
+	}
+	return s.metrics.Addr()
+}
 
 // Ready reports whether logs are recovered and the listener is serving.
-func (s *Server) Ready() bool { panic("stub") }
+func (s *Server) Ready() bool { return s.ready.Load() }
+
+// Broker exposes the broker (tests and admin tools).
+func (s *Server) Broker() *broker.Broker { return s.broker }
+
+// Protocol exposes the protocol server (nil before Start).
+func (s *Server) Protocol() *protocol.Server { return s.proto }
 
 // Shutdown stops accepting, finishes in-flight requests (until ctx ends),
 // flushes every log, writes checkpoints and the clean-shutdown marker.
-func (s *Server) Shutdown(ctx context.Context) error { panic("stub") }
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		s.ready.Store(false)
+		var errs []error
+		if s.proto != nil {
+			errs = append(errs, s.proto.Shutdown(ctx))
+		} else if s.ln != nil {
+			s.ln.Close()
+		}
+		if s.metrics != nil {
+			errs = append(errs, s.metrics.Close())
+		}
+		errs = append(errs, s.closeAll())
+		s.stopErr = errors.Join(errs...)
+	})
+	return s.stopErr
+}
+
+// closeAll stops the cleaners and the coordinator and closes the broker.
+func (s *Server) closeAll() error {
+	var errs []error
+	for _, c := range s.cleaners {
+		errs = append(errs, c.Close())
+	}
+	if s.group != nil {
+		errs = append(errs, s.group.Close())
+	}
+	errs = append(errs, s.broker.Close())
+	return errors.Join(errs...)
+}

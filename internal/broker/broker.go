@@ -1,0 +1,364 @@
+// Package broker holds a node's topics and partitions over the storage
+// logs: topic metadata and its persistence, config resolution, produce and
+// fetch semantics, producer ids and the background loops (retention, idle
+// roll, flush, checkpoints). It knows nothing about the network.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/storage"
+	"github.com/strata-io/strata/internal/vfs"
+)
+
+// Broker is one node's partitions and topic metadata.
+type Broker struct {
+	cfg         *config.Broker
+	logger      *slog.Logger
+	nodeID      int32
+	clusterID   string
+	durableAcks bool
+	dirs        []*logDir
+	syncers     map[string]*storage.Syncer
+	fs          vfs.FS
+
+	// adminMu serialises topic mutations and metadata writes.
+	adminMu sync.Mutex
+	mu      sync.RWMutex // guards topics, byID
+	topics  map[string]*Topic
+	byID    map[uuid.UUID]*Topic
+
+	pidMu      sync.Mutex
+	nextPID    int64
+	pidLimit   int64 // ids below it are persisted as used and may be handed out
+	pidPersist int64 // NextProducerID written to the metadata store
+
+	hooksMu  sync.Mutex
+	onDelete []func(topic string, partition int32)
+
+	stop   context.CancelFunc
+	loops  sync.WaitGroup
+	closed bool
+}
+
+// Open locks the log dirs, checks meta.properties, loads topic metadata
+// and opens every partition log, running recovery for dirs that were not
+// shut down cleanly.
+func Open(cfg *config.Broker, logger *slog.Logger) (*Broker, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	b := &Broker{
+		cfg:         cfg,
+		logger:      logger,
+		nodeID:      int32(cfg.Int64("node.id")),
+		durableAcks: cfg.Bool("strata.durable.acks"),
+		syncers:     map[string]*storage.Syncer{},
+		fs:          vfs.Default(),
+		topics:      map[string]*Topic{},
+		byID:        map[uuid.UUID]*Topic{},
+	}
+	var paths []string
+	for _, d := range strings.Split(cfg.Get("log.dirs"), ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			abs, err := filepath.Abs(d)
+			if err != nil {
+				return nil, fmt.Errorf("log dir %s: %w", d, err)
+			}
+			paths = append(paths, abs)
+		}
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("log.dirs is empty")
+	}
+	for _, p := range paths {
+		d, err := lockDir(p)
+		if err != nil {
+			b.unlockAll()
+			return nil, err
+		}
+		b.dirs = append(b.dirs, d)
+	}
+	clusterID, err := checkMeta(paths, b.nodeID)
+	if err != nil {
+		b.unlockAll()
+		return nil, err
+	}
+	b.clusterID = clusterID
+	if err := b.load(); err != nil {
+		b.closeLogs()
+		b.unlockAll()
+		return nil, err
+	}
+	return b, nil
+}
+
+// load reads the metadata store and opens all partition logs.
+func (b *Broker) load() error {
+	clean := map[string]bool{}
+	for _, d := range b.dirs {
+		clean[d.path] = takeCleanShutdownMarker(d.path)
+		b.syncers[d.path] = storage.NewSyncer(b.logger)
+	}
+	m, err := loadMeta(b.dirs[0].path)
+	if err != nil {
+		return err
+	}
+	b.nextPID, b.pidLimit, b.pidPersist = m.NextProducerID, m.NextProducerID, m.NextProducerID
+	type job struct {
+		t *Topic
+		p *Partition
+	}
+	var jobs []job
+	for _, mt := range m.Topics {
+		id, err := uuid.Parse(mt.ID)
+		if err != nil {
+			return fmt.Errorf("topic %s: bad id %q: %w", mt.Name, mt.ID, err)
+		}
+		t := &Topic{Name: mt.Name, ID: id, Internal: mt.Internal, Configs: mt.Configs}
+		if t.Configs == nil {
+			t.Configs = map[string]string{}
+		}
+		for _, mp := range mt.Partitions {
+			p := &Partition{
+				Topic: mt.Name, Index: mp.Partition, Leader: b.nodeID,
+				LeaderEpoch: mp.LeaderEpoch, Replicas: []int32{b.nodeID}, ISR: []int32{b.nodeID},
+				baseDir: mp.Dir, broker: b,
+			}
+			if b.syncers[mp.Dir] == nil {
+				return fmt.Errorf("topic %s partition %d lives in %s, which is not in log.dirs", mt.Name, mp.Partition, mp.Dir)
+			}
+			t.Partitions = append(t.Partitions, p)
+			jobs = append(jobs, job{t, p})
+		}
+		b.topics[t.Name] = t
+		b.byID[t.ID] = t
+	}
+	threads := b.cfg.Int("num.recovery.threads.per.data.dir") * len(b.dirs)
+	if threads < 1 {
+		threads = 1
+	}
+	var (
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		errs  []error
+		ch    = make(chan job)
+	)
+	for i := 0; i < threads; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range ch {
+				if err := b.openPartition(j.t, j.p, clean[j.p.baseDir]); err != nil {
+					errMu.Lock()
+					errs = append(errs, err)
+					errMu.Unlock()
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	for _, j := range jobs {
+		ch <- j
+	}
+	close(ch)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, d := range b.dirs {
+		if err := removeCleanShutdownMarker(d.path); err != nil {
+			return err
+		}
+	}
+	b.logger.Info("logs loaded", "topics", len(b.topics), "partitions", len(jobs), "elapsed", time.Since(start))
+	return nil
+}
+
+// openPartition opens one partition's log with its resolved config.
+func (b *Broker) openPartition(t *Topic, p *Partition, cleanShutdown bool) error {
+	cfg, ts, err := resolveConfig(b.cfg, t.Configs, b.durableAcks)
+	if err != nil {
+		return fmt.Errorf("topic %s: %w", t.Name, err)
+	}
+	l, err := storage.Open(p.Dir(), t.ID, cfg, cleanShutdown, b.storageOptions(p.baseDir))
+	if err != nil {
+		return fmt.Errorf("open partition %s-%d: %w", t.Name, p.Index, err)
+	}
+	p.Log = l
+	p.settings.Store(&ts)
+	return nil
+}
+
+// storageOptions are the per-log dependencies for a log in dir.
+func (b *Broker) storageOptions(dir string) storage.Options {
+	return storage.Options{
+		FS:                   b.fs,
+		Syncer:               b.syncers[dir],
+		Logger:               b.logger,
+		ProducerIDExpiration: time.Duration(b.cfg.Int64("producer.id.expiration.ms")) * time.Millisecond,
+	}
+}
+
+// NodeID is this broker's node id.
+func (b *Broker) NodeID() int32 { return b.nodeID }
+
+// ClusterID is the cluster id from meta.properties.
+func (b *Broker) ClusterID() string { return b.clusterID }
+
+// Config returns the broker settings.
+func (b *Broker) Config() *config.Broker { return b.cfg }
+
+// LogDirs returns the absolute log directory paths.
+func (b *Broker) LogDirs() []string {
+	out := make([]string, len(b.dirs))
+	for i, d := range b.dirs {
+		out[i] = d.path
+	}
+	return out
+}
+
+// OnDelete registers a hook called for every partition of a deleted topic
+// (the cleaner's Forget).
+func (b *Broker) OnDelete(fn func(topic string, partition int32)) {
+	b.hooksMu.Lock()
+	b.onDelete = append(b.onDelete, fn)
+	b.hooksMu.Unlock()
+}
+
+// Close stops the background loops, flushes and closes every log, writes
+// the checkpoints and (when clean) the clean-shutdown marker, and releases
+// the dir locks.
+func (b *Broker) Close() error {
+	b.StopLoops()
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	var errs []error
+	if err := b.writeCheckpoints(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := b.closeLogs(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, s := range b.syncers {
+		if err := s.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		for _, d := range b.dirs {
+			if err := writeCleanShutdownMarker(d.path); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	b.unlockAll()
+	return errors.Join(errs...)
+}
+
+// closeLogs closes every open partition log.
+func (b *Broker) closeLogs() error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var errs []error
+	for _, t := range b.topics {
+		for _, p := range t.Partitions {
+			if p.Log == nil {
+				continue
+			}
+			if err := p.Log.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close %s-%d: %w", t.Name, p.Index, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (b *Broker) unlockAll() {
+	for _, d := range b.dirs {
+		_ = d.unlock()
+	}
+}
+
+// writeCheckpoints writes recovery-point and log-start-offset checkpoint
+// files for every log dir.
+func (b *Broker) writeCheckpoints() error {
+	rec := map[string][]checkpointEntry{}
+	start := map[string][]checkpointEntry{}
+	for _, d := range b.dirs {
+		rec[d.path], start[d.path] = nil, nil
+	}
+	for _, t := range b.Topics() {
+		for _, p := range t.Partitions {
+			if p.Log == nil {
+				continue
+			}
+			rec[p.baseDir] = append(rec[p.baseDir], checkpointEntry{t.Name, p.Index, p.Log.RecoveryPoint()})
+			if segs := p.Log.Segments(); len(segs) > 0 && p.Log.LogStartOffset() > segs[0].BaseOffset {
+				start[p.baseDir] = append(start[p.baseDir], checkpointEntry{t.Name, p.Index, p.Log.LogStartOffset()})
+			}
+		}
+	}
+	var errs []error
+	for dir, es := range rec {
+		if err := writeCheckpoint(filepath.Join(dir, recoveryCheckpointName), es); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for dir, es := range start {
+		if err := writeCheckpoint(filepath.Join(dir, startCheckpointName), es); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// persistLocked writes the metadata store; adminMu must be held.
+func (b *Broker) persistLocked() error {
+	m := &metaFile{Version: metaVersion}
+	b.pidMu.Lock()
+	m.NextProducerID = b.pidPersist
+	b.pidMu.Unlock()
+	for _, t := range b.Topics() {
+		mt := metaTopic{Name: t.Name, ID: t.ID.String(), Internal: t.Internal, Configs: t.Configs}
+		for _, p := range t.Partitions {
+			mt.Partitions = append(mt.Partitions, metaPartition{
+				Partition: p.Index, Dir: p.baseDir, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas,
+			})
+		}
+		m.Topics = append(m.Topics, mt)
+	}
+	return saveMeta(b.dirs[0].path, m)
+}
+
+// partitionDirName is Kafka's "<topic>-<partition>" directory name.
+func partitionDirName(topic string, p int32) string {
+	return topic + "-" + strconv.Itoa(int(p))
+}
+
+// removeStale deletes a leftover partition directory (from a topic whose
+// deletion was interrupted) before a new partition takes its name.
+func removeStale(dir string) error {
+	if _, err := os.Stat(dir); err != nil {
+		return nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove stale partition dir %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/strata-io/strata/internal/storage"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handleProduce (key 0, v3-11) appends record batches. acks=0 gets no
+// response; acks=1 is answered once the bytes are written; acks=-1 once
+// they are fsynced (group commit). Partitions are appended in parallel.
+func (s *Server) handleProduce(ctx context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+	req := kreq.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	var common error
+	switch {
+	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+		common = fmt.Errorf("acks=%d: %w", req.Acks, kerr.InvalidRequiredAcks)
+	case req.TransactionID != nil:
+		common = fmt.Errorf("transactions are not supported: %w", kerr.TransactionalIDAuthorizationFailed)
+	}
+	if req.TimeoutMillis > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
+		defer cancel()
+	}
+	var wg sync.WaitGroup
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for i, rt := range req.Topics {
+		st := &resp.Topics[i]
+		*st = kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for j, rp := range rt.Partitions {
+			sp := &st.Partitions[j]
+			*sp = kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			if common != nil {
+				s.fillProduceError(sp, req.Version, common, nil)
+				continue
+			}
+			wg.Add(1)
+			go func(topic string, rp kmsg.ProduceRequestTopicPartition) {
+				defer wg.Done()
+				s.producePartition(ctx, req, topic, rp, sp)
+			}(rt.Topic, rp)
+		}
+	}
+	wg.Wait()
+	if req.Acks == 0 {
+		return reply{none: true}, nil
+	}
+	return reply{msg: resp}, nil
+}
+
+// producePartition appends one partition's records and fills its answer.
+func (s *Server) producePartition(ctx context.Context, req *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) {
+	p, err := s.b.Partition(topic, rp.Partition)
+	if err != nil {
+		s.fillProduceError(sp, req.Version, err, nil)
+		return
+	}
+	if len(rp.Records) == 0 {
+		s.fillProduceError(sp, req.Version, fmt.Errorf("empty records: %w", kerr.InvalidRecord), nil)
+		return
+	}
+	res, err := p.Append(ctx, rp.Records, req.Acks)
+	if err != nil {
+		s.fillProduceError(sp, req.Version, err, res.RecordErrors)
+		if errCode(err) == kerr.UnknownServerError.Code {
+			s.logger.Warn("produce failed", "topic", topic, "partition", rp.Partition, "err", err)
+		}
+		return
+	}
+	s.metrics.topicBytesIn.WithLabelValues(topic).Add(float64(len(rp.Records)))
+	sp.BaseOffset = res.BaseOffset
+	sp.LogAppendTime = res.LogAppendTime
+	sp.LogStartOffset = res.LogStartOffset
+}
+
+// fillProduceError sets a partition's error, with per-record errors on v8+.
+func (s *Server) fillProduceError(sp *kmsg.ProduceResponseTopicPartition, version int16, err error, recs []storage.RecordError) {
+	sp.ErrorCode = errCode(err)
+	sp.BaseOffset = -1
+	sp.LogAppendTime = -1
+	sp.LogStartOffset = -1
+	if version >= 8 {
+		sp.ErrorMessage = errMessage(err)
+		for _, r := range recs {
+			er := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+			er.RelativeOffset = r.Index
+			msg := r.Message
+			er.ErrorMessage = &msg
+			sp.ErrorRecords = append(sp.ErrorRecords, er)
+		}
+	}
+}

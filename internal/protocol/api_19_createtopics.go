@@ -1,0 +1,87 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/strata-io/strata/internal/broker"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handleCreateTopics (key 19, v2-7) creates topics (or only validates them
+// with validate_only). Each topic succeeds or fails as a whole: a bad
+// config is INVALID_CONFIG and nothing is created.
+func (s *Server) handleCreateTopics(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+	req := kreq.(*kmsg.CreateTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	seen := map[string]int{}
+	for _, rt := range req.Topics {
+		seen[rt.Topic]++
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic = rt.Topic
+		t, err := s.createTopic(req, rt, seen[rt.Topic])
+		if err != nil {
+			st.ErrorCode = errCode(err)
+			st.ErrorMessage = errMessage(err)
+			st.NumPartitions, st.ReplicationFactor = -1, -1
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		st.TopicID = t.ID
+		st.NumPartitions = int32(len(t.Partitions))
+		st.ReplicationFactor = 1
+		if req.Version >= 5 {
+			entries := describeOverrides(s.b, t.Configs)
+			for _, e := range entries {
+				c := kmsg.NewCreateTopicsResponseTopicConfig()
+				c.Name = e.Name
+				if !e.Null {
+					v := e.Value
+					c.Value = &v
+				}
+				c.ReadOnly, c.Source, c.IsSensitive = e.ReadOnly, int8(e.Source), e.Sensitive
+				st.Configs = append(st.Configs, c)
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply{msg: resp}, nil
+}
+
+func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, rt kmsg.CreateTopicsRequestTopic, count int) (*broker.Topic, error) {
+	if count > 1 {
+		return nil, fmt.Errorf("topic %q is listed more than once in the request: %w", rt.Topic, kerr.InvalidRequest)
+	}
+	if len(rt.ReplicaAssignment) > 0 {
+		if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
+			return nil, fmt.Errorf("both a replica assignment and partitions/replication factor were given: %w", kerr.InvalidRequest)
+		}
+		for _, a := range rt.ReplicaAssignment {
+			if len(a.Replicas) != 1 || a.Replicas[0] != s.b.NodeID() {
+				return nil, fmt.Errorf("replica assignment %v of partition %d names brokers other than node %d: %w",
+					a.Replicas, a.Partition, s.b.NodeID(), kerr.InvalidReplicaAssignment)
+			}
+		}
+		rt.NumPartitions = int32(len(rt.ReplicaAssignment))
+		rt.ReplicationFactor = 1
+	}
+	configs := make(map[string]*string, len(rt.Configs))
+	for _, c := range rt.Configs {
+		if _, dup := configs[c.Name]; dup {
+			return nil, fmt.Errorf("config %s given twice: %w", c.Name, kerr.InvalidConfig)
+		}
+		configs[c.Name] = c.Value
+	}
+	return s.b.CreateTopic(broker.CreateTopicRequest{
+		Name: rt.Topic, NumPartitions: rt.NumPartitions, ReplicationFactor: rt.ReplicationFactor,
+		Configs: configs, ValidateOnly: req.ValidateOnly,
+	})
+}
+
+// describeOverrides lists a topic's full config for CreateTopics v5+.
+func describeOverrides(b *broker.Broker, overrides map[string]string) []broker.ConfigEntry {
+	return b.DescribeConfigsFor(overrides)
+}

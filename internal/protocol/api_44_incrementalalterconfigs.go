@@ -1,0 +1,117 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/strata-io/strata/internal/config"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Incremental alter operations.
+const (
+	opSet      = kmsg.IncrementalAlterConfigOp(0)
+	opDelete   = kmsg.IncrementalAlterConfigOp(1)
+	opAppend   = kmsg.IncrementalAlterConfigOp(2)
+	opSubtract = kmsg.IncrementalAlterConfigOp(3)
+)
+
+// handleIncrementalAlterConfigs (key 44, v0-1) applies SET, DELETE (revert
+// to default), APPEND and SUBTRACT (list configs) to a topic's overrides;
+// the resulting set is validated as a whole and applied atomically.
+func (s *Server) handleIncrementalAlterConfigs(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	for _, rr := range req.Resources {
+		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+		err := s.incrementalAlter(rr, req.ValidateOnly)
+		sr.ErrorCode = errCode(err)
+		sr.ErrorMessage = errMessage(err)
+		resp.Resources = append(resp.Resources, sr)
+	}
+	return reply{msg: resp}, nil
+}
+
+func (s *Server) incrementalAlter(rr kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
+	if err := s.checkAlterResource(rr.ResourceType, rr.ResourceName); err != nil {
+		return err
+	}
+	t := s.b.Topic(rr.ResourceName)
+	if t == nil {
+		return fmt.Errorf("topic %q: %w", rr.ResourceName, kerr.UnknownTopicOrPartition)
+	}
+	overrides := maps.Clone(t.Configs)
+	if overrides == nil {
+		overrides = map[string]string{}
+	}
+	seen := map[string]bool{}
+	for _, c := range rr.Configs {
+		if seen[c.Name] {
+			return fmt.Errorf("config %s given twice: %w", c.Name, kerr.InvalidRequest)
+		}
+		seen[c.Name] = true
+		st, known := config.LookupTopic(c.Name)
+		if !known {
+			return fmt.Errorf("unknown topic config %q: %w", c.Name, kerr.InvalidConfig)
+		}
+		switch c.Op {
+		case opSet:
+			if c.Value == nil {
+				return fmt.Errorf("null value for config %s: %w", c.Name, kerr.InvalidConfig)
+			}
+			overrides[c.Name] = *c.Value
+		case opDelete:
+			delete(overrides, c.Name)
+		case opAppend, opSubtract:
+			if st.Type != config.TypeList {
+				return fmt.Errorf("config %s is not a list, so it cannot be appended to or subtracted from: %w", c.Name, kerr.InvalidRequest)
+			}
+			if c.Value == nil {
+				return fmt.Errorf("null value for config %s: %w", c.Name, kerr.InvalidConfig)
+			}
+			cur, ok := overrides[c.Name]
+			if !ok {
+				cur, _, _ = s.b.Config().TopicDefault(c.Name)
+			}
+			overrides[c.Name] = editList(cur, *c.Value, c.Op == opAppend)
+		default:
+			return fmt.Errorf("unknown alter op %d for config %s: %w", c.Op, c.Name, kerr.InvalidRequest)
+		}
+	}
+	return s.b.SetTopicConfigs(rr.ResourceName, overrides, validateOnly)
+}
+
+// editList appends (without duplicates) or removes the comma-separated
+// items of change to/from the list cur.
+func editList(cur, change string, add bool) string {
+	var items []string
+	for _, it := range strings.Split(cur, ",") {
+		if it = strings.TrimSpace(it); it != "" {
+			items = append(items, it)
+		}
+	}
+	for _, ch := range strings.Split(change, ",") {
+		ch = strings.TrimSpace(ch)
+		if ch == "" {
+			continue
+		}
+		idx := -1
+		for i, it := range items {
+			if it == ch {
+				idx = i
+				break
+			}
+		}
+		switch {
+		case add && idx < 0:
+			items = append(items, ch)
+		case !add && idx >= 0:
+			items = append(items[:idx], items[idx+1:]...)
+		}
+	}
+	return strings.Join(items, ",")
+}

@@ -1,0 +1,137 @@
+package protocol
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// pipelineDepth is how many decoded requests a connection reads ahead of
+// the one being handled.
+const pipelineDepth = 32
+
+// conn is one client connection: a reader goroutine decodes frames ahead,
+// the serve loop handles them one by one and writes answers in order.
+type conn struct {
+	s        *Server
+	nc       net.Conn
+	remote   string
+	w        *bufio.Writer
+	buf      []byte
+	stopOnce sync.Once
+	// fetchBuf is reused framing scratch for fetch responses.
+	fetchBuf []byte
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	return &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), w: bufio.NewWriterSize(nc, 64<<10)}
+}
+
+// stopReading makes the reader stop at its next read (shutdown).
+func (c *conn) stopReading() {
+	c.stopOnce.Do(func() { _ = c.nc.SetReadDeadline(time.Now()) })
+}
+
+// serve runs the connection until the client goes away, a request is
+// malformed, or the server shuts down.
+func (c *conn) serve() {
+	c.s.metrics.connections.Inc()
+	defer c.s.metrics.connections.Dec()
+	defer c.nc.Close()
+	reqs := make(chan request, pipelineDepth)
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		defer close(reqs)
+		c.readLoop(reqs)
+	}()
+	defer func() {
+		c.nc.Close()
+		for range reqs { // unblock the reader
+		}
+		<-readerDone
+	}()
+	for req := range reqs {
+		if err := c.handle(req); err != nil {
+			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+				c.s.logger.Info("closing connection", "remote", c.remote, "api_key", req.key, "version", req.version, "err", err)
+			}
+			return
+		}
+	}
+}
+
+// readLoop decodes requests until an error; malformed input is logged.
+func (c *conn) readLoop(out chan<- request) {
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	for {
+		body, err := readFrame(br, c.s.cfg.MaxRequestBytes)
+		if err != nil {
+			if errors.Is(err, errFrame) {
+				c.s.logger.Warn("closing connection: bad request frame", "remote", c.remote, "err", err)
+			}
+			return
+		}
+		c.s.metrics.bytesReceived.Add(float64(len(body) + 4))
+		req, err := decodeRequest(body, c.s.supported)
+		if err != nil {
+			c.s.logger.Warn("closing connection: undecodable request", "remote", c.remote, "err", err)
+			return
+		}
+		out <- req
+	}
+}
+
+// handle dispatches one request and writes its answer.
+func (c *conn) handle(req request) error {
+	start := time.Now()
+	var (
+		rep reply
+		err error
+	)
+	if req.msg == nil { // ApiVersions at an unsupported version
+		rep = reply{msg: c.s.apiVersionsUnsupported()}
+	} else {
+		h := c.s.handlers[req.key]
+		rep, err = c.callHandler(h, req)
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case rep.none:
+		err = nil
+	case rep.fetch != nil:
+		err = c.writeFetch(req.corr, rep.fetch)
+	default:
+		c.buf = appendResponse(c.buf[:0], req.corr, rep.msg)
+		_, err = c.w.Write(c.buf)
+		if err == nil {
+			err = c.w.Flush()
+		}
+		c.s.metrics.bytesSent.Add(float64(len(c.buf)))
+		if cap(c.buf) > 1<<20 {
+			c.buf = nil
+		}
+	}
+	c.s.metrics.observe(req.key, time.Since(start))
+	return err
+}
+
+// callHandler runs a handler, turning a panic into a closed connection.
+func (c *conn) callHandler(h handler, req request) (rep reply, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.logger.Error("handler panic", "api_key", req.key, "version", req.version, "panic", p)
+			err = fmt.Errorf("handler for api key %d panicked: %v", req.key, p)
+		}
+	}()
+	return h.fn(c.s.ctx, c, req.msg)
+}

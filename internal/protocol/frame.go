@@ -1,0 +1,129 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// minFrame is the smallest request body: api key, version, correlation id
+// and a client id length.
+const minFrame = 2 + 2 + 4 + 2
+
+// errFrame marks a framing or decoding failure: the connection is closed.
+var errFrame = errors.New("malformed request")
+
+// readFrame reads one size-prefixed request body into a fresh buffer
+// (decoded requests alias it). Sizes below minFrame or above maxBytes are
+// framing errors.
+func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(size[:]))
+	if n < minFrame {
+		return nil, fmt.Errorf("%w: frame size %d below minimum %d", errFrame, n, minFrame)
+	}
+	if n > maxBytes {
+		return nil, fmt.Errorf("%w: frame size %d exceeds socket.request.max.bytes %d", errFrame, n, maxBytes)
+	}
+	// Grow with the bytes that actually arrive, so a huge length prefix
+	// followed by nothing does not allocate the whole size up front.
+	const step = 1 << 20
+	buf := make([]byte, 0, min(int(n), step))
+	for len(buf) < int(n) {
+		chunk := min(int(n)-len(buf), step)
+		if cap(buf)-len(buf) < chunk {
+			buf = append(buf[:cap(buf)], make([]byte, chunk)...)[:len(buf)]
+		}
+		m, err := io.ReadFull(r, buf[len(buf):len(buf)+chunk])
+		buf = buf[:len(buf)+m]
+		if err != nil {
+			return nil, fmt.Errorf("%w: truncated frame: got %d of %d bytes: %v", errFrame, len(buf), n, err)
+		}
+	}
+	return buf, nil
+}
+
+// header is a decoded request header (v1 or v2).
+type header struct {
+	key      int16
+	version  int16
+	corr     int32
+	clientID string
+}
+
+// request is one decoded request.
+type request struct {
+	header
+	msg kmsg.Request // nil when the version is unsupported (ApiVersions answers it anyway)
+}
+
+// decodeRequest parses a request body: header then the kmsg request of the
+// given key and version. supported reports the version range served for a
+// key; a key or version outside it is a decode error, except for
+// ApiVersions, which is answered at v0 with UNSUPPORTED_VERSION (KIP-511).
+func decodeRequest(body []byte, supported func(key int16) (lo, hi int16, ok bool)) (req request, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: decoder panic: %v", errFrame, p)
+		}
+	}()
+	r := kbin.Reader{Src: body}
+	req.key = r.Int16()
+	req.version = r.Int16()
+	req.corr = r.Int32()
+	cid := r.NullableString()
+	if !r.Ok() {
+		return req, fmt.Errorf("%w: truncated request header", errFrame)
+	}
+	if cid != nil {
+		req.clientID = *cid
+	}
+	lo, hi, ok := supported(req.key)
+	if !ok {
+		return req, fmt.Errorf("%w: unsupported api key %d (client %q)", errFrame, req.key, req.clientID)
+	}
+	if req.version < lo || req.version > hi {
+		if req.key == 18 { // ApiVersions: answer anyway
+			return req, nil
+		}
+		return req, fmt.Errorf("%w: api key %d version %d outside served range [%d,%d] (client %q)",
+			errFrame, req.key, req.version, lo, hi, req.clientID)
+	}
+	msg := kmsg.RequestForKey(req.key)
+	if msg == nil {
+		return req, fmt.Errorf("%w: unknown api key %d", errFrame, req.key)
+	}
+	msg.SetVersion(req.version)
+	if msg.IsFlexible() {
+		kmsg.SkipTags(&r)
+		if !r.Ok() {
+			return req, fmt.Errorf("%w: bad header tags", errFrame)
+		}
+	}
+	if err := msg.ReadFrom(r.Src); err != nil {
+		return req, fmt.Errorf("%w: api key %d v%d: %v", errFrame, req.key, req.version, err)
+	}
+	req.msg = msg
+	return req, nil
+}
+
+// appendResponse encodes a complete response frame (size, correlation id,
+// header tags for flexible responses other than ApiVersions, body) to dst.
+func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
+	if resp.IsFlexible() && resp.Key() != 18 {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}

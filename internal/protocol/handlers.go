@@ -1,0 +1,34 @@
+package protocol
+
+// buildHandlers lists every API key this broker serves with the exact
+// version range its handler implements. ApiVersions advertises this table
+// (plus the group coordinator's keys when one is wired).
+func (s *Server) buildHandlers() map[int16]handler {
+	h := map[int16]handler{
+		0:  {3, 11, s.handleProduce},
+		1:  {4, 12, s.handleFetch},
+		2:  {1, 7, s.handleListOffsets},
+		3:  {0, 12, s.handleMetadata},
+		18: {0, 4, s.handleApiVersions},
+		19: {2, 7, s.handleCreateTopics},
+		20: {1, 6, s.handleDeleteTopics},
+		21: {0, 2, s.handleDeleteRecords},
+		22: {0, 4, s.handleInitProducerID},
+		23: {2, 4, s.handleOffsetForLeaderEpoch},
+		32: {1, 4, s.handleDescribeConfigs},
+		33: {0, 2, s.handleAlterConfigs},
+		35: {1, 4, s.handleDescribeLogDirs},
+		37: {0, 3, s.handleCreatePartitions},
+		44: {0, 1, s.handleIncrementalAlterConfigs},
+		60: {0, 1, s.handleDescribeCluster},
+	}
+	if g := s.cfg.Group; g != nil {
+		for key, vr := range g.APIVersions() {
+			if _, taken := h[key]; taken {
+				continue
+			}
+			h[key] = handler{vr[0], vr[1], s.handleGroup}
+		}
+	}
+	return h
+}

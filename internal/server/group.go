@@ -1,0 +1,90 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/strata-io/strata/internal/broker"
+	"github.com/strata-io/strata/internal/group"
+	"github.com/strata-io/strata/internal/storage"
+)
+
+// offsetsTopic is Kafka's internal topic of group state.
+const offsetsTopic = "__consumer_offsets"
+
+// ensureOffsetsTopic creates __consumer_offsets (compacted, internal) on
+// first start.
+func (s *Server) ensureOffsetsTopic() error {
+	if s.broker.Topic(offsetsTopic) != nil {
+		return nil
+	}
+	compact, segBytes := "compact", "104857600"
+	_, err := s.broker.CreateTopic(broker.CreateTopicRequest{
+		Name:              offsetsTopic,
+		NumPartitions:     int32(s.cfg.Int64("offsets.topic.num.partitions")),
+		ReplicationFactor: 1,
+		Configs:           map[string]*string{"cleanup.policy": &compact, "segment.bytes": &segBytes},
+		Internal:          true,
+	})
+	if err != nil {
+		return fmt.Errorf("create %s: %w", offsetsTopic, err)
+	}
+	return nil
+}
+
+// offsetsStore implements group.Storage over __consumer_offsets.
+type offsetsStore struct{ b *broker.Broker }
+
+// Append durably appends one batch to a __consumer_offsets partition.
+func (o offsetsStore) Append(ctx context.Context, partition int32, batch []byte) error {
+	p, err := o.b.Partition(offsetsTopic, partition)
+	if err != nil {
+		return err
+	}
+	res, err := p.Append(ctx, batch, -1)
+	if err != nil {
+		return err
+	}
+	if err := p.Log.WaitDurable(ctx, res.LastOffset+1); err != nil {
+		return fmt.Errorf("wait for fsync of %s-%d: %w", offsetsTopic, partition, err)
+	}
+	return nil
+}
+
+// Log returns a __consumer_offsets partition's log.
+func (o offsetsStore) Log(partition int32) *storage.Log {
+	p, err := o.b.Partition(offsetsTopic, partition)
+	if err != nil {
+		return nil
+	}
+	return p.Log
+}
+
+// startGroup builds the coordinator (it needs the advertised address) and
+// replays the group state.
+func (s *Server) startGroup(host string, port int32) error {
+	t := s.broker.Topic(offsetsTopic)
+	ms := func(name string) time.Duration { return time.Duration(s.cfg.Int64(name)) * time.Millisecond }
+	g, err := group.NewCoordinator(group.Config{
+		NodeID:                        s.broker.NodeID(),
+		Host:                          host,
+		Port:                          port,
+		NumPartitions:                 int32(len(t.Partitions)),
+		MinSessionTimeout:             ms("group.min.session.timeout.ms"),
+		MaxSessionTimeout:             ms("group.max.session.timeout.ms"),
+		InitialRebalanceDelay:         ms("group.initial.rebalance.delay.ms"),
+		OffsetsRetention:              time.Duration(s.cfg.Int64("offsets.retention.minutes")) * time.Minute,
+		OffsetsRetentionCheckInterval: ms("offsets.retention.check.interval.ms"),
+		TopicPartitionExists:          s.broker.PartitionExists,
+	}, offsetsStore{s.broker}, s.logger.With("component", "group"), s.reg)
+	if err != nil {
+		return fmt.Errorf("group coordinator: %w", err)
+	}
+	if err := g.Load(context.Background()); err != nil {
+		g.Close()
+		return fmt.Errorf("load group state: %w", err)
+	}
+	s.group = g
+	return nil
+}
