@@ -1,0 +1,299 @@
+package cleaner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/strata-io/strata/internal/record"
+)
+
+func testCleanerCfg() Config {
+	c := DefaultConfig()
+	c.Backoff = time.Hour
+	c.DedupeBufferSize = 1 << 20
+	return c
+}
+
+func TestTombstoneLifecycle(t *testing.T) {
+	requireStorage(t)
+	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
+	defer h.close()
+	mustAppend(t, h, kv{[]byte("a"), []byte("1")}, kv{[]byte("b"), []byte("1")})
+	mustAppend(t, h, kv{[]byte("a"), nil})
+	if err := h.log.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, h, kv{[]byte("c"), []byte("active")})
+	h.clean()
+	recs, batches := h.readAll()
+	// a=1 is gone, b=1 stays, tombstone a stays with a horizon, c untouched.
+	if len(recs) != 3 || string(recs[0].Key) != "b" || recs[1].Value != nil || recs[1].Offset != 2 || string(recs[2].Key) != "c" {
+		t.Fatalf("after first clean: %+v", recs)
+	}
+	var tomb record.Batch
+	for _, b := range batches {
+		if b.BaseOffset() == 2 {
+			tomb = b
+		}
+	}
+	if tomb == nil || !tomb.HasDeleteHorizon() || tomb.BaseTimestamp() != h.clock.Now().UnixMilli()+1000 {
+		t.Fatalf("tombstone batch has no horizon: %+v", tomb)
+	}
+	// A clean before the horizon keeps it; after it the tombstone goes.
+	h.clock.Advance(500 * time.Millisecond)
+	h.clean()
+	if recs, _ = h.readAll(); len(recs) != 3 {
+		t.Fatalf("tombstone removed before its horizon: %+v", recs)
+	}
+	h.clock.Advance(600 * time.Millisecond)
+	h.clean()
+	recs, _ = h.readAll()
+	for _, r := range recs {
+		if string(r.Key) == "a" {
+			t.Fatalf("tombstone survived its horizon: %+v", recs)
+		}
+	}
+	st := h.cl.Status("t")
+	if len(st) != 1 || st[0].TotalTombstonesRemoved != 1 || st[0].Rounds != 3 {
+		t.Fatalf("status %+v", st)
+	}
+	// A fetch at a compacted-away offset returns the next surviving batch.
+	res, err := h.log.Read(0, 1<<20, true)
+	if err != nil || len(res.Chunks) == 0 {
+		t.Fatalf("read at 0: %v", err)
+	}
+	res.Release()
+	if h.log.LogStartOffset() != 0 {
+		t.Fatalf("log start moved to %d", h.log.LogStartOffset())
+	}
+}
+
+func mustAppend(t *testing.T, h *harness, kvs ...kv) {
+	t.Helper()
+	if _, err := h.append(clientBatch(record.None, noProducer, h.clock.Now().UnixMilli(), kvs)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTinyMapMakesProgress: a map holding 3 keys cleans 100 distinct keys
+// in several rounds, each advancing the checkpoint, never stalling.
+func TestTinyMapMakesProgress(t *testing.T) {
+	requireStorage(t)
+	ccfg := testCleanerCfg()
+	ccfg.DedupeBufferSize = 24 * 4
+	h := newHarness(t, t.TempDir(), compactCfg(), ccfg, nil, nil)
+	defer h.close()
+	for round := 0; round < 2; round++ {
+		for i := 0; i < 100; i++ {
+			mustAppend(t, h, kv{[]byte(fmt.Sprint("k", i)), []byte(fmt.Sprint(round))})
+		}
+	}
+	if err := h.log.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	prev := int64(-1)
+	for i := 0; ; i++ {
+		if i > 200 {
+			t.Fatal("no convergence")
+		}
+		h.clean()
+		st := h.cl.Status("t")[0]
+		if st.FirstDirtyOffset <= prev {
+			t.Fatalf("checkpoint did not advance: %d -> %d", prev, st.FirstDirtyOffset)
+		}
+		prev = st.FirstDirtyOffset
+		if st.FirstDirtyOffset >= st.FirstUncleanable {
+			break
+		}
+	}
+	recs, _ := h.readAll()
+	if len(recs) != 100 {
+		t.Fatalf("%d records survive, want 100", len(recs))
+	}
+	for _, r := range recs {
+		if string(r.Value) != "1" {
+			t.Fatalf("old value survived: %+v", r)
+		}
+	}
+}
+
+func TestCheckpointPersistsAcrossRestart(t *testing.T) {
+	requireStorage(t)
+	dir := t.TempDir()
+	h := newHarness(t, dir, compactCfg(), testCleanerCfg(), nil, nil)
+	defer func() { h.close() }()
+	for i := 0; i < 10; i++ {
+		mustAppend(t, h, kv{[]byte("k"), []byte(fmt.Sprint(i))})
+	}
+	if err := h.log.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	h.clean()
+	h.restart()
+	ck, err := readCheckpoint(dir + "/" + CheckpointFile)
+	if err != nil || ck[tp{"t", 0}] != 10 {
+		t.Fatalf("checkpoint %v %v", ck, err)
+	}
+	if st := h.cl.Status("t")[0]; st.FirstDirtyOffset != 10 || st.DirtyBytes != 0 {
+		t.Fatalf("status after restart %+v", st)
+	}
+	h.cl.Forget("t", 0)
+	if ck, _ = readCheckpoint(dir + "/" + CheckpointFile); len(ck) != 0 {
+		t.Fatalf("forget kept %v", ck)
+	}
+}
+
+func TestBackgroundSelectionAndMetrics(t *testing.T) {
+	requireStorage(t)
+	cfg := compactCfg()
+	cfg.MinCleanableDirtyRatio = 0.5
+	reg := prometheus.NewRegistry()
+	h := &harness{}
+	*h = *newHarness(t, t.TempDir(), cfg, testCleanerCfg(), nil, nil)
+	defer h.close()
+	h.cl.Close()
+	c, err := New(testCleanerCfg(), h.logDir, func() []Partition { return []Partition{{Topic: "t", Partition: 0, Log: h.log}} }, h.logger, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cl = c
+	for i := 0; i < 50; i++ {
+		mustAppend(t, h, kv{[]byte(fmt.Sprint("k", i%5)), []byte("v")})
+	}
+	if err := h.log.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	c.Start()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := c.Status("t")[0]
+		if st.Rounds > 0 {
+			if st.TotalRecordsRemoved != 45 {
+				t.Fatalf("removed %d", st.TotalRecordsRemoved)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("background round never ran: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := counterValue(c.met.rounds); got != 1 {
+		t.Fatalf("rounds metric %v", got)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	for _, n := range []string{"strata_cleaner_max_dirty_percent", "strata_cleaner_cleaner_recopy_percent",
+		"strata_cleaner_max_clean_time_secs", "strata_cleaner_max_buffer_utilization_percent",
+		"strata_cleaner_uncleanable_partitions_count", "strata_cleaner_time_since_last_run_ms",
+		"strata_cleaner_dead_thread_count", "strata_cleaner_panics_total", "strata_cleaner_partition_dirty_ratio"} {
+		if !names[n] {
+			t.Errorf("metric %s not exported", n)
+		}
+	}
+}
+
+func TestHTTPAdmin(t *testing.T) {
+	requireStorage(t)
+	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
+	defer h.close()
+	for i := 0; i < 10; i++ {
+		mustAppend(t, h, kv{[]byte("k"), []byte(fmt.Sprint(i))})
+	}
+	if err := h.log.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.cl.HTTPHandler())
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/compaction/run?topic=t&partition=0", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st []PartitionStatus
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("run: %d %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	if len(st) != 1 || st[0].Rounds != 1 || st[0].LastRecordsRemoved != 9 || st[0].LastCleanTime == nil {
+		t.Fatalf("run status %+v", st)
+	}
+	resp, err = http.Get(srv.URL + "/v1/compaction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&all); err != nil || len(all) != 1 || all[0]["topic"] != "t" {
+		t.Fatalf("get: %v %v", all, err)
+	}
+	resp.Body.Close()
+	for _, q := range []string{"topic=nope", "", "topic=t&partition=x"} {
+		resp, err = http.Post(srv.URL+"/v1/compaction/run?"+q, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 404 && resp.StatusCode != 400 {
+			t.Fatalf("%q: status %d", q, resp.StatusCode)
+		}
+	}
+}
+
+// TestFailureIsRetriedAndReported: a round that panics is recovered,
+// counted, reported in Status with the reason, and retried (not parked).
+func TestFailureIsRetriedAndReported(t *testing.T) {
+	requireStorage(t)
+	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
+	defer h.close()
+	for i := 0; i < 10; i++ {
+		mustAppend(t, h, kv{[]byte("k"), []byte(fmt.Sprint(i))})
+	}
+	if err := h.log.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	h.cl.hooks.beforeSwap = func(int64) { panic("boom") }
+	err := h.cl.CleanNow(context.Background(), "t", 0)
+	if err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("want panic error, got %v", err)
+	}
+	st := h.cl.Status("t")[0]
+	if !st.Uncleanable || st.Failures != 1 || !strings.Contains(st.UncleanableReason, "boom") || st.NextRetry == nil {
+		t.Fatalf("status %+v", st)
+	}
+	if counterValue(h.cl.met.panics) != 1 {
+		t.Fatal("panic not counted")
+	}
+	recs, _ := h.readAll()
+	if len(recs) != 10 {
+		t.Fatalf("failed round changed the log: %d records", len(recs))
+	}
+	h.cl.hooks.beforeSwap = nil
+	h.clean()
+	if st := h.cl.Status("t")[0]; st.Uncleanable || st.Failures != 0 {
+		t.Fatalf("not recovered: %+v", st)
+	}
+	if recs, _ = h.readAll(); len(recs) != 1 {
+		t.Fatalf("%d records after retry", len(recs))
+	}
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}
