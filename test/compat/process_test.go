@@ -104,3 +104,11 @@ func confluentClient(t *testing.T) *Client {
 }
 
 func TestConfluentKafkaPython(t *testing.T) { t.Parallel(); runSuite(t, confluentClient(t)) }
+
+func kafkaPythonClient(t *testing.T) *Client {
+	py := pythonFor(t, "kafka")
+	dir, _ := filepath.Abs("python")
+	return scriptClient(t, "kafka-python", []string{py, filepath.Join(dir, "kafkapython_driver.py")}, dir)
+}
+
+func TestKafkaPython(t *testing.T) { t.Parallel(); runSuite(t, kafkaPythonClient(t)) }

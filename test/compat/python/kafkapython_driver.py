@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""kafka-python driver for Strata's compat suite.
+
+Reads one JSON operation on stdin, runs it against the broker and prints one
+JSON result line: {"error_code": 0, ...}. See test/compat/client_test.go.
+"""
+import json
+import sys
+import time
+
+import kafka
+import kafka.errors as Errors
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+from kafka import codec
+
+_for_code = Errors.for_code
+
+
+def _for_code_keeping_unknown(code):
+    """kafka-python maps codes it does not know (87 INVALID_RECORD) to
+    UnknownError; keep the code so the suite can assert on it."""
+    cls = _for_code(code)
+    if cls is Errors.UnknownError and code not in (-1, 0):
+        return type("KafkaError%d" % code, (Errors.UnknownError,), {"errno": code, "message": "CODE_%d" % code})
+    return cls
+
+
+Errors.for_code = _for_code_keeping_unknown
+
+OPS = ["create_topic", "list_topics", "describe_configs", "alter_configs_legacy",
+       "delete_topic", "produce", "fetch", "offset_for_time", "watermarks", "timestamps"]
+
+
+class OpError(Exception):
+    def __init__(self, code, msg):
+        super().__init__(msg)
+        self.code = code
+
+
+def codecs():
+    out = ["none", "gzip"]
+    if codec.has_snappy():
+        out.append("snappy")
+    if codec.has_lz4():
+        out.append("lz4")
+    if codec.has_zstd():
+        out.append("zstd")
+    return out
+
+
+def check(code, msg=""):
+    if code:
+        raise OpError(code, "%s %s" % (Errors.for_code(code).__name__, msg or ""))
+
+
+def enc(s):
+    return None if s is None else s.encode()
+
+
+def dec(b):
+    return None if b is None else b.decode()
+
+
+def admin(op):
+    return KafkaAdminClient(bootstrap_servers=op["bootstrap"], request_timeout_ms=30000)
+
+
+def rec(m):
+    return {"key": dec(m.key), "value": dec(m.value), "ts": m.timestamp,
+            "partition": m.partition, "offset": m.offset}
+
+
+def run(op):
+    name = op["op"]
+    deadline = time.time() + op.get("timeout_ms", 30000) / 1000.0
+    if name == "versions":
+        return {"versions": {"kafka-python": kafka.__version__}, "ops": OPS, "codecs": codecs()}
+    if name == "create_topic":
+        resp = admin(op).create_topics([NewTopic(op["topic"], op.get("partitions", 1), 1,
+                                                 topic_configs=op.get("configs") or {})], timeout_ms=30000)
+        for t in resp.topic_errors:
+            check(t[1], t[2] if len(t) > 2 else "")
+        return {}
+    if name == "list_topics":
+        return {"topics": sorted(admin(op).list_topics())}
+    if name == "describe_configs":
+        resps = admin(op).describe_configs([ConfigResource(ConfigResourceType.TOPIC, op["topic"])])
+        out = {}
+        for resp in resps:
+            for r in resp.resources:
+                check(r[0], r[1])
+                for e in r[4]:
+                    out[e[0]] = e[1]
+        return {"configs": out}
+    if name == "alter_configs_legacy":
+        resp = admin(op).alter_configs([ConfigResource(ConfigResourceType.TOPIC, op["topic"],
+                                                       configs=op.get("configs") or {})])
+        for r in resp.resources:
+            check(r[0], r[1])
+        return {}
+    if name == "delete_topic":
+        resp = admin(op).delete_topics([op["topic"]], timeout_ms=30000)
+        for t in resp.topic_error_codes:
+            check(t[1])
+        return {}
+    if name == "produce":
+        comp = op.get("compression") or "none"
+        p = KafkaProducer(bootstrap_servers=op["bootstrap"], acks="all", linger_ms=20, retries=3,
+                          compression_type=None if comp == "none" else comp, batch_size=1 << 20)
+        futs = []
+        for r in op.get("records") or []:
+            futs.append(p.send(op["topic"], value=enc(r.get("value")), key=enc(r.get("key")),
+                               partition=op.get("partition", 0), timestamp_ms=r.get("ts") or None))
+        p.flush(30)
+        offsets = []
+        try:
+            for f in futs:
+                offsets.append(f.get(timeout=30).offset)
+        except Errors.KafkaError as e:
+            raise OpError(getattr(e, "errno", -1) or -1, "%s: %s" % (type(e).__name__, e))
+        finally:
+            p.close(5)
+        return {"offsets": offsets}
+    tp = TopicPartition(op.get("topic"), op.get("partition", 0))
+    c = KafkaConsumer(bootstrap_servers=op["bootstrap"], enable_auto_commit=False, group_id=None,
+                      request_timeout_ms=30500, fetch_max_wait_ms=200)
+    try:
+        if name == "fetch":
+            c.assign([tp])
+            if op.get("offset", -2) == -2:
+                c.seek_to_beginning(tp)
+            else:
+                c.seek(tp, op["offset"])
+            out = []
+            while len(out) < op.get("max", 0) and time.time() < deadline:
+                for msgs in c.poll(timeout_ms=500).values():
+                    out.extend(rec(m) for m in msgs)
+            return {"records": out[:op.get("max", 0)]}
+        if name == "offset_for_time":
+            r = c.offsets_for_times({tp: op["timestamp"]})[tp]
+            return {"offset": -1 if r is None else r.offset}
+        if name == "watermarks":
+            return {"low": c.beginning_offsets([tp])[tp], "high": c.end_offsets([tp])[tp]}
+    finally:
+        c.close()
+    raise OpError(-1, "unsupported op " + name)
+
+
+def main():
+    op = json.load(sys.stdin)
+    try:
+        res = run(op)
+        res.setdefault("error_code", 0)
+    except OpError as e:
+        res = {"error_code": e.code, "error": str(e)}
+    except Errors.KafkaError as e:
+        res = {"error_code": getattr(e, "errno", -1) or -1, "error": "%s: %s" % (type(e).__name__, e)}
+    except Exception as e:  # report, don't crash: the Go test asserts on it
+        res = {"error_code": -1, "error": "%s: %s" % (type(e).__name__, e)}
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
