@@ -67,7 +67,7 @@ func compactCfg() storage.Config {
 
 func newHarness(t fatalf, logDir string, cfg storage.Config, ccfg Config, clock *fakeClock, fsys vfs.FS) *harness {
 	h := &harness{t: t, logDir: logDir, topic: "t", cfg: cfg, ccfg: ccfg, clock: clock, fs: fsys,
-		logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		logger: discardLogger()}
 	if h.clock == nil {
 		h.clock = newFakeClock()
 	}
@@ -265,3 +265,5 @@ func requireStorage(t *testing.T) {
 		t.Skip("storage not implemented yet")
 	}
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
