@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs what Strata's tests need (only what is missing) and runs them all:
+# go vet, then go test over every package. An install that fails stops the
+# script: compatibility tests are never skipped silently for lack of a client.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf 'test.sh: %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+# Debian packages, each checked by what the tests actually use.
+missing_pkgs=()
+command -v kcat >/dev/null 2>&1 || missing_pkgs+=(kcat)
+/usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || missing_pkgs+=(python3-confluent-kafka)
+/usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || missing_pkgs+=(python3-kafka)
+command -v node >/dev/null 2>&1 || missing_pkgs+=(nodejs)
+if ! command -v npm >/dev/null 2>&1; then
+	# nodejs from some repositories bundles npm; Debian's needs the npm package.
+	missing_pkgs+=(npm)
+fi
+if [ ${#missing_pkgs[@]} -gt 0 ]; then
+	log "installing ${missing_pkgs[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	$SUDO apt-get update || die "apt-get update failed"
+	$SUDO apt-get install -y "${missing_pkgs[@]}" || die "apt-get install ${missing_pkgs[*]} failed"
+fi
+command -v kcat >/dev/null || die "kcat still missing after install"
+/usr/bin/python3 -c 'import confluent_kafka, kafka' || die "python3 kafka clients still missing after install"
+command -v node >/dev/null || die "node still missing after install"
+command -v npm >/dev/null || die "npm still missing after install"
+
+# kafkajs for the node compatibility driver (version pinned in package.json).
+node_dir=test/compat/node
+if [ -d "$node_dir" ] && [ ! -f "$node_dir/node_modules/kafkajs/package.json" ]; then
+	log "installing kafkajs into $node_dir"
+	if [ -f "$node_dir/package.json" ]; then
+		npm install --prefix "$node_dir" --no-audit --no-fund || die "npm install in $node_dir failed"
+	else
+		npm install --prefix "$node_dir" --no-audit --no-fund kafkajs || die "npm install kafkajs failed"
+	fi
+	[ -f "$node_dir/node_modules/kafkajs/package.json" ] || die "kafkajs still missing after npm install"
+fi
+
+log "go vet ./..."
+go vet ./...
+log "go test ./... -count=1 -timeout 20m"
+exec go test ./... -count=1 -timeout 20m
