@@ -1,8 +1,8 @@
 package server
 
 import (
-	"crypto/rand"
 	"bytes"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"testing"
