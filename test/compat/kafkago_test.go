@@ -32,7 +32,7 @@ func (b fixedBalancer) Balance(_ kafka.Message, _ ...int) int { return int(b) }
 func kafkaGoDo(ctx context.Context, op Op) (res Result) {
 	fail := func(err error) Result { return Result{ErrorCode: kafkaGoCode(err), Error: err.Error()} }
 	// A fresh transport per op: the default one caches metadata across ops.
-	tr := &kafka.Transport{MetadataTTL: time.Millisecond}
+	tr := &kafka.Transport{}
 	defer tr.CloseIdleConnections()
 	cl := &kafka.Client{Addr: kafka.TCP(op.Bootstrap), Timeout: 30 * time.Second, Transport: tr}
 	topicRes := func(errs map[string]error) Result {
