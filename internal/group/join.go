@@ -108,6 +108,7 @@ func (g *group) replaceStatic(oldID, newID string, p joinParams) (*joinResult, <
 		m.syncCh <- syncResult{err: kerr.FencedInstanceID.Code}
 		m.syncCh = nil
 	}
+	oldLeader := g.leader
 	delete(g.members, oldID)
 	m.id = newID
 	m.clientID, m.clientHost = p.clientID, p.clientHost
@@ -123,7 +124,13 @@ func (g *group) replaceStatic(oldID, newID string, p joinParams) (*joinResult, <
 		if sameProtocols(m.protocols, p.protocols) {
 			g.heartbeat(m)
 			g.dirty = true
-			return g.currentJoinResult(m, p.version >= 9), nil
+			r := g.currentJoinResult(m, p.version >= 9)
+			if p.version < 9 {
+				// Without KIP-814 the old leader id is returned so a
+				// restarted leader does not run a useless assignment.
+				r.leader = oldLeader
+			}
+			return r, nil
 		}
 		m.protocols = p.protocols
 		ch := g.awaitJoin(m)
