@@ -55,7 +55,7 @@ func crashConfig() Config {
 
 func crashChild(dir string) {
 	start, _ := strconv.Atoi(os.Getenv("STRATA_STORAGE_CRASH_START"))
-	l, err := Open(dir, [16]byte{}, crashConfig(), false, Options{FS: vfs.Default()})
+	l, err := Open(dir, [16]byte{}, crashConfig(), false, Options{FS: vfs.Default(), Logger: quiet})
 	if err != nil {
 		fmt.Println("openerr", err)
 		os.Exit(3)
@@ -135,7 +135,7 @@ func TestCrashKill(t *testing.T) {
 		cmd.Wait()
 		seq += 100000 // fresh sequence numbers for the next child
 		// Recover and check.
-		l, err := Open(dir, [16]byte{}, crashConfig(), false, Options{FS: vfs.Default()})
+		l, err := Open(dir, [16]byte{}, crashConfig(), false, Options{FS: vfs.Default(), Logger: quiet})
 		if err != nil {
 			t.Fatalf("round %d: recover: %v", round, err)
 		}

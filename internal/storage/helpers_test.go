@@ -5,12 +5,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/vfs"
 )
+
+// quiet discards log output in tests.
+var quiet = slog.New(slog.DiscardHandler)
 
 // fakeClock is a settable clock for tests.
 type fakeClock struct{ t time.Time }
@@ -63,7 +67,7 @@ func testConfig() Config {
 
 func openTest(t testing.TB, fsys vfs.FS, dir string, cfg Config, clean bool) *Log {
 	t.Helper()
-	l, err := Open(dir, [16]byte{1, 2, 3}, cfg, clean, Options{FS: fsys})
+	l, err := Open(dir, [16]byte{1, 2, 3}, cfg, clean, Options{FS: fsys, Logger: quiet})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

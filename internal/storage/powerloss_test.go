@@ -36,7 +36,7 @@ func TestPowerLossKeepsAckedData(t *testing.T) {
 			cfg.SegmentBytes = int64(2048 + rng.IntN(8192))
 			syncer := NewSyncer(nil)
 			defer syncer.Close()
-			l, err := Open(dir, [16]byte{}, cfg, false, Options{FS: fsys, Syncer: syncer})
+			l, err := Open(dir, [16]byte{}, cfg, false, Options{FS: fsys, Syncer: syncer, Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +90,7 @@ func TestPowerLossKeepsAckedData(t *testing.T) {
 // batches and the validity of everything readable.
 func checkRecovered(t *testing.T, what string, fsys vfs.FS, dir string, cfg Config, acked []ackedBatch) {
 	t.Helper()
-	l, err := Open(dir, [16]byte{}, cfg, false, Options{FS: fsys})
+	l, err := Open(dir, [16]byte{}, cfg, false, Options{FS: fsys, Logger: quiet})
 	if err != nil {
 		t.Fatalf("%s: recover: %v", what, err)
 	}
