@@ -1,7 +1,6 @@
 package logtool
 
 import (
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -295,19 +294,18 @@ func (d *dumper) record(b record.Batch, r *record.Record) {
 // controlType names a control record by its key (kafka-internals.md §2.4),
 // with the coordinator epoch for transaction markers.
 func controlType(r *record.Record) string {
-	if len(r.Key) < 4 {
-		return "UNKNOWN"
+	t, err := record.ParseControlKey(r.Key)
+	if err != nil {
+		return "UNPARSABLE"
 	}
-	names := []string{"ABORT", "COMMIT", "LEADER_CHANGE", "SNAPSHOT_HEADER", "SNAPSHOT_FOOTER", "KRAFT_VERSION", "KRAFT_VOTERS"}
-	t := int(binary.BigEndian.Uint16(r.Key[2:]))
-	name := fmt.Sprintf("UNKNOWN(%d)", t)
-	if t < len(names) {
-		name = names[t]
+	if t != record.ControlAbort && t != record.ControlCommit {
+		return t.String()
 	}
-	if t <= 1 && len(r.Value) >= 6 {
-		name += fmt.Sprintf(" coordinatorEpoch: %d", int32(binary.BigEndian.Uint32(r.Value[2:])))
+	epoch, err := record.ParseEndTxnMarker(r.Value)
+	if err != nil {
+		return t.String() + " (unparsable marker value)"
 	}
-	return name
+	return fmt.Sprintf("%s coordinatorEpoch: %d", t, epoch)
 }
 
 // offsetIndex dumps an .index file.

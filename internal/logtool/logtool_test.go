@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/strata-io/strata/internal/record"
 )
 
 func mustVerify(t *testing.T, dir string) *Report {
@@ -215,5 +217,32 @@ func TestParseNames(t *testing.T) {
 		if _, _, ok := ParsePartitionDir(bad); ok {
 			t.Errorf("ParsePartitionDir(%q) accepted", bad)
 		}
+	}
+}
+
+func TestDumpControlBatch(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "txn-0")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w := newSegWriter(t, dir, 0, 1<<20)
+	w.appendBatch(2, record.None, 10)
+	marker, err := record.Build(record.BatchHeader{BaseOffset: 2, Attributes: record.AttrControl | record.AttrTransactional,
+		BaseTimestamp: 20, MaxTimestamp: 20, ProducerID: 5, ProducerEpoch: 1, BaseSequence: -1}, []record.Record{record.EndTxnMarker(record.ControlCommit, 4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.appendRaw(marker)
+	logPath := w.write()
+	var out bytes.Buffer
+	if probs, err := Dump(&out, logPath, DumpOptions{PrintRecords: true}); err != nil || len(probs) != 0 {
+		t.Fatalf("Dump: %v %v", err, probs)
+	}
+	if !strings.Contains(out.String(), "| offset: 2 timestamp: 20 control: COMMIT coordinatorEpoch: 4") ||
+		!strings.Contains(out.String(), "isTransactional: true isControl: true") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	if rep := mustVerify(t, filepath.Dir(dir)); !rep.OK() || rep.Partitions != 1 || rep.Records != 3 {
+		t.Fatalf("problems: %v", rep.Problems)
 	}
 }

@@ -37,6 +37,8 @@ var (
 	})
 	gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
 	lz4Writers  = sync.Pool{New: func() any { return lz4.NewWriter(nil) }}
+	gzipReaders sync.Pool // *gzip.Reader; a zero Reader cannot be Reset, so New is nil
+	lz4Readers  = sync.Pool{New: func() any { return lz4.NewReader(nil) }}
 )
 
 // xerialMagic opens the snappy-java stream framing used by the Java client;
@@ -106,14 +108,15 @@ func Decompress(c Compression, data []byte) ([]byte, error) {
 	case None:
 		return data, nil
 	case Gzip:
-		var r *gzip.Reader
-		if r, err = gzip.NewReader(bytes.NewReader(data)); err == nil {
-			out, err = readCapped(r)
-		}
+		out, err = gunzip(data)
 	case Snappy:
 		out, err = snappyDecode(data)
 	case LZ4:
-		out, err = readCapped(lz4.NewReader(bytes.NewReader(data)))
+		r := lz4Readers.Get().(*lz4.Reader)
+		r.Reset(bytes.NewReader(data))
+		out, err = readCapped(r, len(data))
+		r.Reset(nil)
+		lz4Readers.Put(r)
 	case Zstd:
 		var dec *zstd.Decoder
 		if dec, err = zstdDecoder(); err == nil {
@@ -131,16 +134,36 @@ func Decompress(c Compression, data []byte) ([]byte, error) {
 	return out, nil
 }
 
+// gunzip decompresses gzip data (all members) with a pooled reader.
+func gunzip(data []byte) ([]byte, error) {
+	var r *gzip.Reader
+	if v := gzipReaders.Get(); v != nil {
+		r = v.(*gzip.Reader)
+		if err := r.Reset(bytes.NewReader(data)); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if r, err = gzip.NewReader(bytes.NewReader(data)); err != nil {
+			return nil, err
+		}
+	}
+	out, err := readCapped(r, len(data))
+	gzipReaders.Put(r)
+	return out, err
+}
+
 // readCapped reads r to the end, failing beyond MaxDecompressedSize.
-func readCapped(r io.Reader) ([]byte, error) {
-	out, err := io.ReadAll(io.LimitReader(r, MaxDecompressedSize+1))
-	if err != nil {
+// inLen, the compressed size, sizes the first buffer.
+func readCapped(r io.Reader, inLen int) ([]byte, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, min(4*inLen+512, MaxDecompressedSize)))
+	if _, err := buf.ReadFrom(io.LimitReader(r, MaxDecompressedSize+1)); err != nil {
 		return nil, err
 	}
-	if len(out) > MaxDecompressedSize {
+	if buf.Len() > MaxDecompressedSize {
 		return nil, fmt.Errorf("output exceeds %d bytes", MaxDecompressedSize)
 	}
-	return out, nil
+	return buf.Bytes(), nil
 }
 
 // xerialEncode frames raw the way snappy-java's SnappyOutputStream does:

@@ -103,3 +103,28 @@ func FuzzRecords(f *testing.F) {
 		assertRecordsEqual(t, recs2, recs)
 	})
 }
+
+// FuzzDecompress feeds arbitrary bytes to every codec: no panics, output
+// within the cap, errors wrap CorruptMessage. Seeds are valid streams of
+// each codec (incl. raw snappy) and a xerial header with a huge block.
+func FuzzDecompress(f *testing.F) {
+	raw := AppendRecords(nil, sampleRecords())
+	for _, c := range allCodecs[1:] {
+		z, err := Compress(c, raw)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(int8(c), z)
+	}
+	f.Add(int8(Snappy), snappyEncodeRaw(raw))
+	f.Add(int8(Snappy), append(append([]byte{}, xerialMagic...), 0, 0, 0, 1, 0, 0, 0, 1, 0x7f, 0xff, 0xff, 0xff))
+	f.Fuzz(func(t *testing.T, c int8, data []byte) {
+		out, err := Decompress(Compression(c&7), data)
+		if err != nil && !errors.Is(err, kerr.CorruptMessage) {
+			t.Fatalf("error kind: %v", err)
+		}
+		if len(out) > MaxDecompressedSize {
+			t.Fatalf("output of %d bytes beyond the cap", len(out))
+		}
+	})
+}

@@ -346,3 +346,29 @@ func TestRecordsDoNotAliasAcrossCalls(t *testing.T) {
 		t.Fatalf("compressed records share buffers between calls")
 	}
 }
+
+func TestControlRecords(t *testing.T) {
+	b := mustBuild(t, BatchHeader{Attributes: AttrControl | AttrTransactional, ProducerID: 9, BaseSequence: -1},
+		[]Record{EndTxnMarker(ControlAbort, 17)})
+	recs, err := b.Records()
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("Records: %v", err)
+	}
+	typ, err := ParseControlKey(recs[0].Key)
+	if err != nil || typ != ControlAbort || typ.String() != "ABORT" {
+		t.Fatalf("ParseControlKey: %v %v", typ, err)
+	}
+	epoch, err := ParseEndTxnMarker(recs[0].Value)
+	if err != nil || epoch != 17 {
+		t.Fatalf("ParseEndTxnMarker: %d %v", epoch, err)
+	}
+	if _, err := ParseControlKey([]byte{0, 1, 0, 0}); !errors.Is(err, kerr.CorruptMessage) {
+		t.Fatalf("bad version accepted: %v", err)
+	}
+	if _, err := ParseEndTxnMarker(nil); !errors.Is(err, kerr.CorruptMessage) {
+		t.Fatalf("short marker accepted: %v", err)
+	}
+	if ControlType(42).String() != "UNKNOWN(42)" || ControlKRaftVoters.String() != "KRAFT_VOTERS" {
+		t.Fatal("ControlType names")
+	}
+}
