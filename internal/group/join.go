@@ -121,7 +121,11 @@ func (g *group) replaceStatic(oldID, newID string, p joinParams) (*joinResult, <
 	}
 	switch g.state {
 	case stateStable:
-		if sameProtocols(m.protocols, p.protocols) {
+		// As Kafka: no rebalance unless the new protocols change the
+		// protocol the group would select (the assignment is kept even if
+		// the subscription changed; KIP-345).
+		m.protocols = p.protocols
+		if g.selectProtocol() == g.protocol {
 			g.heartbeat(m)
 			g.dirty = true
 			r := g.currentJoinResult(m, p.version >= 9)
@@ -132,7 +136,6 @@ func (g *group) replaceStatic(oldID, newID string, p joinParams) (*joinResult, <
 			}
 			return r, nil
 		}
-		m.protocols = p.protocols
 		ch := g.awaitJoin(m)
 		g.prepareRebalance()
 		return nil, ch
