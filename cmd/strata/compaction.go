@@ -25,6 +25,14 @@ type adminOpts struct {
 	admin   string
 	output  string
 	timeout time.Duration
+	all     bool
+}
+
+// summaryColumns are shown by default when present; --all shows every field.
+var summaryColumns = []string{
+	"topic", "partition", "log_start_offset", "first_dirty_offset", "log_end_offset", "dirty_ratio",
+	"min_cleanable_dirty_ratio", "eligible", "in_progress", "rounds", "total_records_removed",
+	"last_clean_duration_ms", "failures", "error",
 }
 
 // newCompactionCmd is `strata compaction status|run`.
@@ -42,6 +50,7 @@ func newCompactionCmd() *cobra.Command {
 	f.StringVar(&o.admin, "admin", def, "broker admin API base URL (strata.metrics.listener; env STRATA_ADMIN)")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to wait for the broker")
+	f.BoolVar(&o.all, "all", false, "show every status field, not only the summary columns")
 
 	status := &cobra.Command{
 		Use:   "status [topic]",
@@ -117,7 +126,11 @@ func (o *adminOpts) call(cmd *cobra.Command, method, path string, q url.Values) 
 	if err != nil {
 		return err
 	}
-	return printRows(cmd.OutOrStdout(), rows)
+	var only []string
+	if !o.all {
+		only = summaryColumns
+	}
+	return printRows(cmd.OutOrStdout(), rows, only)
 }
 
 func unwrapURLErr(err error) error {
@@ -173,8 +186,9 @@ func decodeRows(body []byte) ([]map[string]any, error) {
 }
 
 // printRows prints the union of the rows' fields as a table, topic and
-// partition first, the rest alphabetically.
-func printRows(w io.Writer, rows []map[string]any) error {
+// partition first, the rest alphabetically. When only is non-nil and some
+// of its fields are present, just those are shown, in that order.
+func printRows(w io.Writer, rows []map[string]any, only []string) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "(no compacted partitions)")
 		return err
@@ -186,6 +200,18 @@ func printRows(w io.Writer, rows []map[string]any) error {
 		}
 	}
 	var cols []string
+	if only != nil {
+		for _, k := range only {
+			if keys[k] {
+				cols = append(cols, k)
+			}
+		}
+		if len(cols) > 2 || (len(cols) > 0 && len(cols) == len(keys)) {
+			keys = map[string]bool{}
+		} else {
+			cols = nil
+		}
+	}
 	for _, k := range []string{"topic", "partition"} {
 		if keys[k] {
 			cols = append(cols, k)

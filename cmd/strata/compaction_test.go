@@ -17,8 +17,8 @@ func TestCompactionCLI(t *testing.T) {
 	mux.HandleFunc("GET /v1/compaction", func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Query().Get("topic") {
 		case "", "user-profiles":
-			w.Write([]byte(`[{"topic":"user-profiles","partition":0,"dirty_ratio":0.75,"last_cleaned_ms":1700000000000,"cleaning":false},
-				{"topic":"user-profiles","partition":1,"dirty_ratio":0,"cleaning":true,"error":null}]`))
+			w.Write([]byte(`[{"topic":"user-profiles","partition":0,"dirty_ratio":0.75,"clean_bytes":1700000000000,"in_progress":false},
+				{"topic":"user-profiles","partition":1,"dirty_ratio":0,"in_progress":true,"error":null}]`))
 		default:
 			w.WriteHeader(http.StatusNotFound)
 			w.Write([]byte(`{"error":"unknown topic \"` + r.URL.Query().Get("topic") + `\""}`))
@@ -33,11 +33,18 @@ func TestCompactionCLI(t *testing.T) {
 	a := "--admin=" + srv.URL
 
 	out := ok(t, bin, "", "compaction", "status", a)
-	want := "TOPIC          PARTITION  CLEANING  DIRTY_RATIO  ERROR  LAST_CLEANED_MS\n" +
-		"user-profiles  0          false     0.75         -      1700000000000\n" +
-		"user-profiles  1          true      0            null   -\n"
+	want := "TOPIC          PARTITION  DIRTY_RATIO  IN_PROGRESS  ERROR\n" +
+		"user-profiles  0          0.75         false        -\n" +
+		"user-profiles  1          0            true         null\n"
 	if out != want {
 		t.Errorf("status table:\n%s\nwant:\n%s", out, want)
+	}
+	out = ok(t, bin, "", "compaction", "status", "--all", a)
+	want = "TOPIC          PARTITION  CLEAN_BYTES    DIRTY_RATIO  ERROR  IN_PROGRESS\n" +
+		"user-profiles  0          1700000000000  0.75         -      false\n" +
+		"user-profiles  1          -              0            null   true\n"
+	if out != want {
+		t.Errorf("status --all table:\n%s\nwant:\n%s", out, want)
 	}
 	out = ok(t, bin, "", "compaction", "status", "user-profiles", "-o", "json", a)
 	if !strings.HasPrefix(out, "[\n  {\n    \"topic\": \"user-profiles\"") {

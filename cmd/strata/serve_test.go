@@ -94,6 +94,24 @@ func TestServeLifecycle(t *testing.T) {
 	if out := ok(t, bin, "", "consume", "lifecycle", "-e", "-f", `%p %k %s\n`, b); out != "1 k v\n" {
 		t.Errorf("consume from strata: %q", out)
 	}
+	out := ok(t, bin, "", "topic", "describe", "lifecycle", "-o", "json", b)
+	if !strings.Contains(out, `"end_offset": 1`) || strings.Contains(out, `"size_bytes": -1`) {
+		t.Errorf("describe against strata:\n%s", out)
+	}
+	if m, found := listening["metrics"].(string); found {
+		admin := "--admin=" + strings.TrimSuffix(m, "/metrics")
+		ok(t, bin, "", "topic", "create", "profiles", "--config", "cleanup.policy=compact", b)
+		ok(t, bin, "a:1\na:2\nb:1\n", "produce", "profiles", "-K:", b)
+		ok(t, bin, "", "compaction", "run", "profiles", admin)
+		out := ok(t, bin, "", "compaction", "status", "profiles", "-o", "json", admin)
+		if !strings.Contains(out, `"topic": "profiles"`) {
+			t.Errorf("compaction status against strata:\n%s", out)
+		}
+		r := run(t, bin, "", "compaction", "run", "nope", admin)
+		if r.code != 1 || !strings.HasPrefix(r.stderr, "strata: ") || !strings.Contains(r.stderr, `"nope"`) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("compaction run on unknown topic: %+v", r)
+		}
+	}
 	if m, ok := listening["metrics"].(string); ok {
 		resp, err := http.Get(strings.TrimSuffix(m, "/metrics") + "/healthz")
 		if err != nil || resp.StatusCode != 200 {

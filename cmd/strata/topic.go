@@ -202,7 +202,13 @@ func newTopicDescribeCmd(o *clientOpts) *cobra.Command {
 				return fmt.Errorf("list end offsets of %q: %w", topic, err)
 			}
 			sizes := map[int32]int64{}
-			if dirs, err := adm.DescribeAllLogDirs(ctx, kadm.TopicsSet{topic: nil}); err == nil {
+			// Name every partition: a topic with an empty partition list
+			// matches nothing in DescribeLogDirs.
+			set := kadm.TopicsSet{}
+			for p := range td.Partitions {
+				set.Add(topic, p)
+			}
+			if dirs, err := adm.DescribeAllLogDirs(ctx, set); err == nil {
 				dirs.Each(func(ld kadm.DescribedLogDir) {
 					for p, dp := range ld.Topics[topic] {
 						sizes[p] += dp.Size
