@@ -10,18 +10,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// Scanner reads a .log segment batch by batch with ReadAt, so memory use is
-// bounded by the largest batch, and a batch length is trusted only if the
+// windowSize is how much of a segment the Scanner reads per ReadAt.
+const windowSize = 1 << 20
+
+// Scanner reads a .log segment batch by batch through a read-ahead window
+// (one ReadAt per MiB, not per batch), so memory use is bounded by the
+// window or the largest batch, and a batch length is trusted only if the
 // batch fits in the file (no allocation from a corrupt length field).
 type Scanner struct {
 	r      io.ReaderAt
 	size   int64
 	pos    int64
-	buf    []byte
+	win    []byte // file bytes [winPos, winPos+len(win))
+	winPos int64
 	batch  record.Batch
 	bpos   int64
 	err    error
-	header [record.LogOverhead]byte
 }
 
 // NewScanner scans the first size bytes of r.
@@ -40,11 +44,12 @@ func (s *Scanner) Next() bool {
 		s.err = fmt.Errorf("%w: %d bytes at end of segment", record.ErrTruncated, left)
 		return false
 	}
-	if _, err := s.r.ReadAt(s.header[:], s.pos); err != nil {
-		s.err = fmt.Errorf("read at %d: %w", s.pos, err)
+	header, err := s.view(s.pos, record.LogOverhead)
+	if err != nil {
+		s.err = err
 		return false
 	}
-	length := int64(int32(be32(s.header[8:])))
+	length := int64(int32(be32(header[8:])))
 	if length < record.HeaderSize-record.LogOverhead {
 		s.err = fmt.Errorf("batchLength %d below minimum %d: %w", length, record.HeaderSize-record.LogOverhead, kerr.CorruptMessage)
 		return false
@@ -54,15 +59,12 @@ func (s *Scanner) Next() bool {
 		s.err = fmt.Errorf("%w: batch of %d bytes, only %d left in segment", record.ErrTruncated, n, left)
 		return false
 	}
-	if int64(cap(s.buf)) < n {
-		s.buf = make([]byte, n)
-	}
-	s.buf = s.buf[:n]
-	if _, err := s.r.ReadAt(s.buf, s.pos); err != nil {
-		s.err = fmt.Errorf("read at %d: %w", s.pos, err)
+	buf, err := s.view(s.pos, n)
+	if err != nil {
+		s.err = err
 		return false
 	}
-	b, _, err := record.Next(s.buf)
+	b, _, err := record.Next(buf)
 	if err != nil {
 		s.err = err
 		return false
@@ -70,6 +72,25 @@ func (s *Scanner) Next() bool {
 	s.batch, s.bpos = b, s.pos
 	s.pos += n
 	return true
+}
+
+// view returns file bytes [pos, pos+n), refilling the window if needed.
+// The caller guarantees pos+n <= s.size.
+func (s *Scanner) view(pos, n int64) ([]byte, error) {
+	if pos >= s.winPos && pos+n <= s.winPos+int64(len(s.win)) {
+		return s.win[pos-s.winPos : pos-s.winPos+n], nil
+	}
+	size := min(max(n, windowSize), s.size-pos)
+	if int64(cap(s.win)) < size {
+		s.win = make([]byte, size)
+	}
+	s.win = s.win[:size]
+	if got, err := s.r.ReadAt(s.win, pos); int64(got) < size {
+		s.win, s.winPos = s.win[:0], 0
+		return nil, fmt.Errorf("read %d bytes at %d: %w", size, pos, err)
+	}
+	s.winPos = pos
+	return s.win[:n], nil
 }
 
 // Batch is the current batch. Its bytes are reused by the next call to Next.
