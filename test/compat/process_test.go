@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -112,3 +113,14 @@ func kafkaPythonClient(t *testing.T) *Client {
 }
 
 func TestKafkaPython(t *testing.T) { t.Parallel(); runSuite(t, kafkaPythonClient(t)) }
+
+func kafkaJSClient(t *testing.T) *Client {
+	node := requireTool(t, "node", "--version")
+	dir, _ := filepath.Abs("node")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "kafkajs")); err != nil {
+		missing(t, "kafkajs not installed: run `npm ci --prefix test/compat/node`")
+	}
+	return scriptClient(t, "kafkajs", []string{node, filepath.Join(dir, "driver.js")}, dir)
+}
+
+func TestKafkaJS(t *testing.T) { t.Parallel(); runSuite(t, kafkaJSClient(t)) }

@@ -1,0 +1,190 @@
+#!/usr/bin/env node
+// kafkajs driver for Strata's compat suite: reads one JSON operation on
+// stdin, runs it against the broker and prints one JSON result line
+// ({"error_code": 0, ...}). See test/compat/client_test.go.
+'use strict'
+
+const { Kafka, logLevel, CompressionTypes, ConfigResourceTypes } = require('kafkajs')
+const kafkajsVersion = require('kafkajs/package.json').version
+
+const OPS = ['create_topic', 'list_topics', 'describe_configs', 'alter_configs_legacy',
+  'delete_records', 'delete_topic', 'produce', 'fetch', 'offset_for_time', 'watermarks',
+  'idempotent', 'timestamps', 'group_consume']
+
+class OpError extends Error {
+  constructor (code, msg) { super(msg); this.code = code }
+}
+
+// kafkaCode finds the Kafka error code in a (possibly wrapped) kafkajs error.
+function kafkaCode (e, depth = 0) {
+  if (!e || depth > 5) return -1
+  if (typeof e.code === 'number' && e.code > 0) return e.code
+  for (const sub of [e.cause, ...(e.errors || [])]) {
+    const c = kafkaCode(sub, depth + 1)
+    if (c > 0) return c
+  }
+  return -1
+}
+
+function describeError (e) {
+  const parts = [`${e.name}: ${e.message}`]
+  if (e.type) parts.push(`type=${e.type}`)
+  if (e.cause) parts.push(`cause: ${describeError(e.cause)}`)
+  for (const sub of e.errors || []) parts.push(`error: ${describeError(sub)}`)
+  return parts.join('; ')
+}
+
+const str = (b) => (b === null || b === undefined ? null : b.toString())
+const buf = (s) => (s === null || s === undefined ? null : Buffer.from(s))
+
+function client (op) {
+  return new Kafka({
+    clientId: 'strata-compat-kafkajs',
+    brokers: [op.bootstrap],
+    logLevel: logLevel.NOTHING,
+    retry: { retries: 3, initialRetryTime: 100 }
+  })
+}
+
+async function withAdmin (op, fn) {
+  const admin = client(op).admin()
+  await admin.connect()
+  try { return await fn(admin) } finally { await admin.disconnect() }
+}
+
+const codecs = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP }
+
+async function run (op) {
+  const deadline = Date.now() + (op.timeout_ms || 30000)
+  switch (op.op) {
+    case 'versions':
+      return { versions: { kafkajs: kafkajsVersion, node: process.versions.node }, ops: OPS, codecs: Object.keys(codecs) }
+    case 'create_topic':
+      return withAdmin(op, async (admin) => {
+        const configEntries = Object.entries(op.configs || {}).map(([name, value]) => ({ name, value }))
+        await admin.createTopics({
+          waitForLeaders: true,
+          topics: [{ topic: op.topic, numPartitions: op.partitions || 1, replicationFactor: 1, configEntries }]
+        })
+        return {}
+      })
+    case 'list_topics':
+      return withAdmin(op, async (admin) => ({ topics: (await admin.listTopics()).sort() }))
+    case 'describe_configs':
+      return withAdmin(op, async (admin) => {
+        const r = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: op.topic }] })
+        const res = r.resources[0]
+        if (res.errorCode) throw new OpError(res.errorCode, res.errorMessage || 'describe failed')
+        const configs = {}
+        for (const e of res.configEntries) configs[e.configName] = e.configValue
+        return { configs }
+      })
+    case 'alter_configs_legacy':
+      return withAdmin(op, async (admin) => {
+        const configEntries = Object.entries(op.configs || {}).map(([name, value]) => ({ name, value }))
+        const r = await admin.alterConfigs({ validateOnly: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: op.topic, configEntries }] })
+        for (const res of r.resources) {
+          if (res.errorCode) throw new OpError(res.errorCode, res.errorMessage || 'alter failed')
+        }
+        return {}
+      })
+    case 'delete_records':
+      return withAdmin(op, async (admin) => {
+        // kafkajs 2.2.4 deleteTopicRecords needs the topic's metadata loaded
+        // first, or it fails with KafkaJSTopicMetadataNotLoaded.
+        await admin.fetchTopicMetadata({ topics: [op.topic] })
+        await admin.deleteTopicRecords({ topic: op.topic, partitions: [{ partition: op.partition || 0, offset: String(op.offset) }] })
+        const offs = await admin.fetchTopicOffsets(op.topic)
+        const p = offs.find((o) => o.partition === (op.partition || 0))
+        return { offset: Number(p.low) }
+      })
+    case 'delete_topic':
+      return withAdmin(op, async (admin) => { await admin.deleteTopics({ topics: [op.topic] }); return {} })
+    case 'watermarks':
+      return withAdmin(op, async (admin) => {
+        const offs = await admin.fetchTopicOffsets(op.topic)
+        const p = offs.find((o) => o.partition === (op.partition || 0))
+        return { low: Number(p.low), high: Number(p.high) }
+      })
+    case 'offset_for_time':
+      return withAdmin(op, async (admin) => {
+        const offs = await admin.fetchTopicOffsetsByTimestamp(op.topic, op.timestamp)
+        const p = offs.find((o) => o.partition === (op.partition || 0))
+        return { offset: Number(p.offset) }
+      })
+    case 'produce': {
+      const producer = client(op).producer(op.idempotent
+        ? { idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false }
+        : { allowAutoTopicCreation: false })
+      await producer.connect()
+      try {
+        const messages = (op.records || []).map((r) => {
+          const m = { key: buf(r.key), value: buf(r.value), partition: op.partition || 0 }
+          if (r.ts) m.timestamp = String(r.ts)
+          return m
+        })
+        const res = await producer.send({ topic: op.topic, acks: -1, compression: codecs[op.compression || 'none'], messages })
+        const base = Number(res[0].baseOffset)
+        return { offsets: messages.map((_, i) => base + i) }
+      } finally { await producer.disconnect() }
+    }
+    case 'fetch':
+      return consume(op, deadline, `compat-fetch-${process.pid}-${Date.now()}`, false)
+    case 'group_consume':
+      return consume(op, deadline, op.group, true)
+  }
+  throw new OpError(-1, 'unsupported op ' + op.op)
+}
+
+// consume reads op.max records. kafkajs can only consume in a group: a fetch
+// uses a fresh group and seeks the one partition to op.offset.
+async function consume (op, deadline, groupId, commit) {
+  const consumer = client(op).consumer({ groupId, sessionTimeout: 10000, heartbeatInterval: 500, maxWaitTimeInMs: 200 })
+  const want = op.max || 0
+  const partition = op.partition || 0
+  const seen = new Map()
+  let failure = null
+  await consumer.connect()
+  try {
+    await consumer.subscribe({ topics: [op.topic], fromBeginning: true })
+    let done
+    const finished = new Promise((resolve) => { done = resolve })
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition: p, message }) => {
+        if (!commit && (p !== partition || (op.offset >= 0 && Number(message.offset) < op.offset))) return
+        const key = `${p}:${message.offset}`
+        if (!seen.has(key)) {
+          seen.set(key, { key: str(message.key), value: str(message.value), ts: Number(message.timestamp), partition: p, offset: Number(message.offset) })
+        }
+        if (commit) await consumer.commitOffsets([{ topic: op.topic, partition: p, offset: String(Number(message.offset) + 1) }])
+        if (seen.size >= want) done()
+      }
+    })
+    consumer.on(consumer.events.CRASH, (e) => { failure = e.payload.error; done() })
+    if (!commit && op.offset >= 0) consumer.seek({ topic: op.topic, partition, offset: String(op.offset) })
+    if (want > 0) {
+      await Promise.race([finished, new Promise((resolve) => setTimeout(resolve, Math.max(0, deadline - Date.now())))])
+    }
+  } finally { await consumer.disconnect() }
+  if (failure) throw failure
+  const records = [...seen.values()].sort((a, b) => a.partition - b.partition || a.offset - b.offset).slice(0, want || undefined)
+  return { records }
+}
+
+async function main () {
+  const chunks = []
+  for await (const c of process.stdin) chunks.push(c)
+  const op = JSON.parse(Buffer.concat(chunks).toString())
+  let res
+  try {
+    res = await run(op)
+    res.error_code = 0
+  } catch (e) {
+    res = { error_code: e instanceof OpError ? e.code : kafkaCode(e), error: describeError(e) }
+  }
+  process.stdout.write('\n' + JSON.stringify(res) + '\n')
+  process.exit(0)
+}
+
+main()
