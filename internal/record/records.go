@@ -54,11 +54,13 @@ func (b Batch) recordsSection() ([]byte, int, error) {
 	if n < 0 {
 		return nil, 0, fmt.Errorf("record: negative numRecords %d: %w", n, kerr.CorruptMessage)
 	}
+	if n == 0 {
+		// Like Kafka's DefaultRecordBatch iterator: a count of 0 means no
+		// records, whatever follows the header (not even decompressed).
+		return nil, 0, nil
+	}
 	data := []byte(b[HeaderSize:])
 	if c := b.Compression(); c != None {
-		if n == 0 && len(data) == 0 {
-			return data, 0, nil
-		}
 		var err error
 		if data, err = Decompress(c, data); err != nil {
 			return nil, 0, err
