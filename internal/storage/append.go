@@ -152,17 +152,14 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 		}
 		return res, fmt.Errorf("append to %s: write: %v: %w", l.dir, err, kerr.KafkaStorageError)
 	}
-	// Sparse index entries, one per crossed index.interval.bytes.
+	// Sparse index entries, one per crossed index.interval.bytes. They are
+	// kept in memory and written out when the segment closes: the active
+	// segment is always past the recovery point, so after a crash its
+	// indexes are rebuilt from the .log anyway.
 	p := pos
 	for _, b := range batches {
 		h, _ := headerInfo(b)
-		oe, te := s.bld.add(h, p)
-		if oe != nil {
-			s.oiFile.WriteAt(oe, int64(s.oi.entries()-1)*offsetEntrySize)
-		}
-		if te != nil {
-			s.tiFile.WriteAt(te, int64(s.ti.entries()-1)*timeEntrySize)
-		}
+		s.bld.add(h, p)
 		p += h.size
 	}
 	if s.firstBatchTs < 0 && pos == 0 {

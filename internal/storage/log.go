@@ -535,13 +535,18 @@ func (l *Log) closeActiveFiles(s *segment) error {
 	if oiF == nil {
 		return nil
 	}
-	if e := s.bld.finish(); e != nil {
-		if _, err := tiF.WriteAt(e, int64(len(ti.snapshot())-len(e))); err != nil {
-			return err
-		}
-	}
+	s.bld.finish()
 	var errs []error
-	errs = append(errs, oiF.Truncate(int64(len(oi.snapshot()))), tiF.Truncate(int64(len(ti.snapshot()))))
+	oiBuf, tiBuf := oi.snapshot(), ti.snapshot()
+	if len(oiBuf) > 0 {
+		_, err := oiF.WriteAt(oiBuf, 0)
+		errs = append(errs, err)
+	}
+	if len(tiBuf) > 0 {
+		_, err := tiF.WriteAt(tiBuf, 0)
+		errs = append(errs, err)
+	}
+	errs = append(errs, oiF.Truncate(int64(len(oiBuf))), tiF.Truncate(int64(len(tiBuf))))
 	errs = append(errs, oiF.Sync(), tiF.Sync())
 	if s.file != nil {
 		errs = append(errs, s.file.f.Truncate(s.size.Load()))
