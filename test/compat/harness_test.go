@@ -27,6 +27,8 @@ func targetKfake() bool { return os.Getenv("STRATA_COMPAT_TARGET") == "kfake" }
 // brokerOpts tunes one test broker.
 type brokerOpts struct {
 	metrics bool // bind the metrics/admin HTTP listener (compaction trigger)
+	// extra broker settings (Strata only), e.g. a faster idle-roll check.
+	extra map[string]string
 }
 
 // testBroker is one broker under test: a Strata server (default) or a kfake
@@ -72,11 +74,15 @@ func (b *testBroker) start() {
 	if b.opts.metrics {
 		metrics = "127.0.0.1:0"
 	}
-	cfg, err := config.LoadBroker("", nil, map[string]string{
+	overrides := map[string]string{
 		"log.dirs":                b.dir,
 		"listeners":               "PLAINTEXT://127.0.0.1:0",
 		"strata.metrics.listener": metrics,
-	})
+	}
+	for k, v := range b.opts.extra {
+		overrides[k] = v
+	}
+	cfg, err := config.LoadBroker("", nil, overrides)
 	if err != nil {
 		b.t.Fatalf("load broker config: %v", err)
 	}
@@ -196,7 +202,7 @@ func requireTool(t testing.TB, name string, args ...string) string {
 func missing(t testing.TB, why string) {
 	t.Helper()
 	msg := "COMPAT CLIENT MISSING: " + why + " (scripts/test.sh installs the compat clients)"
-	if os.Getenv("CI") != "" {
+	if ciSet() {
 		t.Fatal(msg)
 	}
 	t.Skip("SKIPPED " + msg)
@@ -217,3 +223,9 @@ func waitFor(t testing.TB, what string, d time.Duration, cond func() error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// ciSet reports whether the suite runs in CI (env CI set), where a missing
+// client is a failure.
+func ciSet() bool { return os.Getenv("CI") != "" }
+
+func stringsReader(s string) io.Reader { return strings.NewReader(s) }
