@@ -122,4 +122,3 @@ func TestCompactionHeadline(t *testing.T) {
 		check(t, saramaClient())
 	})
 }
-
