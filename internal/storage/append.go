@@ -176,7 +176,11 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 
 	switch {
 	case cfg.Durable:
-		l.syncer.request(l)
+		if !l.syncer.request(l) {
+			if err := l.flushLocked(); err != nil {
+				return res, err
+			}
+		}
 	case l.mark.leo-l.recoveryPoint.Load() >= cfg.FlushMessages:
 		if err := l.flushLocked(); err != nil {
 			return res, err

@@ -447,6 +447,13 @@ func (l *Log) removeSegmentFiles(s *segment) {
 func (l *Log) openActive() error {
 	s := l.segs[len(l.segs)-1]
 	cfg := l.cfg.Load()
+	// Active first, so the cache never evicts what is loaded below.
+	s.mu.Lock()
+	s.active = true
+	s.mu.Unlock()
+	if l.opts.Files != nil {
+		l.opts.Files.remove(s)
+	}
 	if _, _, err := s.indexes(); err != nil {
 		return err
 	}
@@ -468,15 +475,11 @@ func (l *Log) openActive() error {
 		oiF.Close()
 		return err
 	}
-	if l.opts.Files != nil {
-		l.opts.Files.remove(s)
-	}
 	s.mu.Lock()
 	if s.file != nil {
 		s.file.Release()
 	}
 	s.file = newSegmentFile(f)
-	s.active = true
 	s.oiFile, s.tiFile = oiF, tiF
 	oi, ti := s.oi, s.ti
 	s.mu.Unlock()
@@ -610,7 +613,13 @@ func (l *Log) WaitDurable(ctx context.Context, upTo int64) error {
 		if closed {
 			return fmt.Errorf("%s: log closed: %w", l.dir, kerr.NotLeaderForPartition)
 		}
-		l.syncer.request(l)
+		if !l.syncer.request(l) {
+			// The shared syncer is gone (shutdown): sync directly.
+			if err := l.Flush(); err != nil {
+				return err
+			}
+			continue
+		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
