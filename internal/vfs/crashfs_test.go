@@ -1,0 +1,94 @@
+package vfs
+
+import (
+	"errors"
+	"io"
+	"os"
+	"testing"
+)
+
+func readAll(t *testing.T, fsys FS, name string) (string, error) {
+	t.Helper()
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	buf := make([]byte, st.Size())
+	if _, err := f.ReadAt(buf, 0); err != nil && err != io.EOF {
+		return "", err
+	}
+	return string(buf), nil
+}
+
+func TestCrashFSDropsUnsynced(t *testing.T) {
+	c := NewCrashFS()
+	c.MkdirAll("/d", 0o755)
+	f, _ := c.OpenFile("/d/a", os.O_CREATE|os.O_RDWR, 0o644)
+	f.Write([]byte("hello"))
+	// Not synced, dir not synced: the file does not exist after a crash.
+	if _, err := readAll(t, c.Crash(), "/d/a"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("unsynced dir entry survived: %v", err)
+	}
+	c.SyncDir("/d")
+	if got, _ := readAll(t, c.Crash(), "/d/a"); got != "" {
+		t.Fatalf("unsynced data survived: %q", got)
+	}
+	f.Sync()
+	f.Write([]byte(" world"))
+	if got, _ := readAll(t, c.Crash(), "/d/a"); got != "hello" {
+		t.Fatalf("after sync: %q", got)
+	}
+	f.WriteAt([]byte("J"), 0)
+	f.Truncate(3)
+	if got, _ := readAll(t, c.Crash(), "/d/a"); got != "hello" {
+		t.Fatalf("overwrite before sync leaked: %q", got)
+	}
+	f.Sync()
+	if got, _ := readAll(t, c.Crash(), "/d/a"); got != "Jel" {
+		t.Fatalf("after second sync: %q", got)
+	}
+	// Rename durable only after SyncDir.
+	c.Rename("/d/a", "/d/b")
+	img := c.Crash()
+	if _, err := readAll(t, img, "/d/b"); err == nil {
+		t.Fatal("unsynced rename survived")
+	}
+	if got, _ := readAll(t, img, "/d/a"); got != "Jel" {
+		t.Fatalf("old name lost: %q", got)
+	}
+	c.SyncDir("/d")
+	img = c.Crash()
+	if got, _ := readAll(t, img, "/d/b"); got != "Jel" {
+		t.Fatalf("synced rename: %q", got)
+	}
+	// Remove durable only after SyncDir; open handles keep reading.
+	c.Remove("/d/b")
+	if got, _ := readAll(t, c.Crash(), "/d/b"); got != "Jel" {
+		t.Fatalf("unsynced remove: %q", got)
+	}
+	buf := make([]byte, 3)
+	if _, err := f.ReadAt(buf, 0); err != nil || string(buf) != "Jel" {
+		t.Fatalf("open handle after remove: %q %v", buf, err)
+	}
+}
+
+func TestCrashFSHook(t *testing.T) {
+	c := NewCrashFS()
+	c.MkdirAll("/d", 0o755)
+	c.SetHook(func(op, name string) error {
+		if op == "rename" {
+			return ErrInjected
+		}
+		return nil
+	})
+	f, _ := c.OpenFile("/d/a", os.O_CREATE|os.O_RDWR, 0o644)
+	f.Close()
+	if err := c.Rename("/d/a", "/d/b"); !errors.Is(err, ErrInjected) {
+		t.Fatalf("hook not applied: %v", err)
+	}
+	if _, err := c.Stat("/d/a"); err != nil {
+		t.Fatal("failed rename had an effect")
+	}
+}
