@@ -196,6 +196,7 @@ func (c *Cleaner) Forget(topic string, partition int32) {
 // a CleanNow job, a wake-up or the backoff.
 func (c *Cleaner) run(w *worker) {
 	defer c.wg.Done()
+	defer w.free()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -337,6 +338,7 @@ func (c *Cleaner) round(w *worker, p Partition, force bool) (err error) {
 			}
 		}()
 		res, err = c.cleanLog(c.ctx, w, p.Log, c.checkpointOf(k), force)
+		w.release()
 	}()
 	if err == nil && !res.NothingToDo {
 		c.mu.Lock()

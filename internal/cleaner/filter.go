@@ -24,7 +24,10 @@ type filter struct {
 	upper int64
 
 	stats roundStats
-	recs  []record.Record // scratch
+	// Scratch buffers reused across batches.
+	kept []rawRecord
+	body []byte
+	out  []byte
 }
 
 // roundStats are the counters of one round.
@@ -56,9 +59,10 @@ func (s *roundStats) add(o roundStats) {
 
 // apply returns what to write for batch b: b itself (unchanged, copied
 // verbatim), a rebuilt batch with the same base and last offset, a 61-byte
-// empty batch, or nil (drop the batch). The result may alias b.
+// empty batch, or nil (drop the batch). The result may alias b or the
+// filter's scratch buffer: write it before the next call.
 func (f *filter) apply(b record.Batch) ([]byte, error) {
-	n := b.NumRecords()
+	n := int(b.NumRecords())
 	f.stats.RecordsRead += int64(n)
 	// Control batches (transaction markers) are never deduplicated by key,
 	// and transactional data is not touched while the cleaner has no view
@@ -66,21 +70,16 @@ func (f *filter) apply(b record.Batch) ([]byte, error) {
 	if b.IsControl() || b.IsTransactional() || b.Magic() != record.MagicV2 {
 		return b, nil
 	}
-	recs := f.recs[:0]
-	err := b.ForEachRecord(func(r *record.Record) error {
-		recs = append(recs, *r)
-		return nil
-	})
-	f.recs = recs[:0]
-	if err != nil {
-		return nil, fmt.Errorf("decode batch at offset %d: %w", b.BaseOffset(), err)
-	}
-	if len(recs) == 0 { // an empty batch left by an earlier cleaning
+	if n == 0 { // an empty batch left by an earlier cleaning
 		if f.retainEmpty(b) {
 			return b, nil
 		}
 		f.stats.BatchesDropped++
 		return nil, nil
+	}
+	data, err := batchRecords(b)
+	if err != nil {
+		return nil, fmt.Errorf("decompress batch at offset %d: %w", b.BaseOffset(), err)
 	}
 	base := b.BaseOffset()
 	hasHorizon := b.HasDeleteHorizon()
@@ -89,10 +88,9 @@ func (f *filter) apply(b record.Batch) ([]byte, error) {
 		horizon = b.BaseTimestamp()
 	}
 	latest := f.m.Latest()
-	kept := recs[:0]
+	kept := f.kept[:0]
 	needHorizon := false
-	for i := range recs {
-		r := recs[i]
+	err = scanRecords(data, n, func(r *rawRecord) error {
 		off := base + int64(r.OffsetDelta)
 		switch {
 		case off > latest:
@@ -100,57 +98,81 @@ func (f *filter) apply(b record.Batch) ([]byte, error) {
 		case r.Key == nil:
 			f.stats.RecordsRemoved++
 			f.stats.NullKeysRemoved++
-			continue
+			return nil
 		case off < f.m.Get(r.Key):
 			f.stats.RecordsRemoved++
-			continue
-		case r.Value == nil:
+			return nil
+		case r.NullValue:
 			if hasHorizon && f.nowMs >= horizon {
 				f.stats.RecordsRemoved++
 				f.stats.TombstonesRemoved++
-				continue
+				return nil
 			}
 			if !hasHorizon {
 				needHorizon = true
 			}
 		}
-		kept = append(kept, r)
+		kept = append(kept, *r)
+		return nil
+	})
+	f.kept = kept[:0]
+	if err != nil {
+		return nil, fmt.Errorf("decode batch at offset %d: %w", base, err)
 	}
-	if len(kept) == len(recs) && !needHorizon {
+	if len(kept) == n && !needHorizon {
 		return b, nil
 	}
 	if len(kept) == 0 {
 		if f.retainEmpty(b) {
 			f.stats.BatchesEmptied++
-			return emptyBatch(b), nil
+			f.out = appendEmptyBatch(f.out[:0], b)
+			return f.out, nil
 		}
 		f.stats.BatchesDropped++
 		return nil, nil
 	}
-	h := b.Header()
+	attrs := b.Attributes()
+	oldBase := b.BaseTimestamp()
+	newBase := oldBase
 	if needHorizon {
-		newBase := f.nowMs + f.deleteRetentionMs
-		for i := range kept {
-			ts := h.BaseTimestamp + kept[i].TimestampDelta
-			kept[i].TimestampDelta = ts - newBase
-		}
-		h.BaseTimestamp = newBase
-		h.Attributes |= record.AttrHasDeleteHorizon
+		newBase = f.nowMs + f.deleteRetentionMs
+		attrs |= record.AttrHasDeleteHorizon
 		f.stats.HorizonsStamped++
 	}
-	if !b.IsLogAppendTime() {
-		maxTs := int64(-1)
-		for i := range kept {
-			if ts := h.BaseTimestamp + kept[i].TimestampDelta; ts > maxTs {
-				maxTs = ts
-			}
+	body := f.body[:0]
+	maxTs := int64(-1)
+	for i := range kept {
+		r := &kept[i]
+		ts := oldBase + r.TsDelta
+		maxTs = max(maxTs, ts)
+		if needHorizon {
+			body = appendWithTsDelta(body, r, ts-newBase)
+		} else {
+			body = append(body, r.raw...)
 		}
-		h.MaxTimestamp = maxTs
 	}
-	out, err := record.Build(h, kept)
-	if err != nil {
-		return nil, fmt.Errorf("rebuild batch at offset %d: %w", base, err)
+	f.body = body[:0]
+	if b.IsLogAppendTime() {
+		maxTs = b.MaxTimestamp() // preserved, as Kafka does
 	}
+	out := append(f.out[:0], b[:record.HeaderSize]...)
+	if c := b.Compression(); c == record.None {
+		out = append(out, body...)
+	} else {
+		z, err := record.Compress(c, body)
+		if err != nil {
+			return nil, fmt.Errorf("recompress batch at offset %d: %w", base, err)
+		}
+		out = append(out, z...)
+	}
+	be := binary.BigEndian
+	be.PutUint32(out[8:], uint32(len(out)-record.LogOverhead))
+	be.PutUint16(out[21:], uint16(attrs))
+	be.PutUint64(out[27:], uint64(newBase))
+	be.PutUint64(out[35:], uint64(maxTs))
+	be.PutUint32(out[57:], uint32(len(kept)))
+	be.PutUint32(out[17:], record.Batch(out).ComputeCRC())
+	f.out = out
 	f.stats.BatchesRewritten++
 	return out, nil
 }
@@ -170,13 +192,14 @@ func (f *filter) retainEmpty(b record.Batch) bool {
 	return last+1 == f.upper
 }
 
-// emptyBatch returns the 61-byte header-only form of b (Kafka's
+// appendEmptyBatch appends the 61-byte header-only form of b (Kafka's
 // writeEmptyHeader): same base offset, lastOffsetDelta, leader epoch,
 // producer id/epoch/base sequence, max timestamp and transactional/control
 // and timestamp-type bits; no codec, no records, baseTimestamp -1.
-func emptyBatch(b record.Batch) []byte {
-	out := make([]byte, record.HeaderSize)
-	copy(out, b[:record.HeaderSize])
+func appendEmptyBatch(dst []byte, b record.Batch) []byte {
+	n := len(dst)
+	dst = append(dst, b[:record.HeaderSize]...)
+	out := dst[n:]
 	be := binary.BigEndian
 	be.PutUint32(out[8:], uint32(record.HeaderSize-record.LogOverhead))
 	attrs := b.Attributes() &^ (record.AttrCompressionMask | record.AttrHasDeleteHorizon)
@@ -184,5 +207,5 @@ func emptyBatch(b record.Batch) []byte {
 	be.PutUint64(out[27:], ^uint64(0)) // baseTimestamp -1
 	be.PutUint32(out[57:], 0)          // recordsCount
 	be.PutUint32(out[17:], record.Batch(out).ComputeCRC())
-	return out
+	return dst
 }

@@ -42,6 +42,7 @@ func newTestFilter(t testing.TB, puts map[string]int64, latest int64) *filter {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(m.Free)
 	for k, o := range puts {
 		m.Put([]byte(k), o)
 	}

@@ -23,8 +23,9 @@ const DefaultLoadFactor = 0.9
 // An empty slot has both hash words zero. Not safe for concurrent use.
 type OffsetMap struct {
 	slots   []uint64 // 3 words per slot: h1, h2, offset
-	n       uint64   // number of slots
-	maxKeys int      // capacity at the load factor
+	mem     *tableMem
+	n       uint64 // number of slots
+	maxKeys int    // capacity at the load factor
 	size    int
 	seed1   maphash.Seed
 	seed2   maphash.Seed
@@ -50,8 +51,13 @@ func NewOffsetMap(memBytes int64, loadFactor float64) (*OffsetMap, error) {
 			maxKeys = 1
 		}
 	}
+	mem, slots, err := allocTable(int(3 * n))
+	if err != nil {
+		return nil, err
+	}
 	return &OffsetMap{
-		slots:   make([]uint64, 3*n),
+		slots:   slots,
+		mem:     mem,
 		n:       uint64(n),
 		maxKeys: maxKeys,
 		seed1:   maphash.MakeSeed(),
@@ -151,7 +157,7 @@ func (m *OffsetMap) Latest() int64 { return m.latest }
 // Clear empties the map (and draws fresh hash seeds).
 func (m *OffsetMap) Clear() {
 	if m.size > 0 {
-		clear(m.slots)
+		m.mem.reset(m.slots)
 	}
 	m.size = 0
 	m.latest = -1
@@ -162,3 +168,10 @@ func (m *OffsetMap) Clear() {
 
 // MemBytes is the size of the table in bytes.
 func (m *OffsetMap) MemBytes() int64 { return int64(len(m.slots)) * 8 }
+
+// Free releases the table's memory; the map must not be used afterwards.
+func (m *OffsetMap) Free() {
+	m.mem.free()
+	m.slots = nil
+	m.size = 0
+}

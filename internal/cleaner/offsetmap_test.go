@@ -11,6 +11,7 @@ func TestOffsetMapPutGet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer m.Free()
 	if m.Capacity() != 90 || m.Slots() != 100 {
 		t.Fatalf("capacity %d slots %d", m.Capacity(), m.Slots())
 	}
@@ -51,6 +52,7 @@ func TestOffsetMapTooSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer m.Free()
 	if m.Capacity() != 1 || !m.Put([]byte("x"), 1) || m.Put([]byte("y"), 2) {
 		t.Fatalf("tiny map: cap %d", m.Capacity())
 	}
@@ -58,6 +60,7 @@ func TestOffsetMapTooSmall(t *testing.T) {
 
 func BenchmarkOffsetMapPut(b *testing.B) {
 	m, _ := NewOffsetMap(128<<20, DefaultLoadFactor)
+	defer m.Free()
 	key := make([]byte, 16)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -71,6 +74,7 @@ func BenchmarkOffsetMapPut(b *testing.B) {
 
 func BenchmarkOffsetMapGet(b *testing.B) {
 	m, _ := NewOffsetMap(128<<20, DefaultLoadFactor)
+	defer m.Free()
 	key := make([]byte, 16)
 	n := m.Capacity()
 	for i := 0; i < n; i++ {

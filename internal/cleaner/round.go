@@ -14,19 +14,21 @@ import (
 
 // roundResult describes one finished cleaning round.
 type roundResult struct {
-	Start       time.Time
-	Duration    time.Duration
-	FirstDirty  int64
-	EndOffset   int64 // new checkpoint
-	Segments    int   // source segments recopied
-	Groups      int   // output segments
-	MapKeys     int
-	MapUtil     float64
-	MapFull     bool // the map filled before the dirty range ended
-	Stats       roundStats
-	Cleanable   cleanable
-	Forced      bool
-	NothingToDo bool
+	Start        time.Time
+	Duration     time.Duration
+	FirstDirty   int64
+	EndOffset    int64 // new checkpoint
+	Segments     int   // source segments recopied
+	Groups       int   // output segments
+	MapKeys      int
+	MapUtil      float64
+	MapFull      bool // the map filled before the dirty range ended
+	MapDuration  time.Duration
+	SwapDuration time.Duration
+	Stats        roundStats
+	Cleanable    cleanable
+	Forced       bool
+	NothingToDo  bool
 }
 
 // worker is one cleaner goroutine's private state: its share of the
@@ -55,6 +57,22 @@ func (w *worker) offsetMap() (*OffsetMap, error) {
 	return w.m, nil
 }
 
+// release returns the map's pages to the kernel between rounds.
+func (w *worker) release() {
+	if w.m != nil {
+		w.m.Clear()
+	}
+}
+
+// free releases the worker's memory when it exits.
+func (w *worker) free() {
+	if w.m != nil {
+		w.m.Free()
+		w.m = nil
+	}
+	w.buf = nil
+}
+
 // cleanLog runs one round over l (Kafka's Cleaner.doClean): build the
 // offset map over the dirty range, recopy every closed segment below the
 // map's end in groups through storage's crash-safe swap, and return the new
@@ -80,6 +98,7 @@ func (c *Cleaner) cleanLog(ctx context.Context, w *worker, l *storage.Log, ckpt 
 	if err := c.buildMap(ctx, w, l, segs, cl, m, &res); err != nil {
 		return res, err
 	}
+	res.MapDuration = c.now().Sub(start)
 	end := m.Latest() + 1
 	res.EndOffset = end
 	res.MapKeys = m.Size()
@@ -97,7 +116,7 @@ func (c *Cleaner) cleanLog(ctx context.Context, w *worker, l *storage.Log, ckpt 
 		upper:             end,
 	}
 	for _, g := range groups {
-		if err := c.cleanGroup(ctx, w, l, g, f); err != nil {
+		if err := c.cleanGroup(ctx, w, l, g, f, &res); err != nil {
 			res.Stats.add(f.stats)
 			return res, err
 		}
@@ -126,9 +145,13 @@ func (c *Cleaner) buildMap(ctx context.Context, w *worker, l *storage.Log, segs 
 			if b.LastOffset() < cl.FirstDirty {
 				return nil
 			}
-			if !b.IsControl() && !b.IsTransactional() {
+			if !b.IsControl() && !b.IsTransactional() && b.NumRecords() > 0 {
 				base := b.BaseOffset()
-				err := b.ForEachRecord(func(r *record.Record) error {
+				data, err := batchRecords(b)
+				if err != nil {
+					return fmt.Errorf("decompress batch at offset %d: %w", base, err)
+				}
+				err = scanRecords(data, int(b.NumRecords()), func(r *rawRecord) error {
 					off := base + int64(r.OffsetDelta)
 					if off < cl.FirstDirty || r.Key == nil {
 						return nil
@@ -233,7 +256,7 @@ func groupSegments(segs []storage.SegmentInfo, end int64, cfg storage.Config) []
 
 // cleanGroup filters the segments of g into one new segment and swaps it
 // in for them.
-func (c *Cleaner) cleanGroup(ctx context.Context, w *worker, l *storage.Log, g []storage.SegmentInfo, f *filter) error {
+func (c *Cleaner) cleanGroup(ctx context.Context, w *worker, l *storage.Log, g []storage.SegmentInfo, f *filter, res *roundResult) error {
 	sw, err := l.NewCleanedSegment(g[0].BaseOffset)
 	if err != nil {
 		return fmt.Errorf("new cleaned segment %d: %w", g[0].BaseOffset, err)
@@ -265,9 +288,11 @@ func (c *Cleaner) cleanGroup(ctx context.Context, w *worker, l *storage.Log, g [
 	if c.hooks.beforeSwap != nil {
 		c.hooks.beforeSwap(g[0].BaseOffset)
 	}
+	swapStart := c.now()
 	if err := l.ReplaceSegments(bases, []*storage.SegmentWriter{sw}); err != nil {
 		return fmt.Errorf("swap cleaned segment %d: %w", g[0].BaseOffset, err)
 	}
+	res.SwapDuration += c.now().Sub(swapStart)
 	ok = true
 	return nil
 }

@@ -1,0 +1,264 @@
+package cleaner
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/storage"
+)
+
+// benchSize returns (records, distinct keys): 10M x 1M with STRATA_LONG=1,
+// else a size that runs in seconds.
+func benchSize() (int, int) {
+	if os.Getenv("STRATA_LONG") == "1" {
+		return 10_000_000, 1_000_000
+	}
+	return 200_000, 20_000
+}
+
+const benchBatchRecords = 16
+
+// fillLog appends n 1 KiB-value records over k keys (random order),
+// benchBatchRecords per batch, and rolls.
+func fillLog(tb testing.TB, h *harness, n, k int) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	val := make([]byte, 1000)
+	for i := range val {
+		val[i] = byte('a' + i%26)
+	}
+	kvs := make([]kv, benchBatchRecords)
+	for i := 0; i < n; i += benchBatchRecords {
+		for j := range kvs {
+			key := make([]byte, 16)
+			binary.BigEndian.PutUint64(key, uint64(rng.IntN(k)))
+			copy(key[8:], "key-suff")
+			kvs[j] = kv{key, val}
+		}
+		if _, err := h.append(clientBatch(record.None, noProducer, 1, kvs)); err != nil {
+			tb.Fatalf("append: %v", err)
+		}
+	}
+	if err := h.log.Roll(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// rawCopyRate copies every closed segment file of dir to a scratch file
+// with 1 MiB reads and writes and an fsync, and returns bytes/second.
+func rawCopyRate(tb testing.TB, dir string, segs []storage.SegmentInfo) float64 {
+	scratch := filepath.Join(tb.TempDir(), "copy")
+	out, err := os.Create(scratch)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer out.Close()
+	buf := make([]byte, 1<<20)
+	start := time.Now()
+	var total int64
+	for _, s := range segs {
+		if s.Active {
+			continue
+		}
+		in, err := os.Open(filepath.Join(dir, storage.FileName(s.BaseOffset, storage.LogSuffix)))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		n, err := io.CopyBuffer(struct{ io.Writer }{out}, struct{ io.Reader }{in}, buf)
+		in.Close()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		total += n
+	}
+	if err := out.Sync(); err != nil {
+		tb.Fatal(err)
+	}
+	return float64(total) / time.Since(start).Seconds()
+}
+
+// heapPeak samples HeapInuse until stop is closed.
+func heapPeak(stop <-chan struct{}, peak *atomic.Uint64, wg *sync.WaitGroup) {
+	defer wg.Done()
+	var ms runtime.MemStats
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		runtime.ReadMemStats(&ms)
+		if ms.HeapInuse > peak.Load() {
+			peak.Store(ms.HeapInuse)
+		}
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func benchLogCfg() storage.Config {
+	cfg := compactCfg()
+	cfg.SegmentBytes = 64 << 20
+	return cfg
+}
+
+// BenchmarkCleanThroughput cleans a log of 1 KiB records (200k records /
+// 20k keys by default; 10M / 1M with STRATA_LONG=1) in one round with the
+// default 128 MiB dedupe buffer and reports the cleaning rate of the dirty
+// log, the raw copy rate of the same files measured in the same run, their
+// ratio, and the peak HeapInuse during cleaning. Run with -benchtime=1x.
+func BenchmarkCleanThroughput(b *testing.B) {
+	n, k := benchSize()
+	base := b.TempDir()
+	prep := filepath.Join(base, "prep")
+	ccfg := DefaultConfig()
+	ccfg.Backoff = time.Hour
+	h := newHarness(b, prep, benchLogCfg(), ccfg, nil, nil)
+	fillLog(b, h, n, k)
+	segs := h.log.Segments()
+	var dirty int64
+	for _, s := range segs {
+		if !s.Active {
+			dirty += s.Size
+		}
+	}
+	h.close()
+	b.SetBytes(dirty)
+	var rawTime time.Duration
+	b.ResetTimer()
+	var elapsed time.Duration
+	var peak atomic.Uint64
+	var baseline uint64
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		dir := filepath.Join(base, "run")
+		os.RemoveAll(dir)
+		copyDirTB(b, prep, dir)
+		syscall.Sync()
+		rawTime += time.Duration(float64(dirty) / rawCopyRate(b, filepath.Join(dir, "t-0"), segs) * float64(time.Second))
+		syscall.Sync()
+		hh := newHarness(b, dir, benchLogCfg(), ccfg, nil, nil)
+		hh.cl.now = time.Now
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		baseline = ms.HeapInuse
+		peak.Store(0)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go heapPeak(stop, &peak, &wg)
+		b.StartTimer()
+		start := time.Now()
+		if err := hh.cl.CleanNow(context.Background(), "t", 0); err != nil {
+			b.Fatal(err)
+		}
+		elapsed += time.Since(start)
+		b.StopTimer()
+		close(stop)
+		wg.Wait()
+		hh.cl.mu.Lock()
+		r := hh.cl.parts[tp{"t", 0}].last
+		hh.cl.mu.Unlock()
+		b.Logf("round: total %v map %v swap(fsync) %v read %d written %d", r.Duration, r.MapDuration, r.SwapDuration, r.Stats.BytesRead, r.Stats.BytesWritten)
+		st := hh.cl.Status("t")[0]
+		if st.LastMapFull {
+			b.Fatalf("map filled: %d keys do not fit the default buffer", k)
+		}
+		hh.close()
+		b.StartTimer()
+	}
+	rate := float64(dirty) * float64(b.N) / elapsed.Seconds()
+	raw := float64(dirty) * float64(b.N) / rawTime.Seconds()
+	b.ReportMetric(raw/1e6, "raw-copy-MB/s")
+	b.ReportMetric(rate/1e6, "clean-MB/s")
+	b.ReportMetric(100*rate/raw, "pct-of-raw")
+	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MiB")
+	b.ReportMetric(float64(baseline)/(1<<20), "baseline-heap-MiB")
+}
+
+func copyDirTB(tb testing.TB, src, dst string) {
+	t, ok := tb.(*testing.T)
+	if ok {
+		copyDir(t, src, dst)
+		return
+	}
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkProduceWhileCleaning measures append throughput (1 KiB records,
+// 16 per batch) to one log with the cleaner idle, then while the cleaner
+// repeatedly cleans another, large log, and reports the ratio.
+func BenchmarkProduceWhileCleaning(b *testing.B) {
+	n, k := benchSize()
+	base := b.TempDir()
+	ccfg := DefaultConfig()
+	ccfg.Backoff = time.Hour
+	big := newHarness(b, filepath.Join(base, "big"), benchLogCfg(), ccfg, nil, nil)
+	defer big.close()
+	fillLog(b, big, n, k)
+	prodCfg := compactCfg()
+	prodCfg.Compact = false
+	prodCfg.Delete = true
+	prodCfg.SegmentBytes = 64 << 20
+	prod := newHarness(b, filepath.Join(base, "prod"), prodCfg, testCleanerCfg(), nil, nil)
+	defer prod.close()
+	val := make([]byte, 1000)
+	kvs := make([]kv, benchBatchRecords)
+	for i := range kvs {
+		kvs[i] = kv{[]byte("key"), val}
+	}
+	batch := clientBatch(record.None, noProducer, 1, kvs)
+	produce := func(d time.Duration) float64 {
+		start := time.Now()
+		var bytes int64
+		scratch := make([]byte, len(batch))
+		for time.Since(start) < d {
+			copy(scratch, batch)
+			if _, err := prod.log.Append(scratch, storage.AppendOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			bytes += int64(len(batch))
+		}
+		return float64(bytes) / time.Since(start).Seconds()
+	}
+	d := 2 * time.Second
+	b.ResetTimer()
+	for b.Loop() {
+		idle := produce(d)
+		// Keep the cleaner busy: append dirt and force rounds until done.
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		var rounds atomic.Int64
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if err := big.cl.CleanNow(ctx, "t", 0); err != nil && ctx.Err() == nil {
+					b.Error(err)
+					return
+				}
+				rounds.Add(1)
+			}
+		}()
+		busy := produce(d)
+		cancel()
+		wg.Wait()
+		b.ReportMetric(idle/1e6, "produce-idle-MB/s")
+		b.ReportMetric(busy/1e6, "produce-cleaning-MB/s")
+		b.ReportMetric(100*busy/idle, "pct-of-idle")
+		b.ReportMetric(float64(rounds.Load()), "clean-rounds")
+	}
+}

@@ -1,0 +1,43 @@
+package cleaner
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// tableMem is the offset map's memory. On Linux it is an anonymous mmap
+// outside the Go heap: the garbage collector never scans it and, more
+// importantly, does not count it as live heap, so the cleaner's other
+// allocations are collected against a small heap goal instead of piling up
+// to the size of the map. Reset returns the pages to the kernel
+// (MADV_DONTNEED), which also zeroes them, so an idle cleaner holds no
+// resident memory for its map and a round only pays for the pages it
+// touches.
+type tableMem struct {
+	raw []byte
+}
+
+func allocTable(words int) (*tableMem, []uint64, error) {
+	b, err := unix.Mmap(-1, 0, words*8, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return nil, nil, fmt.Errorf("offset map: mmap %d bytes: %w", words*8, err)
+	}
+	return &tableMem{raw: b}, unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), words), nil
+}
+
+// reset zeroes the table.
+func (t *tableMem) reset(words []uint64) {
+	if err := unix.Madvise(t.raw, unix.MADV_DONTNEED); err != nil {
+		clear(words)
+	}
+}
+
+// free unmaps the table; it must not be used afterwards.
+func (t *tableMem) free() {
+	if t.raw != nil {
+		_ = unix.Munmap(t.raw)
+		t.raw = nil
+	}
+}

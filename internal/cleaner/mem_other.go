@@ -1,0 +1,14 @@
+//go:build !linux
+
+package cleaner
+
+// tableMem is the offset map's memory: the Go heap on this platform.
+type tableMem struct{}
+
+func allocTable(words int) (*tableMem, []uint64, error) {
+	return &tableMem{}, make([]uint64, words), nil
+}
+
+func (t *tableMem) reset(words []uint64) { clear(words) }
+
+func (t *tableMem) free() {}
