@@ -77,7 +77,10 @@ type Client struct {
 	Versions map[string]string
 	// Librdkafka marks clients built on librdkafka (kcat, confluent-kafka).
 	Librdkafka bool
-	do         func(ctx context.Context, op Op) Result
+	// argv and dir run the driver script (process clients only).
+	argv []string
+	dir  string
+	do   func(ctx context.Context, op Op) Result
 }
 
 // Do runs op against the broker at bootstrap.

@@ -69,6 +69,8 @@ func scriptClient(t *testing.T, name string, argv []string, dir string) *Client 
 		Supports: set(v.Ops...),
 		Codecs:   v.Codecs,
 		Versions: v.Versions,
+		argv:     argv,
+		dir:      dir,
 		do: func(ctx context.Context, op Op) Result {
 			return runDriver(ctx, argv, dir, op).Result
 		},

@@ -172,7 +172,40 @@ async function consume (op, deadline, groupId, commit) {
   return { records }
 }
 
+function emit (ev) { process.stdout.write(JSON.stringify(ev) + '\n') }
+
+// groupMember is a streamed group member: it prints {"event": ...} lines for
+// assignments and records (each committed once printed) until stdin says
+// stop or closes, then leaves the group and prints {"event": "closed"}.
+async function groupMember (op) {
+  const consumer = client(op).consumer({ groupId: op.group, sessionTimeout: 10000, heartbeatInterval: 500, maxWaitTimeInMs: 200 })
+  let stopping = false
+  const stop = async () => {
+    if (stopping) return
+    stopping = true
+    try { await consumer.disconnect() } catch (e) { emit({ event: 'error', error_code: kafkaCode(e), error: describeError(e) }) }
+    emit({ event: 'closed' })
+    process.exit(0)
+  }
+  process.stdin.on('data', (d) => { if (d.toString().includes('stop')) stop() })
+  process.stdin.on('end', stop)
+  consumer.on(consumer.events.GROUP_JOIN, (e) => {
+    emit({ event: 'assigned', partitions: (e.payload.memberAssignment[op.topic] || []).slice().sort((a, b) => a - b) })
+  })
+  consumer.on(consumer.events.CRASH, (e) => emit({ event: 'error', error_code: kafkaCode(e.payload.error), error: describeError(e.payload.error) }))
+  await consumer.connect()
+  await consumer.subscribe({ topics: [op.topic], fromBeginning: true })
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ partition, message }) => {
+      emit({ event: 'record', record: { key: str(message.key), value: str(message.value), ts: Number(message.timestamp), partition, offset: Number(message.offset) } })
+      await consumer.commitOffsets([{ topic: op.topic, partition, offset: String(Number(message.offset) + 1) }])
+    }
+  })
+}
+
 async function main () {
+  if (process.argv[2] === '--member') return groupMember(JSON.parse(process.argv[3]))
   const chunks = []
   for await (const c of process.stdin) chunks.push(c)
   const op = JSON.parse(Buffer.concat(chunks).toString())

@@ -174,7 +174,59 @@ def group_consume(op, deadline):
     return {"records": out}
 
 
+def emit(ev):
+    sys.stdout.write(json.dumps(ev) + "\n")
+    sys.stdout.flush()
+
+
+def group_member(op):
+    """Streamed group member: prints {"event": ...} lines for assignments and
+    records (each committed synchronously once printed) until stdin says stop
+    or closes, then leaves the group and prints {"event": "closed"}."""
+    import threading
+    stop = threading.Event()
+
+    def watch_stdin():
+        for line in sys.stdin:
+            if line.strip() == "stop":
+                break
+        stop.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    c = Consumer({"bootstrap.servers": op["bootstrap"], "group.id": op["group"],
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
+
+    def on_assign(consumer, parts):
+        emit({"event": "assigned", "partitions": sorted(p.partition for p in parts)})
+
+    def on_revoke(consumer, parts):
+        emit({"event": "revoked", "partitions": sorted(p.partition for p in parts)})
+
+    c.subscribe([op["topic"]], on_assign=on_assign, on_revoke=on_revoke)
+    try:
+        while not stop.is_set():
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                emit({"event": "error", "error_code": kerr(m.error()), "error": m.error().str()})
+                continue
+            emit({"event": "record", "record": {"key": dec(m.key()), "value": dec(m.value()),
+                                                "ts": m.timestamp()[1], "partition": m.partition(),
+                                                "offset": m.offset()}})
+            c.commit(message=m, asynchronous=False)
+    except KafkaException as e:
+        emit({"event": "error", "error_code": kerr(e.args[0]), "error": str(e)})
+    finally:
+        c.close()
+    emit({"event": "closed"})
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--member":
+        group_member(json.loads(sys.argv[2]))
+        return
     op = json.load(sys.stdin)
     try:
         res = run(op)
