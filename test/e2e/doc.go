@@ -1,0 +1,11 @@
+// Package e2e holds Strata's end-to-end tests: each test builds the real
+// `strata` binary once (TestMain), runs `strata serve` as a child process and
+// drives it with real Kafka clients (franz-go in-process, kcat as a process)
+// through whole-process scenarios: zero-config start, clean and unclean
+// restarts, SIGKILL crashes under acks=all load, a full disk, bad bytes on the
+// wire and restart durability of topic configs.
+//
+// Run it with `go test ./test/e2e/`. STRATA_LONG=1 runs 50 crash rounds
+// instead of 5. A missing kcat skips its test loudly, or fails it when CI is
+// set; so does a tmpfs mount that is not permitted.
+package e2e
