@@ -24,6 +24,9 @@ func allocTable(words int) (*tableMem, []uint64, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("offset map: mmap %d bytes: %w", words*8, err)
 	}
+	// Huge pages: one fault per 2 MiB instead of per 4 KiB when a round
+	// touches the table at random (best effort).
+	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
 	return &tableMem{raw: b}, unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), words), nil
 }
 
