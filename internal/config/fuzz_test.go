@@ -1,0 +1,72 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// FuzzProperties feeds arbitrary server.properties content to LoadBroker:
+// it must return settings or an error wrapping ErrInvalid (never panic),
+// and every accepted value must pass its own validator.
+func FuzzProperties(f *testing.F) {
+	for _, s := range []string{
+		"node.id=3\nlog.dirs: /a,/b\n",
+		"# c\n! c\n  num.partitions   4\n",
+		"log.retention.hours=\\\n 24\n",
+		"a\\=b=c\n",
+		"listeners=PLAINTEXT://[::1]:0\n",
+		"node.id=1\nbroker.id=2\n",
+		"\\",
+		"log.segment.bytes=99999999999999999999\n",
+	} {
+		f.Add(s)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, content string) {
+		path := filepath.Join(dir, "server.properties")
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b, err := LoadBroker(path, nil, nil)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error does not wrap ErrInvalid: %v", err)
+			}
+			return
+		}
+		for _, s := range BrokerSettings() {
+			if v := b.Get(s.Name); v != "" || b.IsSet(s.Name) {
+				if err := s.Validate(v); err != nil {
+					t.Fatalf("accepted invalid %s=%q: %v", s.Name, v, err)
+				}
+			}
+		}
+	})
+}
+
+// FuzzTopicConfig checks that validation never panics, always wraps
+// ErrInvalid, and names the setting it rejects.
+func FuzzTopicConfig(f *testing.F) {
+	f.Add("segment.bytes", "14")
+	f.Add("cleanup.policy", "compact, delete")
+	f.Add("min.cleanable.dirty.ratio", "1e-300")
+	f.Add("retention.ms", "-1")
+	f.Add("x", "")
+	f.Fuzz(func(t *testing.T, name, value string) {
+		err := ValidateTopicConfigs(map[string]*string{name: &value})
+		if err == nil {
+			if _, ok := LookupTopic(name); !ok {
+				t.Fatalf("unknown %q accepted", name)
+			}
+			return
+		}
+		named := strings.Contains(err.Error(), name) || strings.Contains(err.Error(), strconv.Quote(name))
+		if !errors.Is(err, ErrInvalid) || !named {
+			t.Fatalf("bad error for %q=%q: %v", name, value, err)
+		}
+	})
+}
