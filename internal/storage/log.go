@@ -146,6 +146,10 @@ func (l *Log) publish() {
 	if !cfg.Durable {
 		hw = l.mark
 	}
+	if old != nil && hw.leo < old.hw {
+		// Never move backwards (e.g. switching to Durable at run time).
+		hw = writeMark{leo: old.hw, base: old.hwBase, pos: old.hwPos}
+	}
 	nv := &view{segs: l.segs, leo: l.mark.leo, hw: hw.leo, hwBase: hw.base, hwPos: hw.pos, logStart: l.logStart}
 	l.v.Store(nv)
 	if old == nil || nv.hw > old.hw {
