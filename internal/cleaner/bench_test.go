@@ -3,6 +3,7 @@ package cleaner
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -199,16 +200,21 @@ func copyDirTB(tb testing.TB, src, dst string) {
 }
 
 // BenchmarkProduceWhileCleaning measures append throughput (1 KiB records,
-// 16 per batch) to one log with the cleaner idle, then while the cleaner
-// repeatedly cleans another, large log, and reports the ratio.
+// 16 per batch, one log) while the cleaner compacts four dirty logs of
+// benchSize()/4 records each (every round a real first cleaning), and with
+// the cleaner idle for the same time, and reports the ratio.
 func BenchmarkProduceWhileCleaning(b *testing.B) {
 	n, k := benchSize()
 	base := b.TempDir()
 	ccfg := DefaultConfig()
 	ccfg.Backoff = time.Hour
-	big := newHarness(b, filepath.Join(base, "big"), benchLogCfg(), ccfg, nil, nil)
-	defer big.close()
-	fillLog(b, big, n, k)
+	const parts = 4
+	var dirty [parts]*harness
+	for i := range dirty {
+		dirty[i] = newHarness(b, filepath.Join(base, fmt.Sprint("dirty", i)), benchLogCfg(), ccfg, nil, nil)
+		defer dirty[i].close()
+		fillLog(b, dirty[i], n/parts, k/parts)
+	}
 	prodCfg := compactCfg()
 	prodCfg.Compact = false
 	prodCfg.Delete = true
@@ -221,44 +227,52 @@ func BenchmarkProduceWhileCleaning(b *testing.B) {
 		kvs[i] = kv{[]byte("key"), val}
 	}
 	batch := clientBatch(record.None, noProducer, 1, kvs)
-	produce := func(d time.Duration) float64 {
+	// produce appends until done is closed (or for d when done is nil).
+	produce := func(done <-chan struct{}, d time.Duration) (float64, time.Duration) {
 		start := time.Now()
 		var bytes int64
 		scratch := make([]byte, len(batch))
-		for time.Since(start) < d {
+		for {
+			if done != nil {
+				select {
+				case <-done:
+					el := time.Since(start)
+					return float64(bytes) / el.Seconds(), el
+				default:
+				}
+			} else if time.Since(start) >= d {
+				el := time.Since(start)
+				return float64(bytes) / el.Seconds(), el
+			}
 			copy(scratch, batch)
 			if _, err := prod.log.Append(scratch, storage.AppendOptions{}); err != nil {
 				b.Fatal(err)
 			}
 			bytes += int64(len(batch))
 		}
-		return float64(bytes) / time.Since(start).Seconds()
 	}
-	d := 2 * time.Second
+	syscall.Sync()
 	b.ResetTimer()
-	for b.Loop() {
-		idle := produce(d)
-		// Keep the cleaner busy: append dirt and force rounds until done.
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		var rounds atomic.Int64
-		wg.Add(1)
+	for i := 0; b.Loop(); i++ {
+		if i > 0 {
+			b.Fatal("run with -benchtime=1x: the dirty logs are clean after one iteration")
+		}
+		done := make(chan struct{})
 		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				if err := big.cl.CleanNow(ctx, "t", 0); err != nil && ctx.Err() == nil {
+			defer close(done)
+			for _, h := range dirty {
+				if err := h.cl.CleanNow(context.Background(), "t", 0); err != nil {
 					b.Error(err)
 					return
 				}
-				rounds.Add(1)
 			}
 		}()
-		busy := produce(d)
-		cancel()
-		wg.Wait()
+		busy, window := produce(done, 0)
+		syscall.Sync()
+		idle, _ := produce(nil, window)
 		b.ReportMetric(idle/1e6, "produce-idle-MB/s")
 		b.ReportMetric(busy/1e6, "produce-cleaning-MB/s")
 		b.ReportMetric(100*busy/idle, "pct-of-idle")
-		b.ReportMetric(float64(rounds.Load()), "clean-rounds")
+		b.ReportMetric(window.Seconds(), "cleaning-secs")
 	}
 }
