@@ -3,6 +3,7 @@ package cleaner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/storage"
 )
 
 func testCleanerCfg() Config {
@@ -296,4 +298,117 @@ func counterValue(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestIdempotentProducerSurvivesCompaction: a producer's only batch is
+// entirely superseded; the cleaner keeps it as an empty batch, and after a
+// restart (with and without a clean shutdown) the producer continues its
+// sequence without OUT_OF_ORDER_SEQUENCE_NUMBER.
+func TestIdempotentProducerSurvivesCompaction(t *testing.T) {
+	requireStorage(t)
+	for _, cleanShutdown := range []bool{true, false} {
+		h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
+		p := producer{id: 77, epoch: 3, seq: 0}
+		if _, err := h.append(clientBatch(record.LZ4, p, 1, []kv{{[]byte("a"), []byte("1")}, {[]byte("b"), []byte("1")}})); err != nil {
+			t.Fatal(err)
+		}
+		mustAppend(t, h, kv{[]byte("a"), []byte("2")}, kv{[]byte("b"), []byte("2")})
+		if err := h.log.Roll(); err != nil {
+			t.Fatal(err)
+		}
+		mustAppend(t, h, kv{[]byte("c"), []byte("active")})
+		h.clean()
+		recs, batches := h.readAll()
+		if len(recs) != 3 || recs[0].Offset != 2 {
+			t.Fatalf("records %+v", recs)
+		}
+		if b := batches[0]; b.BaseOffset() != 0 || b.NumRecords() != 0 || b.LastOffset() != 1 || b.ProducerID() != 77 || len(b) != record.HeaderSize {
+			t.Fatalf("producer batch not kept empty: %+v", b.Header())
+		}
+		if cleanShutdown {
+			h.restart()
+		} else {
+			// Simulate a crash: reopen without the clean-shutdown path.
+			h.cl.Close()
+			h.log.Close()
+			h.syncer.Close()
+			h.open(false)
+		}
+		p.seq = 2
+		if _, err := h.append(clientBatch(record.None, p, 2, []kv{{[]byte("a"), []byte("3")}})); err != nil {
+			t.Fatalf("producer after compaction (clean shutdown %v): %v", cleanShutdown, err)
+		}
+		h.close()
+	}
+}
+
+// TestFetchInCompactedGap: a read at an offset that was compacted away
+// returns the next surviving batch, without error.
+func TestFetchInCompactedGap(t *testing.T) {
+	requireStorage(t)
+	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
+	defer h.close()
+	for i := 0; i < 5; i++ {
+		mustAppend(t, h, kv{[]byte("k"), []byte(fmt.Sprint(i))})
+	}
+	mustAppend(t, h, kv{[]byte("other"), []byte("x")})
+	if err := h.log.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, h, kv{[]byte("z"), []byte("active")})
+	h.clean()
+	res, err := h.log.Read(1, 1<<20, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	if len(res.Chunks) == 0 {
+		t.Fatal("no data at a compacted offset")
+	}
+	ch := res.Chunks[0]
+	buf := make([]byte, ch.Len)
+	if _, err := ch.File.File().ReadAt(buf, ch.Pos); err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := record.Next(buf)
+	if err != nil || b.LastOffset() < 1 || b.BaseOffset() != 4 {
+		t.Fatalf("first batch at %d..%d, %v", b.BaseOffset(), b.LastOffset(), err)
+	}
+	if res.LogStartOffset != 0 {
+		t.Fatalf("log start %d", res.LogStartOffset)
+	}
+}
+
+// TestFlipDeleteToCompact: a topic switched from delete to compact is
+// compacted from the next round; its old null-key records are dropped.
+func TestFlipDeleteToCompact(t *testing.T) {
+	requireStorage(t)
+	cfg := compactCfg()
+	cfg.Compact, cfg.Delete = false, true
+	h := newHarness(t, t.TempDir(), cfg, testCleanerCfg(), nil, nil)
+	defer h.close()
+	for _, x := range []kv{{nil, []byte("nokey")}, {[]byte("k"), []byte("1")}, {[]byte("k"), []byte("2")}} {
+		if _, err := h.log.Append(clientBatch(record.Snappy, noProducer, 1, []kv{x}), storage.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.log.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cl.CleanNow(context.Background(), "t", 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("delete topic cleaned: %v", err)
+	}
+	if len(h.cl.Status("")) != 0 {
+		t.Fatal("delete topic in status")
+	}
+	cfg.Compact = true
+	h.log.UpdateConfig(cfg)
+	h.clean()
+	recs, _ := h.readAll()
+	if len(recs) != 1 || string(recs[0].Value) != "2" {
+		t.Fatalf("after flip: %+v", recs)
+	}
+	if st := h.cl.Status("t")[0]; st.LastRecordsRemoved != 2 {
+		t.Fatalf("status %+v", st)
+	}
 }
