@@ -140,7 +140,9 @@ func runConsume(cmd *cobra.Command, o *clientOpts, c *consumeOpts, topic string)
 		}
 	}
 
-	opts := []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
+	// Control records (transaction markers) are not printed, but their
+	// offsets tell -e that a partition whose last offset is a marker is done.
+	opts := []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}
 	if c.group != "" {
 		opts = append(opts, kgo.ConsumerGroup(c.group), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(from), kgo.AutoCommitMarks())
 	} else {
@@ -185,6 +187,12 @@ func runConsume(cmd *cobra.Command, o *clientOpts, c *consumeOpts, topic string)
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
 			if done() {
+				return
+			}
+			if r.Attrs.IsControl() {
+				if end, ok := remaining[r.Partition]; ok && r.Offset+1 >= end {
+					delete(remaining, r.Partition)
+				}
 				return
 			}
 			if err := printRecord(w, r, format, o.output == "json"); err != nil && ferr == nil {

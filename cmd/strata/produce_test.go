@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestProduceConsumeCLI(t *testing.T) {
@@ -79,5 +81,30 @@ func TestProduceUnknownTopic(t *testing.T) {
 	r := run(t, bin, "x\n", "produce", "missing", "--brokers", addr, "--timeout", "5s")
 	if r.code != 1 || r.stderr != "strata: unknown topic \"missing\"\n" {
 		t.Errorf("got %+v", r)
+	}
+}
+
+// TestConsumeExitAfterTransaction checks that -e ends when a partition's
+// last offset is a transaction marker (not a printable record).
+func TestConsumeExitAfterTransaction(t *testing.T) {
+	bin := buildStrata(t)
+	addr := newCluster(t, kfake.SeedTopics(1, "tx"))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("cli-test"), kgo.DefaultProduceTopic("tx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, kgo.StringRecord("committed")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if out := ok(t, bin, "", "consume", "tx", "-e", "--brokers", addr); out != "committed\n" {
+		t.Errorf("consume: %q", out)
 	}
 }

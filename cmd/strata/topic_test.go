@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -32,12 +34,19 @@ type result struct {
 // run executes the binary with stdin and returns its output and exit code.
 func run(t *testing.T, bin, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	// A generous safety deadline so a hung command fails its test instead
+	// of the whole package timing out.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "STRATA_BROKERS=")
 	cmd.Stdin = strings.NewReader(stdin)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("strata %s: still running after 2 minutes\nstdout: %s\nstderr: %s", strings.Join(args, " "), so.String(), se.String())
+	}
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
