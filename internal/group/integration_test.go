@@ -30,6 +30,9 @@ type testBroker struct {
 	dir string
 	ov  map[string]string
 	srv *server.Server
+	// startTook is how long the last server.New + Start took (log
+	// recovery and __consumer_offsets replay included).
+	startTook time.Duration
 }
 
 func startBroker(t testing.TB, overrides map[string]string) *testBroker {
@@ -61,6 +64,7 @@ func (b *testBroker) start() {
 	if os.Getenv("STRATA_TEST_LOG") != "" {
 		w = os.Stderr
 	}
+	began := time.Now()
 	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		b.t.Fatalf("server.New: %v", err)
@@ -68,6 +72,7 @@ func (b *testBroker) start() {
 	if err := srv.Start(); err != nil {
 		b.t.Fatalf("Start: %v", err)
 	}
+	b.startTook = time.Since(began)
 	b.srv = srv
 }
 
