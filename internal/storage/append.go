@@ -109,7 +109,7 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 			return res, fmt.Errorf("append to %s: batch %d of producer %d is a duplicate inside a multi-batch request: %w", l.dir, i, pid, kerr.DuplicateSequenceNumber)
 		}
 		// Offsets are known only below; record with placeholders now.
-		pt.record(pid, b.ProducerEpoch(), batchMeta{firstSeq: first, lastSeq: last}, nowMs)
+		pt.record(pid, b.ProducerEpoch(), batchMeta{firstSeq: first, lastSeq: last, firstOffset: -1, lastOffset: -1}, nowMs)
 	}
 
 	// Roll if needed (kafka-internals §3.1), then assign offsets in place.
@@ -136,7 +136,7 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 			e := pt.get(pid)
 			for i := range e.batches {
 				bm := &e.batches[i]
-				if bm.firstSeq == b.BaseSequence() && bm.lastOffset == 0 && bm.firstOffset == 0 {
+				if bm.firstSeq == b.BaseSequence() && bm.firstOffset == -1 {
 					bm.firstOffset, bm.lastOffset = b.BaseOffset(), b.LastOffset()
 				}
 			}

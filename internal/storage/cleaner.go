@@ -41,6 +41,7 @@ type SegmentWriter struct {
 	next    int64
 	done    bool
 	aborted bool
+	swapped bool // renamed to .swap and the directory synced: the swap is decided
 }
 
 // NewCleanedSegment starts a cleaner output segment with the given base.
@@ -85,17 +86,21 @@ func (w *SegmentWriter) Append(batch []byte) error {
 // Size returns the bytes written so far.
 func (w *SegmentWriter) Size() int64 { return w.size }
 
-// Abort deletes the .cleaned files.
+// Abort deletes the .cleaned files (and .swap files of a replacement
+// that failed before it was decided). After ReplaceSegments decided the
+// swap it is a no-op: Open finishes an interrupted swap.
 func (w *SegmentWriter) Abort() error {
-	if w.aborted {
+	if w.aborted || w.swapped {
 		return nil
 	}
 	w.aborted = true
 	w.f.Close()
 	var errs []error
 	for _, suf := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
-		if err := w.l.fsys.Remove(w.seg.path(suf + CleanedSuffix)); err != nil && !errNotExist(err) {
-			errs = append(errs, err)
+		for _, state := range []string{CleanedSuffix, SwapSuffix} {
+			if err := w.l.fsys.Remove(w.seg.path(suf + state)); err != nil && !errNotExist(err) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -191,6 +196,9 @@ func (l *Log) ReplaceSegments(old []int64, replacements []*SegmentWriter) error 
 	if err := l.fsys.SyncDir(l.dir); err != nil {
 		unpin()
 		return fmt.Errorf("replace segments of %s: %w", l.dir, err)
+	}
+	for _, w := range reps {
+		w.swapped = true
 	}
 	// From here the swap is decided: a crash completes it at Open. Any
 	// failure leaves the directory for Open to finish, so the log stops.

@@ -468,27 +468,27 @@ func (l *Log) openActive() error {
 	if cfg.Preallocate {
 		l.fsys.Preallocate(f, cfg.SegmentBytes)
 	}
-	oiF, err := l.fsys.OpenFile(s.path(IndexSuffix), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		f.Close()
-		return err
-	}
-	tiF, err := l.fsys.OpenFile(s.path(TimeIndexSuffix), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		f.Close()
-		oiF.Close()
-		return err
+	// Preallocate (sparse) the index files as Kafka does; their content is
+	// written when the segment closes.
+	for _, x := range []struct {
+		suf  string
+		size int
+	}{{IndexSuffix, roundDown(cfg.SegmentIndexBytes, offsetEntrySize)}, {TimeIndexSuffix, roundDown(cfg.SegmentIndexBytes, timeEntrySize)}} {
+		xf, err := l.fsys.OpenFile(s.path(x.suf), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		xf.Truncate(int64(x.size))
+		xf.Close()
 	}
 	s.mu.Lock()
 	if s.file != nil {
 		s.file.Release()
 	}
 	s.file = newSegmentFile(f)
-	s.oiFile, s.tiFile = oiF, tiF
 	oi, ti := s.oi, s.ti
 	s.mu.Unlock()
-	oiF.Truncate(int64(roundDown(cfg.SegmentIndexBytes, offsetEntrySize)))
-	tiF.Truncate(int64(roundDown(cfg.SegmentIndexBytes, timeEntrySize)))
 	oi.maxEntries = int(cfg.SegmentIndexBytes) / offsetEntrySize
 	ti.maxEntries = int(cfg.SegmentIndexBytes) / timeEntrySize
 	s.maxIndexBytes = cfg.SegmentIndexBytes
@@ -536,32 +536,21 @@ func jitter(cfg *Config) int64 {
 // entry), fsyncs .log and indexes, and closes the writer handles.
 func (l *Log) closeActiveFiles(s *segment) error {
 	s.mu.Lock()
-	oiF, tiF := s.oiFile, s.tiFile
-	oi, ti := s.oi, s.ti
+	oi, ti, active := s.oi, s.ti, s.active
 	s.mu.Unlock()
-	if oiF == nil {
+	if !active || oi == nil {
 		return nil
 	}
 	s.bld.finish()
-	var errs []error
-	oiBuf, tiBuf := oi.snapshot(), ti.snapshot()
-	if len(oiBuf) > 0 {
-		_, err := oiF.WriteAt(oiBuf, 0)
-		errs = append(errs, err)
+	errs := []error{
+		writeIndexFile(l.fsys, s.path(IndexSuffix), oi.snapshot()),
+		writeIndexFile(l.fsys, s.path(TimeIndexSuffix), ti.snapshot()),
 	}
-	if len(tiBuf) > 0 {
-		_, err := tiF.WriteAt(tiBuf, 0)
-		errs = append(errs, err)
-	}
-	errs = append(errs, oiF.Truncate(int64(len(oiBuf))), tiF.Truncate(int64(len(tiBuf))))
-	errs = append(errs, oiF.Sync(), tiF.Sync())
 	if s.file != nil {
 		errs = append(errs, s.file.f.Truncate(s.size.Load()))
 		errs = append(errs, s.file.f.Sync())
 	}
-	errs = append(errs, oiF.Close(), tiF.Close())
 	s.mu.Lock()
-	s.oiFile, s.tiFile = nil, nil
 	s.active = false
 	s.mu.Unlock()
 	if err := errors.Join(errs...); err != nil {
@@ -574,14 +563,6 @@ func (l *Log) closeActiveFiles(s *segment) error {
 func (l *Log) closeFiles() {
 	for _, s := range l.segs {
 		s.mu.Lock()
-		if s.oiFile != nil {
-			s.oiFile.Close()
-			s.oiFile = nil
-		}
-		if s.tiFile != nil {
-			s.tiFile.Close()
-			s.tiFile = nil
-		}
 		s.active = false
 		s.mu.Unlock()
 		s.unload()

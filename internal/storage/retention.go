@@ -58,7 +58,7 @@ func (l *Log) ApplyRetention(now time.Time) (deleted int, err error) {
 		if i+1 < len(l.segs) {
 			next = l.segs[i+1].base
 		}
-		if v.hw < next || s.size.Load() == 0 {
+		if v.hw < next || (s.size.Load() == 0 && i == len(l.segs)-1) {
 			break
 		}
 		ok := next <= l.logStart

@@ -109,7 +109,6 @@ type segment struct {
 
 	// writer state, only for the active segment (w)
 	active          bool
-	oiFile, tiFile  vfs.File
 	bytesSinceIndex int64
 	firstBatchTs    int64 // maxTimestamp of the first batch, -1 = none
 	createdMs       int64
@@ -289,14 +288,6 @@ func (s *segment) markDeleted() {
 		s.file = nil
 	}
 	s.oi, s.ti = nil, nil
-	if s.oiFile != nil {
-		s.oiFile.Close()
-		s.oiFile = nil
-	}
-	if s.tiFile != nil {
-		s.tiFile.Close()
-		s.tiFile = nil
-	}
 	s.mu.Unlock()
 	if s.cache != nil {
 		s.cache.remove(s)
