@@ -322,7 +322,13 @@ func produceLoop(ctx context.Context, c *Config, cl *kgo.Client, ctr *counters) 
 		})
 		sent++
 	}
-	if err := cl.Flush(ctx); err != nil {
+	fctx := ctx
+	if ctx.Err() != nil { // interrupted: still wait briefly for what was sent
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+	}
+	if err := cl.Flush(fctx); err != nil && ctx.Err() == nil {
 		return sent, fmt.Errorf("flush: %w", err)
 	}
 	return sent, nil
@@ -394,6 +400,9 @@ func Consume(ctx context.Context, c Config) (Result, error) {
 			remaining[lo.Partition] = lo.Offset
 		}
 	})
+	if errors.Is(topicErr, kerr.UnknownTopicOrPartition) {
+		return Result{}, fmt.Errorf("unknown topic %q", c.Topic)
+	}
 	if topicErr != nil {
 		return Result{}, fmt.Errorf("topic %q: %w", c.Topic, topicErr)
 	}

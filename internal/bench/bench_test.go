@@ -87,8 +87,23 @@ func TestConfigErrors(t *testing.T) {
 	if _, err := E2E(ctx, Config{Brokers: []string{"x"}, Topic: "t", Count: 1, RecordSize: 4}); err == nil || !strings.Contains(err.Error(), "at least 8") {
 		t.Errorf("e2e size: %v", err)
 	}
+	if _, err := Consume(ctx, Config{Brokers: cluster(t), Topic: "missing", Count: 1}); err == nil || err.Error() != `unknown topic "missing"` {
+		t.Errorf("consume missing topic: %v", err)
+	}
 	_, err := Produce(ctx, Config{Brokers: []string{"127.0.0.1:1"}, Topic: "t", Count: 1})
 	if err == nil || !strings.HasPrefix(err.Error(), "cannot reach broker at 127.0.0.1:1") {
 		t.Errorf("down: %v", err)
+	}
+}
+
+// TestInterruptedProduce checks that cancelling a run (Ctrl-C) returns the
+// partial result rather than an error.
+func TestInterruptedProduce(t *testing.T) {
+	brokers := cluster(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	res, err := Produce(ctx, Config{Brokers: brokers, Topic: "i", RecordSize: 10, Duration: time.Hour, Rate: 1000})
+	if err != nil || res.Records == 0 {
+		t.Errorf("interrupted produce: %+v %v", res, err)
 	}
 }
