@@ -275,6 +275,7 @@ func (c *Cleaner) cleanFilthiest(w *worker) bool {
 	var best *Partition
 	var bestRatio float64
 	maxDirty := 0.0
+	maxDelay := int64(0)
 	for _, p := range c.compacted("") {
 		l := p.Log
 		// Strata rolls idle segments so that low-volume compacted topics
@@ -292,6 +293,9 @@ func (c *Cleaner) cleanFilthiest(w *worker) bool {
 		if cl.Ratio > maxDirty {
 			maxDirty = cl.Ratio
 		}
+		if cl.MaxLagDue {
+			maxDelay = max(maxDelay, nowMs-l.Config().MaxCompactionLagMs-cl.OldestCleanableTs)
+		}
 		if skip || !cl.eligible(l.Config().MinCleanableDirtyRatio) {
 			continue
 		}
@@ -304,6 +308,7 @@ func (c *Cleaner) cleanFilthiest(w *worker) bool {
 	c.lastRun = now
 	c.mu.Unlock()
 	c.met.maxDirty.Set(100 * maxDirty)
+	c.met.maxDelay.Set(float64(maxDelay) / 1000)
 	if best == nil {
 		return false
 	}
@@ -355,6 +360,12 @@ func (c *Cleaner) round(w *worker, p Partition, force bool) (err error) {
 	if err != nil && c.ctx.Err() != nil {
 		c.mu.Unlock()
 		return fmt.Errorf("cleaner closed: %w", err)
+	}
+	if errors.Is(err, errSegmentsChanged) {
+		c.mu.Unlock()
+		c.met.aborted.Inc()
+		c.logger.Info("cleaning aborted: segments changed meanwhile; will start over", "topic", p.Topic, "partition", p.Partition, "err", err)
+		return fmt.Errorf("clean %s: %w", k, err)
 	}
 	if err != nil {
 		st.failures++

@@ -412,3 +412,42 @@ func TestFlipDeleteToCompact(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 }
+
+// TestRetentionRaceAbortsWithoutFailure: retention removing a segment
+// while a round cleans it aborts the round; that is not a failure.
+func TestRetentionRaceAbortsWithoutFailure(t *testing.T) {
+	requireStorage(t)
+	cfg := compactCfg()
+	cfg.Delete = true
+	h := newHarness(t, t.TempDir(), cfg, testCleanerCfg(), nil, nil)
+	defer h.close()
+	for seg := 0; seg < 3; seg++ {
+		for i := 0; i < 3; i++ {
+			mustAppend(t, h, kv{[]byte("k"), []byte(fmt.Sprint(seg, i))})
+		}
+		if err := h.log.Roll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.cl.hooks.beforeSwap = func(int64) {
+		h.cl.hooks.beforeSwap = nil
+		if _, err := h.log.DeleteRecords(3); err != nil {
+			t.Error(err)
+		}
+		if _, err := h.log.ApplyRetention(h.clock.Now()); err != nil {
+			t.Error(err)
+		}
+	}
+	err := h.cl.CleanNow(context.Background(), "t", 0)
+	if !errors.Is(err, errSegmentsChanged) {
+		t.Fatalf("want an aborted round, got %v", err)
+	}
+	if st := h.cl.Status("t")[0]; st.Uncleanable || st.Failures != 0 {
+		t.Fatalf("abort counted as failure: %+v", st)
+	}
+	h.clean()
+	recs, _ := h.readAll()
+	if len(recs) != 1 || string(recs[0].Value) != "2 2" {
+		t.Fatalf("after retry: %+v", recs)
+	}
+}

@@ -19,6 +19,8 @@ type metrics struct {
 	recopy       prometheus.Gauge
 	maxCleanTime prometheus.Gauge
 	maxBufUtil   prometheus.Gauge
+	maxDelay     prometheus.Gauge
+	aborted      prometheus.Counter
 	panics       prometheus.Counter
 	failures     prometheus.Counter
 	rounds       prometheus.Counter
@@ -59,6 +61,7 @@ func newMetrics(c *Cleaner, reg prometheus.Registerer) (*metrics, error) {
 	m.recopy = g("cleaner_recopy_percent", "100 x bytes written / bytes read over the last round of each worker (Kafka cleaner-recopy-percent).")
 	m.maxCleanTime = g("max_clean_time_secs", "Longest last-round duration over the workers, seconds (Kafka max-clean-time-secs).")
 	m.maxBufUtil = g("max_buffer_utilization_percent", "Offset map fill x100 of the last round, max over workers (Kafka max-buffer-utilization-percent).")
+	m.maxDelay = g("max_compaction_delay_secs", "Longest time a cleanable record has waited past max.compaction.lag.ms, at the last selection (Kafka max-compaction-delay-secs).")
 	gf("uncleanable_partitions_count", "Partitions whose last cleaning failed and that wait for a retry (Kafka uncleanable-partitions-count).", func() float64 {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -82,6 +85,7 @@ func newMetrics(c *Cleaner, reg prometheus.Registerer) (*metrics, error) {
 	m.panics = ctr("panics_total", "Panics recovered in cleaner workers.")
 	m.failures = ctr("failures_total", "Cleaning rounds that failed (retried with backoff).")
 	m.rounds = ctr("rounds_total", "Cleaning rounds completed.")
+	m.aborted = ctr("aborted_total", "Cleaning rounds abandoned because the segments changed meanwhile (retention, DeleteRecords); not failures.")
 	m.bytesRead = ctr("bytes_read_total", "Bytes read by the cleaner (map build and recopy).")
 	m.bytesWritten = ctr("bytes_written_total", "Bytes written by the cleaner.")
 	m.recsRemoved = ctr("records_removed_total", "Records removed by compaction.")

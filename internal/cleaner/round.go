@@ -189,6 +189,9 @@ func (c *Cleaner) buildMap(ctx context.Context, w *worker, l *storage.Log, segs 
 func (c *Cleaner) forEachBatch(ctx context.Context, w *worker, l *storage.Log, base int64, fn func(record.Batch) error, st *roundStats) error {
 	sf, size, err := l.OpenSegment(base)
 	if err != nil {
+		if !hasSegments(l, base) {
+			err = errors.Join(errSegmentsChanged, err)
+		}
 		return fmt.Errorf("open segment %d: %w", base, err)
 	}
 	defer sf.Release()
@@ -290,9 +293,33 @@ func (c *Cleaner) cleanGroup(ctx context.Context, w *worker, l *storage.Log, g [
 	}
 	swapStart := c.now()
 	if err := l.ReplaceSegments(bases, []*storage.SegmentWriter{sw}); err != nil {
+		if !hasSegments(l, bases...) {
+			err = errors.Join(errSegmentsChanged, err)
+		}
 		return fmt.Errorf("swap cleaned segment %d: %w", g[0].BaseOffset, err)
 	}
 	res.SwapDuration += c.now().Sub(swapStart)
 	ok = true
 	return nil
+}
+
+// errSegmentsChanged marks a round aborted because segments it was
+// cleaning went away meanwhile (retention of a compact,delete topic,
+// DeleteRecords, topic deletion): not a failure, the next pass starts over.
+var errSegmentsChanged = errors.New("segments changed during cleaning")
+
+// hasSegments reports whether every base is still a closed segment of l.
+func hasSegments(l *storage.Log, bases ...int64) bool {
+	have := map[int64]bool{}
+	for _, s := range l.Segments() {
+		if !s.Active {
+			have[s.BaseOffset] = true
+		}
+	}
+	for _, b := range bases {
+		if !have[b] {
+			return false
+		}
+	}
+	return true
 }

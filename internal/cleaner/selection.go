@@ -18,6 +18,9 @@ type cleanable struct {
 	// segments holding dirty offsets (active one included), -1 if none.
 	OldestDirtyTs int64
 	MaxLagDue     bool // max.compaction.lag.ms has passed for a cleanable record
+	// OldestCleanableTs is the smallest first-batch timestamp (> 0) of the
+	// cleanable segments, -1 if none.
+	OldestCleanableTs int64
 }
 
 // computeCleanable works out what a round may clean. ckpt < 0 means no
@@ -74,6 +77,10 @@ func computeCleanable(segs []storage.SegmentInfo, logStart, leo, lso, ckpt int64
 				}
 			}
 		}
+	}
+	c.OldestCleanableTs = -1
+	if earliestCleanable != math.MaxInt64 {
+		c.OldestCleanableTs = earliestCleanable
 	}
 	if total := c.CleanBytes + c.DirtyBytes; total > 0 {
 		c.Ratio = float64(c.DirtyBytes) / float64(total)
