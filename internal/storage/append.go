@@ -314,20 +314,28 @@ func (l *Log) Roll() error {
 	return l.rollLocked()
 }
 
-// rollLocked closes the active segment (final time-index entry, trimmed
-// indexes, everything fsynced) and opens a new one at the log end offset;
-// a producer snapshot is taken at the new base and the recovery point
-// checkpoint advances to it.
+// rollLocked closes the active segment and opens a new one at the log end
+// offset. The old segment gets its final time-index entry and trimmed,
+// fsynced indexes; its .log is fsynced by the next group-commit round (as
+// Kafka flushes rolled segments asynchronously), after which the high
+// watermark (durable mode) and the recovery point checkpoint move past it.
+// A producer snapshot is taken at the new base.
 func (l *Log) rollLocked() error {
 	old := l.active
-	if err := l.closeActiveFiles(old); err != nil {
+	oldFile := old.file
+	if !oldFile.tryAcquire() {
+		return l.fail(fmt.Errorf("roll: active segment %d has no open file", old.base))
+	}
+	if err := l.closeActiveFiles(old, false); err != nil {
+		oldFile.Release()
 		return l.fail(err)
 	}
-	l.dirty = false
-	if l.mark.leo > l.synced.leo {
-		l.synced = l.mark
-		l.recoveryPoint.Store(l.mark.leo)
+	if l.dirty {
+		l.closing = append(l.closing, oldFile)
+	} else {
+		oldFile.Release()
 	}
+	l.dirty = false
 	ns := l.newSegment(l.mark.leo)
 	if err := l.createSegmentFiles(ns); err != nil {
 		return l.fail(err)
@@ -346,8 +354,14 @@ func (l *Log) rollLocked() error {
 	if err := l.writeSnapshot(ns.base); err != nil { // also fsyncs the directory
 		return l.fail(err)
 	}
-	if err := l.writeRecoveryCheckpoint(ns.base); err != nil {
-		return l.fail(err)
+	if len(l.closing) == 0 {
+		if err := l.writeRecoveryCheckpoint(ns.base); err != nil {
+			return l.fail(err)
+		}
+	} else if !l.syncer.request(l) {
+		if err := l.flushLocked(); err != nil {
+			return err
+		}
 	}
 	// The old segment is now an ordinary cached closed segment.
 	if f, err := old.acquire(); err == nil {

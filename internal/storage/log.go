@@ -27,7 +27,7 @@ type Options struct {
 	// ProducerIDExpiration is producer.id.expiration.ms (24h).
 	ProducerIDExpiration time.Duration
 	// Files bounds open closed-segment files and loaded indexes; share one
-	// across the logs of a broker. Nil gives the log a private cache of 64.
+	// across the logs of a broker. Nil gives the log a private cache of 4.
 	Files *FileCache
 }
 
@@ -84,10 +84,14 @@ type Log struct {
 	ckptRecovery  int64 // recovery point last written to the checkpoint
 	ps            *producerState
 	dirty         bool // active segment has unsynced bytes
-	lastFlush     time.Time
-	failed        error
-	closed        bool
-	deleter       *deleter
+	// closing holds (with a reference each) the .log files of rolled
+	// segments not yet fsynced; the recovery point checkpoint moves past
+	// them once a sync round or Flush covered them.
+	closing   []*SegmentFile
+	lastFlush time.Time
+	failed    error
+	closed    bool
+	deleter   *deleter
 }
 
 // Dir returns the partition directory path.
@@ -175,7 +179,7 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 		opts.ProducerIDExpiration = 24 * time.Hour
 	}
 	if opts.Files == nil {
-		opts.Files = NewFileCache(64)
+		opts.Files = NewFileCache(4)
 	}
 	topic, part, err := ParsePartitionDir(dir)
 	if err != nil {
@@ -532,9 +536,10 @@ func jitter(cfg *Config) int64 {
 	return rand.Int64N(j)
 }
 
-// closeActiveFiles trims the active segment's indexes (final time-index
-// entry), fsyncs .log and indexes, and closes the writer handles.
-func (l *Log) closeActiveFiles(s *segment) error {
+// closeActiveFiles writes the active segment's trimmed indexes (with the
+// final time-index entry) and fsyncs them, trims the .log and, when
+// syncLog, fsyncs it.
+func (l *Log) closeActiveFiles(s *segment, syncLog bool) error {
 	s.mu.Lock()
 	oi, ti, active := s.oi, s.ti, s.active
 	s.mu.Unlock()
@@ -548,7 +553,9 @@ func (l *Log) closeActiveFiles(s *segment) error {
 	}
 	if s.file != nil {
 		errs = append(errs, s.file.f.Truncate(s.size.Load()))
-		errs = append(errs, s.file.f.Sync())
+		if syncLog {
+			errs = append(errs, s.file.f.Sync())
+		}
 	}
 	s.mu.Lock()
 	s.active = false
@@ -615,16 +622,28 @@ func (l *Log) WaitDurable(ctx context.Context, upTo int64) error {
 
 // syncPrep is what one group-commit round syncs for a log.
 type syncPrep struct {
-	mark writeMark
-	file *SegmentFile
+	mark   writeMark
+	ckpt   int64          // active segment base when prepared
+	files  []*SegmentFile // to fsync, one reference each
+	closed []*SegmentFile // the subset taken from l.closing
 }
 
 func (l *Log) prepareSync() syncPrep {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := syncPrep{mark: l.mark}
-	if l.dirty && l.active != nil && l.active.file != nil && l.active.file.tryAcquire() {
-		p.file = l.active.file
+	if l.closed || l.active == nil {
+		return p
+	}
+	p.ckpt = l.active.base
+	for _, f := range l.closing {
+		if f.tryAcquire() {
+			p.files = append(p.files, f)
+			p.closed = append(p.closed, f)
+		}
+	}
+	if l.dirty && l.active.file != nil && l.active.file.tryAcquire() {
+		p.files = append(p.files, l.active.file)
 		l.dirty = false
 	}
 	return p
@@ -638,10 +657,24 @@ func (l *Log) finishSync(p syncPrep, err error) {
 		l.notifyHW()
 		return
 	}
+	for _, f := range p.closed {
+		for i, c := range l.closing {
+			if c == f {
+				l.closing = append(l.closing[:i:i], l.closing[i+1:]...)
+				f.Release()
+				break
+			}
+		}
+	}
 	if p.mark.leo > l.synced.leo {
 		l.synced = p.mark
 		l.recoveryPoint.Store(p.mark.leo)
 		l.publish()
+	}
+	if len(l.closing) == 0 && p.ckpt > l.ckptRecovery && !l.closed && l.failed == nil {
+		if err := l.writeRecoveryCheckpoint(p.ckpt); err != nil {
+			l.fail(err)
+		}
 	}
 }
 
@@ -659,9 +692,15 @@ func (l *Log) flushLocked() error {
 	if l.failed != nil {
 		return fmt.Errorf("%s: %v: %w", l.dir, l.failed, kerr.KafkaStorageError)
 	}
+	for _, f := range l.closing {
+		if err := f.f.Sync(); err != nil {
+			return l.fail(fmt.Errorf("fdatasync: %w", err))
+		}
+	}
 	if err := l.active.file.f.Sync(); err != nil {
 		return l.fail(fmt.Errorf("fdatasync: %w", err))
 	}
+	l.releaseClosing()
 	l.dirty = false
 	l.lastFlush = l.now()
 	if l.mark.leo > l.synced.leo {
@@ -669,7 +708,17 @@ func (l *Log) flushLocked() error {
 		l.recoveryPoint.Store(l.mark.leo)
 		l.publish()
 	}
+	if err := l.writeRecoveryCheckpoint(l.active.base); err != nil {
+		return l.fail(err)
+	}
 	return nil
+}
+
+func (l *Log) releaseClosing() {
+	for _, f := range l.closing {
+		f.Release()
+	}
+	l.closing = nil
 }
 
 // Close flushes, writes producer snapshot, trims indexes, closes files.
@@ -683,13 +732,14 @@ func (l *Log) Close() error {
 	if l.failed == nil {
 		errs = append(errs, l.flushLocked())
 		errs = append(errs, l.writeSnapshot(l.mark.leo))
-		errs = append(errs, l.closeActiveFiles(l.active))
+		errs = append(errs, l.closeActiveFiles(l.active, true))
 		errs = append(errs, l.fsys.SyncDir(l.dir))
 		if err := errors.Join(errs...); err == nil {
 			errs = append(errs, l.writeRecoveryCheckpoint(l.mark.leo))
 		}
 	}
 	l.closed = true
+	l.releaseClosing()
 	l.closeFiles()
 	l.mu.Unlock()
 	l.syncer.forget(l)

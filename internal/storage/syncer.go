@@ -115,20 +115,25 @@ func (s *Syncer) round() {
 		preps[i] = l.prepareSync()
 	}
 	errs := make([]error, len(logs))
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxParallelSyncs)
 	for i := range preps {
-		if preps[i].file == nil {
-			continue
+		for _, f := range preps[i].files {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(i int, f *SegmentFile) {
+				defer wg.Done()
+				err := f.f.Sync()
+				f.Release()
+				if err != nil {
+					mu.Lock()
+					errs[i] = err
+					mu.Unlock()
+				}
+				<-sem
+			}(i, f)
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int) {
-			defer wg.Done()
-			errs[i] = preps[i].file.f.Sync()
-			preps[i].file.Release()
-			<-sem
-		}(i)
 	}
 	wg.Wait()
 	for i, l := range logs {
