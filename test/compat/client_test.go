@@ -67,6 +67,7 @@ const (
 	opTimestamps    = "timestamps" // produce honours Rec.Timestamp
 	opGroupConsume  = "group_consume"
 	opVersions      = "versions"
+	opLogAppendTime = "log_append_time" // fetch reports LogAppendTime batches' broker time
 )
 
 // Client is one Kafka client under test.

@@ -12,7 +12,9 @@ import (
 )
 
 // kafkaGoClient drives segmentio/kafka-go in-process (Writer, Reader, Conn
-// and Client admin). kafka-go has no DeleteRecords and no idempotent producer.
+// and Client admin). kafka-go has no DeleteRecords and no idempotent producer,
+// and its Reader ignores a batch's LogAppendTime (it reports the producer's
+// record timestamps), so the LogAppendTime scenario is skipped for it.
 func kafkaGoClient() *Client {
 	return &Client{
 		Name: "kafka-go",

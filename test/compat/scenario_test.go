@@ -20,6 +20,7 @@ const (
 	codeUnknownTopic  = 3
 	codeInvalidConfig = 40
 	codeInvalidRecord = 87
+	codeTooLarge      = 10
 )
 
 // suite runs every scenario a client supports against one broker.
@@ -44,6 +45,9 @@ func runSuite(t *testing.T, c *Client) {
 	t.Run("AlterConfigs", s.alterConfigs)
 	t.Run("DeleteRecords", s.deleteRecords)
 	t.Run("CompactRejectsUnkeyed", s.compactRejectsUnkeyed)
+	t.Run("MaxMessageBytes", s.maxMessageBytes)
+	t.Run("LogAppendTime", s.logAppendTime)
+	t.Run("TopicCompressionType", s.topicCompressionType)
 	t.Run("IdempotentProducer", s.idempotent)
 	t.Run("RestartReadBack", s.restartReadBack)
 	t.Run("DeleteTopic", s.deleteTopic)
@@ -169,7 +173,10 @@ func (s *suite) createTopicWithConfigs(t *testing.T) {
 	s.need(t, opCreate)
 	cfg := map[string]string{"retention.ms": "3600000", "max.message.bytes": "2000000", "cleanup.policy": "delete", "segment.bytes": "1048576"}
 	s.createTopic(t, "cfg-topic", 3, cfg)
-	checkConfigs(t, s.c.Name+" describe", s.describe(t, "cfg-topic"), cfg)
+	got := s.describe(t, "cfg-topic")
+	checkConfigs(t, s.c.Name+" describe", got, cfg)
+	// Settings left alone are described with Kafka's defaults.
+	checkConfigs(t, s.c.Name+" describe defaults", got, map[string]string{"segment.ms": "604800000", "min.compaction.lag.ms": "0"})
 	for k, c := range adminConfigs(t, s.b, "cfg-topic") {
 		if _, ok := cfg[k]; ok && c.Source != kmsg.ConfigSourceDynamicTopicConfig {
 			t.Errorf("kadm describe: %s source %v, want DYNAMIC_TOPIC_CONFIG", k, c.Source)
@@ -438,6 +445,62 @@ func (s *suite) compactRejectsUnkeyed(t *testing.T) {
 	s.produce(t, Op{Topic: topic, Records: []Rec{{Key: strp("k"), Value: nil}}})
 	got := s.fetch(t, topic, 0, -2, 2)
 	checkRecords(t, "compacted topic", got, []Rec{{Key: strp("k"), Value: strp("v"), Offset: 0}, {Key: strp("k"), Offset: 1}}, false)
+}
+
+func (s *suite) maxMessageBytes(t *testing.T) {
+	topic := "small-topic"
+	s.createTopic(t, topic, 1, map[string]string{"max.message.bytes": "10000"})
+	big := Rec{Key: strp("big"), Value: strp(strings.Repeat("x", 20000))}
+	r := s.c.Do(t, s.b.Addr(), Op{Op: opProduce, Topic: topic, Records: []Rec{big}})
+	if r.ErrorCode != codeTooLarge {
+		t.Errorf("20000-byte record to max.message.bytes=10000 topic: code %d (%s), want MESSAGE_TOO_LARGE (10)", r.ErrorCode, r.Error)
+	}
+	ok := Rec{Key: strp("ok"), Value: strp(strings.Repeat("y", 5000))}
+	s.produce(t, Op{Topic: topic, Records: []Rec{ok}})
+	got := s.fetch(t, topic, 0, -2, 1)
+	checkRecords(t, "small topic", got, []Rec{ok}, false)
+}
+
+func (s *suite) logAppendTime(t *testing.T) {
+	s.need(t, opLogAppendTime)
+	topic := "append-time-topic"
+	s.createTopic(t, topic, 1, map[string]string{"message.timestamp.type": "LogAppendTime"})
+	before := time.Now().UnixMilli()
+	rec := Rec{Key: strp("k"), Value: strp("v")}
+	if s.c.can(opTimestamps) {
+		rec.Timestamp = before - 3600*1000 // the broker must overwrite it
+	}
+	s.produce(t, Op{Topic: topic, Records: []Rec{rec}})
+	after := time.Now().UnixMilli()
+	got := s.fetch(t, topic, 0, -2, 1)
+	if len(got) != 1 {
+		t.Fatalf("got %d records, want 1", len(got))
+	}
+	if ts := got[0].Timestamp; ts < before-1 || ts > after+1 {
+		t.Errorf("LogAppendTime topic: record timestamp %d, want the broker's append time in [%d, %d]", ts, before, after)
+	}
+}
+
+func (s *suite) topicCompressionType(t *testing.T) {
+	topic := "gzip-topic"
+	s.createTopic(t, topic, 1, map[string]string{"compression.type": "gzip"})
+	want := sampleRecords(time.Now().Add(-time.Minute).UnixMilli(), 20)
+	in := append([]Rec(nil), want...)
+	if !s.c.can(opTimestamps) {
+		for i := range in {
+			in[i].Timestamp = 0
+		}
+	}
+	s.produce(t, Op{Topic: topic, Records: in, Compression: "none"})
+	got := s.fetch(t, topic, 0, -2, len(want))
+	checkRecords(t, "compression.type=gzip topic", got, want, s.c.can(opTimestamps))
+	recs := kgoFetch(t, s.b, topic, 0, kgo.NewOffset().AtStart(), len(want))
+	for _, r := range recs {
+		if r.Attrs.CompressionType() != 1 {
+			t.Errorf("compression.type=gzip topic serves offset %d with compression type %d, want 1 (gzip)", r.Offset, r.Attrs.CompressionType())
+			break
+		}
+	}
 }
 
 func (s *suite) idempotent(t *testing.T) {

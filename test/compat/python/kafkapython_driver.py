@@ -29,7 +29,7 @@ def _for_code_keeping_unknown(code):
 Errors.for_code = _for_code_keeping_unknown
 
 OPS = ["create_topic", "list_topics", "describe_configs", "alter_configs_legacy",
-       "delete_topic", "produce", "fetch", "offset_for_time", "watermarks", "timestamps"]
+       "delete_topic", "produce", "fetch", "log_append_time", "offset_for_time", "watermarks", "timestamps"]
 
 
 class OpError(Exception):
