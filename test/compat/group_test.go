@@ -253,3 +253,8 @@ func TestGroupConfluentKafkaPython(t *testing.T) {
 	t.Parallel()
 	runGroupSuite(t, confluentClient(t))
 }
+
+func TestGroupKafkaPython(t *testing.T) {
+	t.Parallel()
+	runGroupSuite(t, kafkaPythonClient(t))
+}

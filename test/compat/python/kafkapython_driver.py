@@ -147,7 +147,55 @@ def run(op):
     raise OpError(-1, "unsupported op " + name)
 
 
+def emit(ev):
+    sys.stdout.write(json.dumps(ev) + "\n")
+    sys.stdout.flush()
+
+
+def group_member(op):
+    """Streamed group member: prints {"event": ...} lines for assignments and
+    records (each committed synchronously once printed) until stdin says stop
+    or closes, then leaves the group and prints {"event": "closed"}."""
+    import threading
+    from kafka import ConsumerRebalanceListener, OffsetAndMetadata
+    stop = threading.Event()
+
+    def watch_stdin():
+        for line in sys.stdin:
+            if line.strip() == "stop":
+                break
+        stop.set()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            emit({"event": "revoked", "partitions": sorted(tp.partition for tp in revoked)})
+
+        def on_partitions_assigned(self, assigned):
+            emit({"event": "assigned", "partitions": sorted(tp.partition for tp in assigned)})
+
+    c = KafkaConsumer(bootstrap_servers=op["bootstrap"], group_id=op["group"], enable_auto_commit=False,
+                      auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=500,
+                      fetch_max_wait_ms=200)
+    c.subscribe([op["topic"]], listener=Listener())
+    try:
+        while not stop.is_set():
+            for tp, msgs in c.poll(timeout_ms=200).items():
+                for m in msgs:
+                    emit({"event": "record", "record": rec(m)})
+                    c.commit({tp: OffsetAndMetadata(m.offset + 1, None)})
+    except Errors.KafkaError as e:
+        emit({"event": "error", "error_code": getattr(e, "errno", -1) or -1, "error": "%s: %s" % (type(e).__name__, e)})
+    finally:
+        c.close()
+    emit({"event": "closed"})
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--member":
+        group_member(json.loads(sys.argv[2]))
+        return
     op = json.load(sys.stdin)
     try:
         res = run(op)
