@@ -16,6 +16,17 @@ import (
 // they are durable (unless strata.durable.acks=false). Errors wrap kerr
 // codes.
 func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (storage.AppendResult, error) {
+	res, err := p.AppendNoWait(records, acks)
+	if err != nil || acks != -1 {
+		return res, err
+	}
+	return res, p.WaitDurable(ctx, res)
+}
+
+// AppendNoWait is Append without the durability wait: the caller calls
+// WaitDurable (for acks=-1) before answering, so that the next request can
+// be appended meanwhile and share the same fsync.
+func (p *Partition) AppendNoWait(records []byte, acks int16) (storage.AppendResult, error) {
 	ts := p.settings.Load()
 	if acks == -1 && ts.minISR > len(p.ISR) {
 		return storage.AppendResult{}, fmt.Errorf("min.insync.replicas=%d but the ISR of %s-%d has %d replica(s): %w",
@@ -28,19 +39,22 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (sto
 			return storage.AppendResult{}, err
 		}
 	}
-	res, err := p.Log.Append(records, storage.AppendOptions{LeaderEpoch: p.LeaderEpoch, RequireKeys: ts.requireKeys})
-	if err != nil {
-		return res, err
+	return p.Log.Append(records, storage.AppendOptions{LeaderEpoch: p.LeaderEpoch, RequireKeys: ts.requireKeys})
+}
+
+// WaitDurable waits until an append is fsynced (acks=all), unless
+// strata.durable.acks=false. A ctx timeout wraps kerr.RequestTimedOut.
+func (p *Partition) WaitDurable(ctx context.Context, res storage.AppendResult) error {
+	if !p.broker.durableAcks {
+		return nil
 	}
-	if acks == -1 && p.broker.durableAcks {
-		if err := p.Log.WaitDurable(ctx, res.LastOffset+1); err != nil {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return res, fmt.Errorf("wait for fsync of %s-%d: %v: %w", p.Topic, p.Index, err, kerr.RequestTimedOut)
-			}
-			return res, err
+	if err := p.Log.WaitDurable(ctx, res.LastOffset+1); err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("wait for fsync of %s-%d: %v: %w", p.Topic, p.Index, err, kerr.RequestTimedOut)
 		}
+		return err
 	}
-	return res, nil
+	return nil
 }
 
 // recompress rewrites every batch whose codec differs from target

@@ -24,12 +24,9 @@ func (s *Server) handleProduce(ctx context.Context, _ *conn, kreq kmsg.Request) 
 	case req.TransactionID != nil:
 		common = fmt.Errorf("transactions are not supported: %w", kerr.TransactionalIDAuthorizationFailed)
 	}
-	if req.TimeoutMillis > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
-		defer cancel()
-	}
 	var wg sync.WaitGroup
+	durable := make([]func(context.Context), 0, 1)
+	var durableMu sync.Mutex
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i, rt := range req.Topics {
 		st := &resp.Topics[i]
@@ -47,7 +44,11 @@ func (s *Server) handleProduce(ctx context.Context, _ *conn, kreq kmsg.Request) 
 			wg.Add(1)
 			go func(topic string, rp kmsg.ProduceRequestTopicPartition) {
 				defer wg.Done()
-				s.producePartition(ctx, req, topic, rp, sp)
+				if wait := s.producePartition(req, topic, rp, sp); wait != nil {
+					durableMu.Lock()
+					durable = append(durable, wait)
+					durableMu.Unlock()
+				}
 			}(rt.Topic, rp)
 		}
 	}
@@ -55,32 +56,57 @@ func (s *Server) handleProduce(ctx context.Context, _ *conn, kreq kmsg.Request) 
 	if req.Acks == 0 {
 		return reply{none: true}, nil
 	}
-	return reply{msg: resp}, nil
+	rep := reply{msg: resp}
+	if len(durable) > 0 {
+		// The answer waits for fsync in the connection's writer, so the next
+		// request is appended meanwhile and shares the group commit.
+		rep.wait = func() {
+			wctx, cancel := ctx, context.CancelFunc(func() {})
+			if req.TimeoutMillis > 0 {
+				wctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
+			}
+			defer cancel()
+			for _, w := range durable {
+				w(wctx)
+			}
+		}
+	}
+	return rep, nil
 }
 
 // producePartition appends one partition's records and fills its answer.
-func (s *Server) producePartition(ctx context.Context, req *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) {
+// For acks=-1 it returns the durability wait, which fills in an error if
+// the fsync fails or times out.
+func (s *Server) producePartition(req *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) func(context.Context) {
 	p, err := s.b.Partition(topic, rp.Partition)
 	if err != nil {
 		s.fillProduceError(sp, req.Version, err, nil)
-		return
+		return nil
 	}
 	if len(rp.Records) == 0 {
 		s.fillProduceError(sp, req.Version, fmt.Errorf("empty records: %w", kerr.InvalidRecord), nil)
-		return
+		return nil
 	}
-	res, err := p.Append(ctx, rp.Records, req.Acks)
+	res, err := p.AppendNoWait(rp.Records, req.Acks)
 	if err != nil {
 		s.fillProduceError(sp, req.Version, err, res.RecordErrors)
 		if errCode(err) == kerr.UnknownServerError.Code {
 			s.logger.Warn("produce failed", "topic", topic, "partition", rp.Partition, "err", err)
 		}
-		return
+		return nil
 	}
 	s.metrics.topicBytesIn.WithLabelValues(topic).Add(float64(len(rp.Records)))
 	sp.BaseOffset = res.BaseOffset
 	sp.LogAppendTime = res.LogAppendTime
 	sp.LogStartOffset = res.LogStartOffset
+	if req.Acks != -1 {
+		return nil
+	}
+	return func(ctx context.Context) {
+		if err := p.WaitDurable(ctx, res); err != nil {
+			s.fillProduceError(sp, req.Version, err, nil)
+		}
+	}
 }
 
 // fillProduceError sets a partition's error, with per-record errors on v8+.

@@ -39,12 +39,21 @@ func (c *conn) stopReading() {
 	c.stopOnce.Do(func() { _ = c.nc.SetReadDeadline(time.Now()) })
 }
 
+// pending is a handled request whose answer the writer still has to send.
+type pending struct {
+	req   request
+	rep   reply
+	start time.Time
+}
+
 // serve runs the connection until the client goes away, a request is
-// malformed, or the server shuts down.
+// malformed, or the server shuts down. Three goroutines: the reader decodes
+// frames ahead, this one handles requests one at a time in order, the
+// writer waits for each answer's durability (acks=all) and writes answers
+// in order.
 func (c *conn) serve() {
 	c.s.metrics.connections.Inc()
 	defer c.s.metrics.connections.Dec()
-	defer c.nc.Close()
 	reqs := make(chan request, pipelineDepth)
 	readerDone := make(chan struct{})
 	go func() {
@@ -52,19 +61,58 @@ func (c *conn) serve() {
 		defer close(reqs)
 		c.readLoop(reqs)
 	}()
+	out := make(chan pending, pipelineDepth)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop(out)
+	}()
 	defer func() {
+		close(out)
+		<-writerDone
 		c.nc.Close()
 		for range reqs { // unblock the reader
 		}
 		<-readerDone
 	}()
 	for req := range reqs {
-		if err := c.handle(req); err != nil {
-			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
-				c.s.logger.Info("closing connection", "remote", c.remote, "api_key", req.key, "version", req.version, "err", err)
-			}
+		start := time.Now()
+		rep, err := c.dispatch(req)
+		if err != nil {
+			c.s.logger.Info("closing connection", "remote", c.remote, "api_key", req.key, "version", req.version, "err", err)
 			return
 		}
+		select {
+		case out <- pending{req, rep, start}:
+		case <-writerDone:
+			return
+		}
+	}
+}
+
+// writeLoop writes answers in request order; on a write error it closes
+// the connection (which stops the reader) and drains.
+func (c *conn) writeLoop(out <-chan pending) {
+	broken := false
+	for p := range out {
+		if p.rep.wait != nil {
+			p.rep.wait()
+		}
+		if broken {
+			if p.rep.fetch != nil {
+				p.rep.fetch.release()
+			}
+			continue
+		}
+		if err := c.write(p.req, p.rep); err != nil {
+			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+				c.s.logger.Info("closing connection: write failed", "remote", c.remote, "api_key", p.req.key, "err", err)
+			}
+			broken = true
+			c.nc.Close()
+			continue
+		}
+		c.s.metrics.observe(p.req.key, time.Since(p.start))
 	}
 }
 
@@ -89,39 +137,31 @@ func (c *conn) readLoop(out chan<- request) {
 	}
 }
 
-// handle dispatches one request and writes its answer.
-func (c *conn) handle(req request) error {
-	start := time.Now()
-	var (
-		rep reply
-		err error
-	)
+// dispatch runs the handler for one request.
+func (c *conn) dispatch(req request) (reply, error) {
 	if req.msg == nil { // ApiVersions at an unsupported version
-		rep = reply{msg: c.s.apiVersionsUnsupported()}
-	} else {
-		h := c.s.handlers[req.key]
-		rep, err = c.callHandler(h, req)
+		return reply{msg: c.s.apiVersionsUnsupported()}, nil
 	}
-	if err != nil {
-		return err
-	}
+	return c.callHandler(c.s.handlers[req.key], req)
+}
+
+// write sends one answer.
+func (c *conn) write(req request, rep reply) error {
 	switch {
 	case rep.none:
-		err = nil
+		return nil
 	case rep.fetch != nil:
-		err = c.writeFetch(req.corr, rep.fetch)
-	default:
-		c.buf = appendResponse(c.buf[:0], req.corr, rep.msg)
-		_, err = c.w.Write(c.buf)
-		if err == nil {
-			err = c.w.Flush()
-		}
-		c.s.metrics.bytesSent.Add(float64(len(c.buf)))
-		if cap(c.buf) > 1<<20 {
-			c.buf = nil
-		}
+		return c.writeFetch(req.corr, rep.fetch)
 	}
-	c.s.metrics.observe(req.key, time.Since(start))
+	c.buf = appendResponse(c.buf[:0], req.corr, rep.msg)
+	_, err := c.w.Write(c.buf)
+	if err == nil {
+		err = c.w.Flush()
+	}
+	c.s.metrics.bytesSent.Add(float64(len(c.buf)))
+	if cap(c.buf) > 1<<20 {
+		c.buf = nil
+	}
 	return err
 }
 

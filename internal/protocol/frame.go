@@ -39,7 +39,9 @@ func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
 	for len(buf) < int(n) {
 		chunk := min(int(n)-len(buf), step)
 		if cap(buf)-len(buf) < chunk {
-			buf = append(buf[:cap(buf)], make([]byte, chunk)...)[:len(buf)]
+			grown := make([]byte, len(buf), min(int(n), 2*cap(buf)+chunk))
+			copy(grown, buf)
+			buf = grown
 		}
 		m, err := io.ReadFull(r, buf[len(buf):len(buf)+chunk])
 		buf = buf[:len(buf)+m]

@@ -217,6 +217,9 @@ type reply struct {
 	msg   kmsg.Response
 	fetch *fetchReply
 	none  bool
+	// wait, when set, runs in the connection's writer before the answer is
+	// encoded (acks=all produce waits for fsync there).
+	wait func()
 }
 
 // supported reports the served version range of key.

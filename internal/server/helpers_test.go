@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/broker"
 	"github.com/strata-io/strata/internal/config"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -103,4 +104,8 @@ func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+func createReq(topic string, partitions int32) broker.CreateTopicRequest {
+	return broker.CreateTopicRequest{Name: topic, NumPartitions: partitions, ReplicationFactor: 1}
 }

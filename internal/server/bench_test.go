@@ -1,0 +1,211 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Broker benchmarks: end-to-end produce (acks=all) and consume of 1 KiB
+// records with franz-go against Strata and against kfake, plus the raw
+// ceilings (loopback TCP, fdatasync'ed append) measured in the same run.
+// Run: go test ./internal/server -run XXX -bench . -benchtime 2s
+
+const benchRecordSize = 1024
+
+// target is something a kgo client can be pointed at.
+type target struct {
+	addr  string
+	close func()
+}
+
+func strataTarget(b *testing.B, topic string, partitions int32) target {
+	tb := startBroker(b, "", nil)
+	if _, err := tb.srv.Broker().CreateTopic(createReq(topic, partitions)); err != nil {
+		b.Fatal(err)
+	}
+	return target{addr: tb.addr(), close: tb.stop}
+}
+
+func kfakeTarget(b *testing.B, topic string, partitions int32) target {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return target{addr: c.ListenAddrs()[0], close: c.Close}
+}
+
+func benchValue() []byte {
+	v := make([]byte, benchRecordSize)
+	rand.Read(v)
+	return v
+}
+
+// produceN produces n 1 KiB records round-robin over the partitions with
+// acks=all and waits for every ack.
+func produceN(b *testing.B, addr, topic string, n int, inflight int) {
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(100000)}
+	if inflight > 1 {
+		// kgo allows one in-flight request per broker when idempotent.
+		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(inflight))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	val := benchValue()
+	ctx := context.Background()
+	var firstErr error
+	for i := 0; i < n; i++ {
+		cl.Produce(ctx, &kgo.Record{Value: val}, func(_ *kgo.Record, err error) {
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
+}
+
+// consumeN consumes n records from the start.
+func consumeN(b *testing.B, addr, topic string, n int) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(50<<20), kgo.FetchMaxPartitionBytes(50<<20))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	got := 0
+	for got < n {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			b.Fatal(err)
+		}
+		got += fs.NumRecords()
+	}
+}
+
+// BenchmarkProduce: inflight=1 is kgo's default idempotent producer (one
+// request in flight per broker); inflight=5 is a non-idempotent producer
+// with five requests in flight (the Java client's default window).
+func BenchmarkProduce(b *testing.B) {
+	for _, inflight := range []int{1, 5} {
+		for _, parts := range []int32{1, 6} {
+			for _, sys := range []string{"strata", "kfake"} {
+				b.Run(fmt.Sprintf("inflight=%d/partitions=%d/%s", inflight, parts, sys), func(b *testing.B) {
+					mk := strataTarget
+					if sys == "kfake" {
+						mk = kfakeTarget
+					}
+					tg := mk(b, "bench", parts)
+					defer tg.close()
+					b.SetBytes(benchRecordSize)
+					b.ResetTimer()
+					produceN(b, tg.addr, "bench", b.N, inflight)
+				})
+			}
+		}
+	}
+}
+
+func BenchmarkConsume(b *testing.B) {
+	for _, parts := range []int32{1, 6} {
+		for _, sys := range []string{"strata", "kfake"} {
+			b.Run(fmt.Sprintf("partitions=%d/%s", parts, sys), func(b *testing.B) {
+				mk := strataTarget
+				if sys == "kfake" {
+					mk = kfakeTarget
+				}
+				tg := mk(b, "bench", parts)
+				defer tg.close()
+				produceN(b, tg.addr, "bench", b.N, 5)
+				b.SetBytes(benchRecordSize)
+				b.ResetTimer()
+				consumeN(b, tg.addr, "bench", b.N)
+			})
+		}
+	}
+}
+
+// BenchmarkRawLoopbackTCP is the network ceiling: 1 MiB writes over a
+// loopback TCP connection to a reader that discards.
+func BenchmarkRawLoopbackTCP(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		buf := make([]byte, 1<<20)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				break
+			}
+		}
+		c.Close()
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := benchBuf(1 << 20)
+	b.SetBytes(int64(len(buf)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	c.Close()
+	<-done
+}
+
+// BenchmarkRawFdatasyncAppend is the disk ceiling for durable produce:
+// append 1 MiB (kgo's default max batch) then fdatasync, repeatedly.
+func BenchmarkRawFdatasyncAppend(b *testing.B) {
+	f, err := os.OpenFile(filepath.Join(b.TempDir(), "append"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	buf := benchBuf(1 << 20)
+	b.SetBytes(int64(len(buf)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := f.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if err := fdatasync(f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchBuf(n int) []byte {
+	buf := make([]byte, n)
+	_, _ = io.ReadFull(rand.Reader, buf)
+	return buf
+}
