@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestGroupCLI(t *testing.T) {
@@ -52,4 +55,46 @@ func TestGroupCLI(t *testing.T) {
 		t.Errorf("delete: %q", out)
 	}
 	fails(t, bin, "strata: unknown group \"billing\"\n", "group", "describe", "billing", b)
+}
+
+// TestGroupWithActiveMember checks describe shows a live member and its
+// assignment, and that reset-offsets and delete refuse an active group.
+func TestGroupWithActiveMember(t *testing.T) {
+	bin := buildStrata(t)
+	addr := newCluster(t, kfake.SeedTopics(1, "live"))
+	b := "--brokers=" + addr
+	ok(t, bin, "x\n", "produce", "live", b)
+
+	joined := make(chan struct{})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup("watchers"), kgo.ConsumeTopics("live"),
+		kgo.ClientID("watcher-1"),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { close(joined) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	polled := make(chan struct{})
+	go func() { // owner: this test; ends when ctx is cancelled
+		defer close(polled)
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx)
+		}
+	}()
+	defer func() { cancel(); <-polled }()
+	select {
+	case <-joined:
+	case <-time.After(time.Minute):
+		t.Fatal("consumer did not join")
+	}
+	out := ok(t, bin, "", "group", "describe", "watchers", b)
+	for _, want := range []string{"State: Stable", "Members: 1", "watcher-1", "live:0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe lacks %q:\n%s", want, out)
+		}
+	}
+	fails(t, bin, "strata: group \"watchers\" has active members (state Stable): stop its consumers first\n",
+		"group", "reset-offsets", "watchers", "--topic", "live", "--to", "earliest", b)
+	fails(t, bin, "strata: group \"watchers\" has active members: stop its consumers first\n", "group", "delete", "watchers", b)
 }
