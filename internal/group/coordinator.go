@@ -52,6 +52,14 @@ type Config struct {
 	MaxMetadataSize int
 	// Clock is the time source; nil = real time.
 	Clock Clock
+	// Topics lists the topics (name, id, partition count) for KIP-848
+	// server-side assignment. Nil disables ConsumerGroupHeartbeat and
+	// ConsumerGroupDescribe (not advertised).
+	Topics func() []TopicInfo
+	// ConsumerSessionTimeout is group.consumer.session.timeout.ms (45s).
+	ConsumerSessionTimeout time.Duration
+	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms (5s).
+	ConsumerHeartbeatInterval time.Duration
 }
 
 // Coordinator is the group coordinator for every group (Strata is one
@@ -91,6 +99,12 @@ func NewCoordinator(cfg Config, store Storage, logger *slog.Logger, reg promethe
 	}
 	if cfg.OffsetsRetentionCheckInterval <= 0 {
 		cfg.OffsetsRetentionCheckInterval = 10 * time.Minute
+	}
+	if cfg.ConsumerSessionTimeout <= 0 {
+		cfg.ConsumerSessionTimeout = 45 * time.Second
+	}
+	if cfg.ConsumerHeartbeatInterval <= 0 {
+		cfg.ConsumerHeartbeatInterval = 5 * time.Second
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
@@ -197,6 +211,7 @@ func (c *Coordinator) removeGroup(g *group) {
 	}
 	stopTimer(g.joinTimer)
 	g.joinSeq++
+	g.stopConsumerTimers()
 	g.setState(stateDead)
 	c.mu.Lock()
 	if c.groups[g.id] == g {
@@ -303,6 +318,7 @@ func (c *Coordinator) Close() error {
 		g.mu.Lock()
 		stopTimer(g.joinTimer)
 		g.joinSeq++
+		g.stopConsumerTimers()
 		for id, t := range g.pending {
 			stopTimer(t)
 			delete(g.pending, id)
@@ -326,7 +342,7 @@ func (c *Coordinator) Close() error {
 
 // APIVersions returns, per API key, the {min, max} versions Handle serves.
 func (c *Coordinator) APIVersions() map[int16][2]int16 {
-	return map[int16][2]int16{
+	vs := map[int16][2]int16{
 		kmsg.OffsetCommit.Int16():    {0, 9},
 		kmsg.OffsetFetch.Int16():     {0, 9},
 		kmsg.FindCoordinator.Int16(): {0, 5},
@@ -339,6 +355,11 @@ func (c *Coordinator) APIVersions() map[int16][2]int16 {
 		kmsg.DeleteGroups.Int16():    {0, 3},
 		kmsg.OffsetDelete.Int16():    {0, 0},
 	}
+	if c.cfg.Topics != nil {
+		vs[kmsg.ConsumerGroupHeartbeat.Int16()] = [2]int16{0, 1}
+		vs[kmsg.ConsumerGroupDescribe.Int16()] = [2]int16{0, 1}
+	}
+	return vs
 }
 
 // Handle serves one group API request. JoinGroup and SyncGroup block until
@@ -371,6 +392,10 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Respon
 		return c.deleteGroups(ctx, r), nil
 	case *kmsg.OffsetDeleteRequest:
 		return c.offsetDelete(ctx, r), nil
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		return c.consumerGroupHeartbeat(ctx, r), nil
+	case *kmsg.ConsumerGroupDescribeRequest:
+		return c.consumerGroupDescribe(r), nil
 	}
 	return nil, fmt.Errorf("group coordinator: %s is not a group API", kmsg.NameForKey(req.Key()))
 }

@@ -127,6 +127,10 @@ type group struct {
 
 	offsets map[tp]offset
 
+	// consumer is set for KIP-848 ("consumer" protocol) groups; members,
+	// static and pending then stay empty.
+	consumer *consumerGroup
+
 	// dirty is set when the group metadata record must be (re)written.
 	dirty bool
 }
@@ -166,7 +170,28 @@ func (g *group) after(d time.Duration, f func()) Timer {
 }
 
 // isEmpty reports whether the group has no members at all.
-func (g *group) isEmpty() bool { return len(g.members) == 0 && len(g.pending) == 0 }
+func (g *group) isEmpty() bool {
+	if g.consumer != nil && len(g.consumer.members) > 0 {
+		return false
+	}
+	return len(g.members) == 0 && len(g.pending) == 0
+}
+
+// typeName is the group type ListGroups v5 reports.
+func (g *group) typeName() string {
+	if g.consumer != nil {
+		return "consumer"
+	}
+	return "classic"
+}
+
+// stateName is the state as clients see it.
+func (g *group) stateName() string {
+	if g.consumer != nil && g.state != stateDead {
+		return g.consumer.stateName()
+	}
+	return g.state.String()
+}
 
 // supportsProtocols is Kafka's check that a joining member can be part of
 // the group: same protocol type and at least one protocol every member has.
@@ -248,6 +273,9 @@ func (g *group) rebalanceTimeout() time.Duration {
 // subscribedTopics returns the topics the members of a "consumer" group
 // subscribe to, and false when they cannot be known.
 func (g *group) subscribedTopics() (map[string]bool, bool) {
+	if g.consumer != nil {
+		return g.consumer.consumerSubscribed(), true
+	}
 	if g.protocolType != "consumer" {
 		return nil, false
 	}

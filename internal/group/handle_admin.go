@@ -46,13 +46,13 @@ func (c *Coordinator) listGroups(r *kmsg.ListGroupsRequest) kmsg.Response {
 	}
 	for _, g := range c.snapshot() {
 		g.mu.Lock()
-		st, pt := g.state, g.protocolType
+		dead, st, pt, typ := g.state == stateDead, g.stateName(), g.protocolType, g.typeName()
 		g.mu.Unlock()
-		if st == stateDead || !match(r.StatesFilter, st.String()) || !match(r.TypesFilter, "classic") {
+		if dead || !match(r.StatesFilter, st) || !match(r.TypesFilter, typ) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.id, pt, st.String(), "classic"
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.id, pt, st, typ
 		resp.Groups = append(resp.Groups, lg)
 	}
 	return resp
@@ -82,8 +82,11 @@ func (c *Coordinator) describeGroups(r *kmsg.DescribeGroupsRequest) kmsg.Respons
 			resp.Groups = append(resp.Groups, dg)
 			continue
 		}
-		dg.State, dg.ProtocolType = g.state.String(), g.protocolType
-		stable := g.state == stateStable
+		dg.State, dg.ProtocolType = g.stateName(), g.protocolType
+		if g.consumer != nil {
+			dg.Members = g.consumer.classicView(&dg)
+		}
+		stable := g.state == stateStable && g.consumer == nil
 		if stable {
 			dg.Protocol = g.protocol
 		}

@@ -26,6 +26,13 @@ func (g *group) join(p joinParams) (*joinResult, <-chan joinResult) {
 	if g.state == stateDead {
 		return &joinResult{err: kerr.CoordinatorNotAvailable.Code, memberID: p.memberID}, nil
 	}
+	if g.consumer != nil {
+		if len(g.consumer.members) > 0 {
+			// A live KIP-848 group does not take classic members.
+			return &joinResult{err: kerr.InconsistentGroupProtocol.Code, memberID: p.memberID}, nil
+		}
+		g.consumer = nil
+	}
 	if !g.supportsProtocols(p.protocolType, p.protocols) {
 		return &joinResult{err: kerr.InconsistentGroupProtocol.Code, memberID: p.memberID}, nil
 	}

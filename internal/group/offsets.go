@@ -12,6 +12,17 @@ func (g *group) validateCommit(memberID string, instanceID *string, generation i
 	if g.state == stateDead {
 		return kerr.CoordinatorNotAvailable.Code
 	}
+	if cg := g.consumer; cg != nil && (generation >= 0 || memberID != "" || len(cg.members) > 0) {
+		// KIP-848 group: the generation field carries the member epoch.
+		m := cg.members[memberID]
+		if m == nil {
+			return kerr.UnknownMemberID.Code
+		}
+		if generation != m.epoch {
+			return kerr.StaleMemberEpoch.Code
+		}
+		return 0
+	}
 	if generation >= 0 || memberID != "" || instanceID != nil {
 		m, code := g.validateMember(memberID, instanceID)
 		if code != 0 {
