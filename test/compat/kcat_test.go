@@ -41,13 +41,14 @@ func kcatClient(t *testing.T) *Client {
 
 // librdkafkaErrors maps librdkafka's broker error descriptions to Kafka codes.
 var librdkafkaErrors = map[string]int16{
-	"Broker: Broker failed to validate record": codeInvalidRecord,
-	"Broker: Unknown topic or partition":       codeUnknownTopic,
-	"Broker: Invalid message":                  2,
-	"Broker: Message size too large":           10,
-	"Broker: Invalid configuration":            codeInvalidConfig,
-	"Local: Unknown partition":                 codeUnknownTopic,
-	"Local: Unknown topic":                     codeUnknownTopic,
+	"Broker: Broker failed to validate record":                         codeInvalidRecord,
+	"Broker: Unknown topic or partition":                               codeUnknownTopic,
+	"Broker: Invalid message":                                          2,
+	"Broker: Message size too large":                                   10,
+	"Broker: Message batch larger than configured server segment size": codeBatchTooLarge,
+	"Broker: Invalid configuration":                                    codeInvalidConfig,
+	"Local: Unknown partition":                                         codeUnknownTopic,
+	"Local: Unknown topic":                                             codeUnknownTopic,
 }
 
 func kcatRun(ctx context.Context, path string, stdin []byte, args ...string) (string, string, error) {

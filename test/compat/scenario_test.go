@@ -21,6 +21,7 @@ const (
 	codeInvalidConfig = 40
 	codeInvalidRecord = 87
 	codeTooLarge      = 10
+	codeBatchTooLarge = 18
 )
 
 // suite runs every scenario a client supports against one broker.
@@ -42,6 +43,7 @@ func runSuite(t *testing.T, c *Client) {
 	for _, codec := range c.Codecs {
 		t.Run("ProduceConsume/"+codec, func(t *testing.T) { s.produceConsume(t, codec) })
 	}
+	t.Run("ManySegments", s.manySegments)
 	t.Run("AlterConfigs", s.alterConfigs)
 	t.Run("DeleteRecords", s.deleteRecords)
 	t.Run("CompactRejectsUnkeyed", s.compactRejectsUnkeyed)
@@ -381,6 +383,61 @@ func kgoFetch(t testing.TB, b *testBroker, topic string, partition int32, at kgo
 		out = append(out, fs.Records()...)
 	}
 	return out
+}
+
+// manySegments spreads records over many small segments and reads them back
+// across segment boundaries, from an offset and from a timestamp inside a
+// later segment; a batch larger than segment.bytes is rejected.
+func (s *suite) manySegments(t *testing.T) {
+	topic := "segments-topic"
+	s.createTopic(t, topic, 1, map[string]string{"segment.bytes": "4096"})
+	base := time.Now().Add(-30 * time.Minute).UnixMilli()
+	ts := s.c.can(opTimestamps)
+	var want []Rec
+	for call := 0; call < 6; call++ {
+		var in []Rec
+		for i := 0; i < 20; i++ {
+			n := call*20 + i
+			r := Rec{Key: strp(fmt.Sprintf("seg-key-%03d", n)), Value: strp(fmt.Sprintf("segment record %03d %s", n, strings.Repeat("s", 100))),
+				Offset: int64(n), Timestamp: base + int64(n)*1000}
+			want = append(want, r)
+			if !ts {
+				r.Timestamp = 0
+			}
+			in = append(in, r)
+		}
+		s.produce(t, Op{Topic: topic, Records: in, Compression: "none"})
+	}
+	got := s.fetch(t, topic, 0, -2, len(want))
+	checkRecords(t, "many segments from beginning", got, want, ts)
+	if !ts {
+		for i := range want {
+			if i < len(got) {
+				want[i].Timestamp = got[i].Timestamp
+			}
+		}
+	}
+	s.expected[topic] = want
+	got = s.fetch(t, topic, 0, 77, len(want)-77)
+	checkRecords(t, "many segments from offset 77", got, want[77:], ts)
+	if s.c.can(opOffsetForTime) {
+		target := want[101].Timestamp
+		wantOff := int64(101)
+		for wantOff > 0 && want[wantOff-1].Timestamp >= target {
+			wantOff--
+		}
+		if r := s.c.Must(t, s.b.Addr(), Op{Op: opOffsetForTime, Topic: topic, Timestamp: target}); r.Offset != wantOff {
+			t.Errorf("offset for timestamp %d in a later segment = %d, want %d", target, r.Offset, wantOff)
+		}
+	}
+	var big []Rec
+	for i := 0; i < 60; i++ {
+		big = append(big, Rec{Key: strp(fmt.Sprintf("big-%d", i)), Value: strp(strings.Repeat("b", 150))})
+	}
+	r := s.c.Do(t, s.b.Addr(), Op{Op: opProduce, Topic: topic, Records: big, Compression: "none"})
+	if r.ErrorCode != codeBatchTooLarge {
+		t.Errorf("batch of ~10 KB to segment.bytes=4096 topic: code %d (%s), want RECORD_BATCH_TOO_LARGE (18)", r.ErrorCode, r.Error)
+	}
 }
 
 func (s *suite) alterConfigs(t *testing.T) {
