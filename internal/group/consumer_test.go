@@ -146,7 +146,7 @@ func TestConsumerProtocolRevocationTimeout(t *testing.T) {
 	h.chb("g", "m1", 0, []string{"t"}, "", []int32{})
 	h.chb("g", "m2", 0, []string{"t"}, "", []int32{})
 	h.chb("g", "m1", 1, nil, "", []int32{0, 1, 2, 3}) // told to revoke, never does
-	h.clk.Advance(31 * time.Second)                  // rebalance timeout: m1 is fenced
+	h.clk.Advance(31 * time.Second)                   // rebalance timeout: m1 is fenced
 	r := h.chb("g", "m2", 2, nil, "", []int32{})
 	if r.ErrorCode != 0 || assigned(r) != "[0 1 2 3]" {
 		t.Fatalf("m2 after m1 fenced: %d %s", r.ErrorCode, assigned(r))
