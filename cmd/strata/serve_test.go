@@ -94,6 +94,15 @@ func TestServeLifecycle(t *testing.T) {
 	if out := ok(t, bin, "", "consume", "lifecycle", "-e", "-f", `%p %k %s\n`, b); out != "1 k v\n" {
 		t.Errorf("consume from strata: %q", out)
 	}
+	if out := ok(t, bin, "", "consume", "lifecycle", "-g", "lc-group", "-e", b); out != "v\n" {
+		t.Errorf("group consume from strata: %q", out)
+	}
+	if out := ok(t, bin, "", "group", "describe", "lc-group", b); !strings.Contains(out, "Total lag: 0") || !strings.Contains(out, "lifecycle  1          1") {
+		t.Errorf("group describe against strata:\n%s", out)
+	}
+	if out := ok(t, bin, "", "bench", "e2e", "-t", "lc-bench", "-n", "200", "-s", "64", "-q", b); !strings.HasPrefix(out, "e2e lc-bench: 200 records") {
+		t.Errorf("bench e2e against strata: %q", out)
+	}
 	out := ok(t, bin, "", "topic", "describe", "lifecycle", "-o", "json", b)
 	if !strings.Contains(out, `"end_offset": 1`) || strings.Contains(out, `"size_bytes": -1`) {
 		t.Errorf("describe against strata:\n%s", out)
