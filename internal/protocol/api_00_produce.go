@@ -60,10 +60,12 @@ func (s *Server) handleProduce(ctx context.Context, _ *conn, kreq kmsg.Request) 
 	if len(durable) > 0 {
 		// The answer waits for fsync in the connection's writer, so the next
 		// request is appended meanwhile and shares the group commit.
+		// A draining shutdown lets these waits finish (the logs are still
+		// open); only a forced shutdown cuts them off.
 		rep.wait = func() {
-			wctx, cancel := ctx, context.CancelFunc(func() {})
+			wctx, cancel := s.hard, context.CancelFunc(func() {})
 			if req.TimeoutMillis > 0 {
-				wctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
+				wctx, cancel = context.WithTimeout(s.hard, time.Duration(req.TimeoutMillis)*time.Millisecond)
 			}
 			defer cancel()
 			for _, w := range durable {

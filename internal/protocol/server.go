@@ -62,6 +62,8 @@ type Server struct {
 	port     int32
 	ctx      context.Context // canceled when draining starts: long polls return
 	cancel   context.CancelFunc
+	hard     context.Context // canceled when Shutdown gives up: durability waits end
+	hardStop context.CancelFunc
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
 	wg       sync.WaitGroup
@@ -81,14 +83,16 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxRequestBytes = 100 << 20
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	hard, hardStop := context.WithCancel(context.Background())
 	s := &Server{
 		cfg: cfg, b: cfg.Broker, logger: cfg.Logger, conns: map[*conn]struct{}{},
-		ctx: ctx, cancel: cancel,
+		ctx: ctx, cancel: cancel, hard: hard, hardStop: hardStop,
 	}
 	s.handlers = s.buildHandlers()
 	m, err := newMetrics(cfg.Registerer, s)
 	if err != nil {
 		cancel()
+		hardStop()
 		return nil, err
 	}
 	s.metrics = m
@@ -194,6 +198,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-ctx.Done():
+		s.hardStop()
 		s.mu.Lock()
 		for c := range s.conns {
 			c.nc.Close()
@@ -201,6 +206,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.mu.Unlock()
 		<-done
 	}
+	s.hardStop()
 	s.metrics.unregister()
 	return nil
 }
