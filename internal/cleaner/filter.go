@@ -25,9 +25,11 @@ type filter struct {
 
 	stats roundStats
 	// Scratch buffers reused across batches.
-	kept []rawRecord
-	body []byte
-	out  []byte
+	recs   []rawRecord
+	hashes []keyHash
+	kept   []rawRecord
+	body   []byte
+	out    []byte
 }
 
 // roundStats are the counters of one round.
@@ -88,9 +90,26 @@ func (f *filter) apply(b record.Batch) ([]byte, error) {
 		horizon = b.BaseTimestamp()
 	}
 	latest := f.m.Latest()
+	recs := f.recs[:0]
+	hs := f.hashes[:0]
+	err = scanRecords(data, n, func(r *rawRecord) error {
+		recs = append(recs, *r)
+		var h keyHash
+		if base+int64(r.OffsetDelta) <= latest && r.Key != nil {
+			h = f.m.hashKey(r.Key)
+		}
+		hs = append(hs, h)
+		return nil
+	})
+	f.recs, f.hashes = recs[:0], hs[:0]
+	if err != nil {
+		return nil, fmt.Errorf("decode batch at offset %d: %w", base, err)
+	}
+	f.m.sink ^= f.m.touch(hs)
 	kept := f.kept[:0]
 	needHorizon := false
-	err = scanRecords(data, n, func(r *rawRecord) error {
+	for i := range recs {
+		r := &recs[i]
 		off := base + int64(r.OffsetDelta)
 		switch {
 		case off > latest:
@@ -98,27 +117,23 @@ func (f *filter) apply(b record.Batch) ([]byte, error) {
 		case r.Key == nil:
 			f.stats.RecordsRemoved++
 			f.stats.NullKeysRemoved++
-			return nil
-		case off < f.m.Get(r.Key):
+			continue
+		case off < f.m.getHash(hs[i]):
 			f.stats.RecordsRemoved++
-			return nil
+			continue
 		case r.NullValue:
 			if hasHorizon && f.nowMs >= horizon {
 				f.stats.RecordsRemoved++
 				f.stats.TombstonesRemoved++
-				return nil
+				continue
 			}
 			if !hasHorizon {
 				needHorizon = true
 			}
 		}
 		kept = append(kept, *r)
-		return nil
-	})
-	f.kept = kept[:0]
-	if err != nil {
-		return nil, fmt.Errorf("decode batch at offset %d: %w", base, err)
 	}
+	f.kept = kept[:0]
 	if len(kept) == n && !needHorizon {
 		return b, nil
 	}

@@ -29,9 +29,8 @@ type OffsetMap struct {
 	size    int
 	seed1   maphash.Seed
 	seed2   maphash.Seed
-	latest  int64 // highest offset covered (see SetLatest); -1 when none
-	lookups uint64
-	probes  uint64
+	latest  int64  // highest offset covered (see SetLatest); -1 when none
+	sink    uint64 // keeps touch loads alive
 }
 
 // NewOffsetMap returns a map using about memBytes bytes.
@@ -66,14 +65,15 @@ func NewOffsetMap(memBytes int64, loadFactor float64) (*OffsetMap, error) {
 	}, nil
 }
 
-// hash returns the 128-bit hash of key, never (0, 0).
-func (m *OffsetMap) hash(key []byte) (uint64, uint64) {
-	h1 := maphash.Bytes(m.seed1, key)
-	h2 := maphash.Bytes(m.seed2, key)
-	if h1 == 0 && h2 == 0 {
-		h2 = 1
+// keyHash is a key's 128-bit hash under the map's seeds, never (0, 0).
+type keyHash struct{ h1, h2 uint64 }
+
+func (m *OffsetMap) hashKey(key []byte) keyHash {
+	h := keyHash{maphash.Bytes(m.seed1, key), maphash.Bytes(m.seed2, key)}
+	if h.h1 == 0 && h.h2 == 0 {
+		h.h2 = 1
 	}
-	return h1, h2
+	return h
 }
 
 // slotOf maps h1 to a slot index without division bias (fastrange).
@@ -82,23 +82,38 @@ func (m *OffsetMap) slotOf(h1 uint64) uint64 {
 	return hi
 }
 
+// touch loads the home slot of every hash in hs. The loads do not depend
+// on each other, so the CPU overlaps their cache and TLB misses; the
+// probes that follow then mostly hit the cache. The result only keeps the
+// loads from being optimised away.
+func (m *OffsetMap) touch(hs []keyHash) uint64 {
+	var x uint64
+	for i := range hs {
+		if hs[i].h1 != 0 || hs[i].h2 != 0 {
+			x ^= m.slots[3*m.slotOf(hs[i].h1)]
+		}
+	}
+	return x
+}
+
 // Put records offset as the latest offset of key, overwriting an older
 // one. It reports false (and changes nothing) when key is new and the map
 // is full.
-func (m *OffsetMap) Put(key []byte, offset int64) bool {
-	h1, h2 := m.hash(key)
-	i := m.slotOf(h1)
+func (m *OffsetMap) Put(key []byte, offset int64) bool { return m.putHash(m.hashKey(key), offset) }
+
+func (m *OffsetMap) putHash(h keyHash, offset int64) bool {
+	i := m.slotOf(h.h1)
 	for {
 		s := m.slots[3*i : 3*i+3 : 3*i+3]
 		if s[0] == 0 && s[1] == 0 {
 			if m.size >= m.maxKeys {
 				return false
 			}
-			s[0], s[1], s[2] = h1, h2, uint64(offset)
+			s[0], s[1], s[2] = h.h1, h.h2, uint64(offset)
 			m.size++
 			return true
 		}
-		if s[0] == h1 && s[1] == h2 {
+		if s[0] == h.h1 && s[1] == h.h2 {
 			if offset > int64(s[2]) {
 				s[2] = uint64(offset)
 			}
@@ -112,17 +127,16 @@ func (m *OffsetMap) Put(key []byte, offset int64) bool {
 }
 
 // Get returns the latest offset recorded for key, or -1.
-func (m *OffsetMap) Get(key []byte) int64 {
-	h1, h2 := m.hash(key)
-	i := m.slotOf(h1)
-	m.lookups++
+func (m *OffsetMap) Get(key []byte) int64 { return m.getHash(m.hashKey(key)) }
+
+func (m *OffsetMap) getHash(h keyHash) int64 {
+	i := m.slotOf(h.h1)
 	for {
-		m.probes++
 		s := m.slots[3*i : 3*i+3 : 3*i+3]
 		if s[0] == 0 && s[1] == 0 {
 			return -1
 		}
-		if s[0] == h1 && s[1] == h2 {
+		if s[0] == h.h1 && s[1] == h.h2 {
 			return int64(s[2])
 		}
 		i++
@@ -161,7 +175,6 @@ func (m *OffsetMap) Clear() {
 	}
 	m.size = 0
 	m.latest = -1
-	m.lookups, m.probes = 0, 0
 	m.seed1 = maphash.MakeSeed()
 	m.seed2 = maphash.MakeSeed()
 }

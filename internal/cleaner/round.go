@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/storage"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // roundResult describes one finished cleaning round.
@@ -38,6 +39,8 @@ type worker struct {
 	mapMem int64
 	m      *OffsetMap
 	buf    []byte
+	offs   []int64   // scratch: offsets of one batch's keyed records
+	hashes []keyHash // scratch: their key hashes
 }
 
 // ioBufferSize is the read buffer of each worker (log.cleaner.io.buffer.size
@@ -141,7 +144,7 @@ func (c *Cleaner) buildMap(ctx context.Context, w *worker, l *storage.Log, segs 
 		if s.Active || s.NextOffset <= cl.FirstDirty || s.BaseOffset >= cl.FirstUncleanable {
 			continue
 		}
-		err := c.forEachBatch(ctx, w, l, s.BaseOffset, func(b record.Batch) error {
+		err := c.forEachBatch(ctx, w, l, s.BaseOffset, false, func(b record.Batch) error {
 			if b.LastOffset() < cl.FirstDirty {
 				return nil
 			}
@@ -151,22 +154,24 @@ func (c *Cleaner) buildMap(ctx context.Context, w *worker, l *storage.Log, segs 
 				if err != nil {
 					return fmt.Errorf("decompress batch at offset %d: %w", base, err)
 				}
+				offs, hs := w.offs[:0], w.hashes[:0]
 				err = scanRecords(data, int(b.NumRecords()), func(r *rawRecord) error {
-					off := base + int64(r.OffsetDelta)
-					if off < cl.FirstDirty || r.Key == nil {
-						return nil
-					}
-					if !m.Put(r.Key, off) {
-						m.SetLatest(off - 1)
-						return errFull
+					if off := base + int64(r.OffsetDelta); off >= cl.FirstDirty && r.Key != nil {
+						offs = append(offs, off)
+						hs = append(hs, m.hashKey(r.Key))
 					}
 					return nil
 				})
+				w.offs, w.hashes = offs[:0], hs[:0]
 				if err != nil {
-					if err == errFull {
-						return err
-					}
 					return fmt.Errorf("map batch at offset %d: %w", base, err)
+				}
+				m.sink ^= m.touch(hs)
+				for i, h := range hs {
+					if !m.putHash(h, offs[i]) {
+						m.SetLatest(offs[i] - 1)
+						return errFull
+					}
 				}
 			}
 			m.SetLatest(b.LastOffset())
@@ -184,9 +189,11 @@ func (c *Cleaner) buildMap(ctx context.Context, w *worker, l *storage.Log, segs 
 	return nil
 }
 
-// forEachBatch reads segment base's batches in order, checking each
-// one's CRC, and calls fn (the batch aliases a buffer reused afterwards).
-func (c *Cleaner) forEachBatch(ctx context.Context, w *worker, l *storage.Log, base int64, fn func(record.Batch) error, st *roundStats) error {
+// forEachBatch reads segment base's batches in order and calls fn (the
+// batch aliases a buffer reused afterwards). With validate, each batch's
+// framing and CRC are checked first; the map build skips that (the recopy
+// pass, which writes, checks every batch and fails the round).
+func (c *Cleaner) forEachBatch(ctx context.Context, w *worker, l *storage.Log, base int64, validate bool, fn func(record.Batch) error, st *roundStats) error {
 	sf, size, err := l.OpenSegment(base)
 	if err != nil {
 		if !hasSegments(l, base) {
@@ -216,8 +223,12 @@ func (c *Cleaner) forEachBatch(ctx context.Context, w *worker, l *storage.Log, b
 		if err != nil {
 			return fmt.Errorf("segment %d: %w", base, err)
 		}
-		if err := record.ValidateStored(b); err != nil {
-			return fmt.Errorf("segment %d batch at offset %d: %w", base, b.BaseOffset(), err)
+		if validate {
+			if err := record.ValidateStored(b); err != nil {
+				return fmt.Errorf("segment %d batch at offset %d: %w", base, b.BaseOffset(), err)
+			}
+		} else if len(b) < record.HeaderSize {
+			return fmt.Errorf("segment %d: batch at position shorter than a header: %w", base, kerr.CorruptMessage)
 		}
 		if err := fn(b); err != nil {
 			return err
@@ -273,7 +284,7 @@ func (c *Cleaner) cleanGroup(ctx context.Context, w *worker, l *storage.Log, g [
 	bases := make([]int64, len(g))
 	for i, s := range g {
 		bases[i] = s.BaseOffset
-		err := c.forEachBatch(ctx, w, l, s.BaseOffset, func(b record.Batch) error {
+		err := c.forEachBatch(ctx, w, l, s.BaseOffset, true, func(b record.Batch) error {
 			out, err := f.apply(b)
 			if err != nil || out == nil {
 				return err
