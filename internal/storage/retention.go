@@ -179,10 +179,9 @@ func (l *Log) MaybeRoll(now time.Time) (rolled bool, err error) {
 	if s.size.Load() == 0 {
 		return false, nil
 	}
+	// Wall-clock age (since the segment was created, or last written before
+	// a restart): record timestamps may be arbitrarily old or in the future.
 	age := nowMs - s.createdMs
-	if s.firstBatchTs >= 0 {
-		age = nowMs - s.firstBatchTs
-	}
 	if age <= cfg.maxSegmentMs()-s.jitterMs {
 		return false, nil
 	}
