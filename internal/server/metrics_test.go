@@ -4,8 +4,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )

@@ -1,0 +1,165 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func fetchReq(topic string, offset int64, maxBytes, partMax, minBytes, maxWait int32) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 12
+	req.MaxBytes = maxBytes
+	req.MinBytes = minBytes
+	req.MaxWaitMillis = maxWait
+	req.SessionEpoch = -1
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.FetchOffset = offset
+	rp.PartitionMaxBytes = partMax
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+func TestFetchLimitsAndLongPoll(t *testing.T) {
+	tb := startBroker(t, "", nil)
+	ctx := ctxT(t)
+	if _, err := tb.admin().CreateTopic(ctx, 1, 1, nil, "f"); err != nil {
+		t.Fatal(err)
+	}
+	cl := tb.client(kgo.DefaultProduceTopic("f"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
+	big := make([]byte, 64<<10)
+	rand.Read(big)
+	for i := 0; i < 3; i++ { // three batches of ~64 KiB
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: big}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := tb.client()
+	// KIP-74: max bytes smaller than the first batch still returns it whole.
+	resp, err := fetchReq("f", 0, 1000, 1000, 1, 0).RequestWith(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || len(p.RecordBatches) < 64<<10 || len(p.RecordBatches) > 70<<10 || p.HighWatermark != 3 {
+		t.Errorf("KIP-74 first batch: err %d, %d bytes, hw %d", p.ErrorCode, len(p.RecordBatches), p.HighWatermark)
+	}
+	// Partition max bytes caps at whole batches after the first.
+	resp, _ = fetchReq("f", 0, 1<<20, 140<<10, 1, 0).RequestWith(ctx, raw)
+	if n := len(resp.Topics[0].Partitions[0].RecordBatches); n < 128<<10 || n > 140<<10 {
+		t.Errorf("partition max 140 KiB returned %d bytes", n)
+	}
+	// Fetch at the high watermark long-polls until max wait.
+	start := time.Now()
+	resp, _ = fetchReq("f", 3, 1<<20, 1<<20, 1, 300).RequestWith(ctx, raw)
+	if el := time.Since(start); el < 250*time.Millisecond || len(resp.Topics[0].Partitions[0].RecordBatches) != 0 {
+		t.Errorf("empty long poll returned after %v with %d bytes", el, len(resp.Topics[0].Partitions[0].RecordBatches))
+	}
+	// A produce during the wait wakes it.
+	done := make(chan *kmsg.FetchResponse, 1)
+	go func() {
+		r, _ := fetchReq("f", 3, 1<<20, 1<<20, 1, 20000).RequestWith(context.Background(), raw)
+		done <- r
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("wake")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r == nil || len(r.Topics[0].Partitions[0].RecordBatches) == 0 {
+			t.Error("woken fetch returned no data")
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("long poll not woken by produce")
+	}
+	// Unknown session id.
+	req := fetchReq("f", 0, 1<<20, 1<<20, 1, 0)
+	req.SessionID = 1234
+	resp, _ = req.RequestWith(ctx, raw)
+	if resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+		t.Errorf("unknown session: %d", resp.ErrorCode)
+	}
+	// Unknown partition.
+	resp, _ = fetchReq("nope", 0, 1<<20, 1<<20, 1, 0).RequestWith(ctx, raw)
+	if resp.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("unknown topic: %d", resp.Topics[0].Partitions[0].ErrorCode)
+	}
+}
+
+func TestAdminAPIs(t *testing.T) {
+	tb := startBroker(t, "", nil)
+	ctx := ctxT(t)
+	adm := tb.admin()
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "adm"); err != nil {
+		t.Fatal(err)
+	}
+	cl := tb.client(kgo.DefaultProduceTopic("adm"))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x"), Partition: 0}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// DescribeCluster.
+	dc, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, cl)
+	if err != nil || dc.ErrorCode != 0 || len(dc.Brokers) != 1 || dc.ClusterID == "" || dc.Brokers[0].NodeID != 1 {
+		t.Errorf("describe cluster: %v %+v", err, dc)
+	}
+	// DescribeLogDirs: real sizes.
+	ld, err := adm.DescribeAllLogDirs(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	ld.Each(func(d kadm.DescribedLogDir) {
+		d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
+			if p.Topic == "adm" {
+				size += p.Size
+			}
+		})
+	})
+	if size <= 0 {
+		t.Errorf("log dir size of adm: %d", size)
+	}
+	// OffsetForLeaderEpoch.
+	oe := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	oe.ReplicaID = -1
+	ot := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	ot.Topic = "adm"
+	op := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	op.CurrentLeaderEpoch = -1
+	op.LeaderEpoch = 0
+	ot.Partitions = append(ot.Partitions, op)
+	oe.Topics = append(oe.Topics, ot)
+	oer, err := oe.RequestWith(ctx, cl)
+	if err != nil || oer.Topics[0].Partitions[0].ErrorCode != 0 || oer.Topics[0].Partitions[0].EndOffset < 0 {
+		t.Errorf("offset for leader epoch: %v %+v", err, oer)
+	}
+	// DeleteTopics by id (v6).
+	td, _ := adm.ListTopics(ctx, "adm")
+	dt := kmsg.NewPtrDeleteTopicsRequest()
+	dt.Version = 6
+	dtt := kmsg.NewDeleteTopicsRequestTopic()
+	dtt.TopicID = td["adm"].ID
+	dt.Topics = append(dt.Topics, dtt)
+	dtr, err := dt.RequestWith(ctx, cl)
+	if err != nil || dtr.Topics[0].ErrorCode != 0 || dtr.Topics[0].Topic == nil || *dtr.Topics[0].Topic != "adm" {
+		t.Errorf("delete by id: %v %+v", err, dtr)
+	}
+	dtr, _ = dt.RequestWith(ctx, cl)
+	if dtr.Topics[0].ErrorCode != kerr.UnknownTopicID.Code {
+		t.Errorf("second delete by id: %d", dtr.Topics[0].ErrorCode)
+	}
+	// Internal topics cannot be deleted.
+	r, err := adm.DeleteTopics(ctx, "__consumer_offsets")
+	if err == nil && r["__consumer_offsets"].Err == nil {
+		t.Error("__consumer_offsets deleted")
+	}
+}
