@@ -256,6 +256,9 @@ func (c *Coordinator) Load(ctx context.Context) error {
 	c.mu.Unlock()
 	c.loaded.Store(true)
 	c.scheduleExpiry()
+	if r.skipped > 0 {
+		c.logger.Warn("skipped undecodable __consumer_offsets records", "count", r.skipped, "last_err", r.lastErr)
+	}
 	c.logger.Info("loaded consumer groups", "groups", n, "records", r.records, "took", time.Since(start))
 	return nil
 }

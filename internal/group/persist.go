@@ -115,6 +115,8 @@ type loadedGroup struct {
 type replayer struct {
 	groups  map[string]*loadedGroup
 	records int
+	skipped int // undecodable records or batches (written by other tools)
+	lastErr error
 }
 
 func newReplayer() *replayer { return &replayer{groups: map[string]*loadedGroup{}} }
@@ -181,13 +183,24 @@ func (r *replayer) apply(key, value []byte) error {
 }
 
 // applyBatch folds every record of one batch (control batches skipped).
+// Records Strata cannot decode are counted and skipped rather than failing
+// the whole load: they can only come from other writers of the topic.
 func (r *replayer) applyBatch(b record.Batch) error {
 	if b.IsControl() {
 		return nil
 	}
-	return b.ForEachRecord(func(rec *record.Record) error {
-		return r.apply(rec.Key, rec.Value)
+	err := b.ForEachRecord(func(rec *record.Record) error {
+		if err := r.apply(rec.Key, rec.Value); err != nil {
+			r.skipped++
+			r.lastErr = err
+		}
+		return nil
 	})
+	if err != nil {
+		r.skipped++
+		r.lastErr = err
+	}
+	return nil
 }
 
 // Replayer is implemented by Storage values that are not backed by a

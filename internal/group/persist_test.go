@@ -107,3 +107,23 @@ func BenchmarkHeartbeat(b *testing.B) {
 		}
 	}
 }
+
+func TestLoadSkipsForeignRecords(t *testing.T) {
+	h := newHarness(t, nil)
+	h.do(commitReq("g", "", -1, "t", map[int32]int64{0: 3}))
+	p := PartitionFor("g", 50)
+	b, err := buildBatch(time.Unix(1, 0), []record.Record{
+		{Key: []byte{0, 1, 9}, Value: []byte{1}},       // truncated offset key
+		{Key: []byte{0, 9, 1, 2}, Value: []byte{1, 2}}, // unknown key version: ignored
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.Append(context.Background(), p, b); err != nil {
+		t.Fatal(err)
+	}
+	h.restart()
+	if got := h.fetch("g", "t", 0); got["t"][0] != 3 {
+		t.Fatalf("offset after loading foreign records: %v", got)
+	}
+}
