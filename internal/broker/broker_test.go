@@ -233,3 +233,16 @@ func testBatch(t *testing.T, n int) []byte {
 	}
 	return b
 }
+
+func openTestB(b *testing.B, dir string) *Broker {
+	b.Helper()
+	cfg, err := config.LoadBroker("", nil, map[string]string{"log.dirs": dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	br, err := Open(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return br
+}
