@@ -48,8 +48,7 @@ func benchBatchBytes(b testing.TB) []byte {
 }
 
 func benchConfig(durable, prealloc bool) Config {
-	c := DefaultConfig()
-	c.SegmentBytes = 256 << 20
+	c := DefaultConfig() // 1 GiB segments: no roll inside a 20000x run
 	c.Durable = durable
 	c.Preallocate = prealloc
 	return c
@@ -108,31 +107,34 @@ func BenchmarkRawFdatasync(b *testing.B) {
 	}
 }
 
-// BenchmarkRawGroupFdatasync measures the machine's durable sequential
-// rate: 8 files, each round writes 16 KiB x 8 to every file and fdatasyncs
-// the 8 files in parallel (what a perfect group commit would do).
-func BenchmarkRawGroupFdatasync(b *testing.B) {
-	fsys := vfs.Default()
-	dir := b.TempDir()
-	buf := benchBatchBytes(b)
-	b.SetBytes(int64(len(buf)))
-	files := make([]vfs.File, 8)
-	for i := range files {
-		f, err := fsys.OpenFile(filepath.Join(dir, fmt.Sprint(i)), os.O_CREATE|os.O_RDWR, 0o644)
+// rawGroupRig is the raw durable baseline: 8 plain files; each round
+// writes 8 x 16 KiB to every file and fdatasyncs the 8 files in parallel
+// (what a perfect group commit would do).
+type rawGroupRig struct {
+	files []vfs.File
+	offs  []int64
+	buf   []byte
+}
+
+func newRawGroupRig(b *testing.B, dir string) *rawGroupRig {
+	r := &rawGroupRig{buf: benchBatchBytes(b), offs: make([]int64, 8)}
+	for i := 0; i < 8; i++ {
+		f, err := vfs.Default().OpenFile(filepath.Join(dir, fmt.Sprintf("raw-%d", i)), os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer f.Close()
-		files[i] = f
+		r.files = append(r.files, f)
 	}
-	offs := make([]int64, 8)
-	settle(b)
-	for done := 0; done < b.N; {
+	return r
+}
+
+func (r *rawGroupRig) run(n int) {
+	for done := 0; done < n; {
 		var wg sync.WaitGroup
-		for i, f := range files {
-			for k := 0; k < 8 && done < b.N; k++ {
-				f.WriteAt(buf, offs[i])
-				offs[i] += int64(len(buf))
+		for i, f := range r.files {
+			for k := 0; k < 8 && done < n; k++ {
+				f.WriteAt(r.buf, r.offs[i])
+				r.offs[i] += int64(len(r.buf))
 				done++
 			}
 			wg.Add(1)
@@ -140,6 +142,22 @@ func BenchmarkRawGroupFdatasync(b *testing.B) {
 		}
 		wg.Wait()
 	}
+}
+
+func (r *rawGroupRig) close() {
+	for _, f := range r.files {
+		f.Close()
+	}
+}
+
+// BenchmarkRawGroupFdatasync measures the machine's durable sequential
+// rate with a perfect group commit over 8 files.
+func BenchmarkRawGroupFdatasync(b *testing.B) {
+	r := newRawGroupRig(b, b.TempDir())
+	defer r.close()
+	b.SetBytes(int64(len(r.buf)))
+	settle(b)
+	r.run(b.N)
 }
 
 // BenchmarkRawFdatasync8 measures the machine: 8 goroutines each writing
@@ -194,33 +212,43 @@ func BenchmarkAppendNoFsync(b *testing.B) { benchAppendNoFsync(b, false) }
 // BenchmarkAppendNoFsyncPrealloc is the same into preallocated segments.
 func BenchmarkAppendNoFsyncPrealloc(b *testing.B) { benchAppendNoFsync(b, true) }
 
-// benchAppendDurable runs 8 writers on 8 partitions sharing one Syncer;
-// each keeps up to window appends in flight (like a producer's in-flight
-// requests) and waits for their group-committed fsync.
-func benchAppendDurable(b *testing.B, prealloc bool, window int) {
-	dir := b.TempDir()
-	syncer := NewSyncer(quiet)
-	defer syncer.Close()
-	logs := make([]*Log, 8)
-	for i := range logs {
-		l, err := Open(filepath.Join(dir, fmt.Sprintf("bench-%d", i)), [16]byte{}, benchConfig(true, prealloc), false, Options{Syncer: syncer, Logger: quiet})
+// durableRig is 8 partitions sharing one Syncer (acks=all group commit).
+type durableRig struct {
+	syncer *Syncer
+	logs   []*Log
+	buf    []byte
+}
+
+func newDurableRig(b *testing.B, dir string, prealloc bool) *durableRig {
+	d := &durableRig{syncer: NewSyncer(quiet), buf: benchBatchBytes(b)}
+	for i := 0; i < 8; i++ {
+		l, err := Open(filepath.Join(dir, fmt.Sprintf("bench-%d", i)), [16]byte{}, benchConfig(true, prealloc), false, Options{Syncer: d.syncer, Logger: quiet})
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer l.Close()
-		logs[i] = l
+		d.logs = append(d.logs, l)
 	}
-	buf := benchBatchBytes(b)
-	b.SetBytes(int64(len(buf)))
-	per := (b.N + 7) / 8
-	rounds0 := syncer.Rounds()
-	settle(b)
+	return d
+}
+
+func (d *durableRig) close() {
+	for _, l := range d.logs {
+		l.Close()
+	}
+	d.syncer.Close()
+}
+
+// run makes 8 writers append n batches in total; each keeps up to window
+// appends in flight (like a producer's in-flight requests) and waits for
+// their group-committed fsync.
+func (d *durableRig) run(b *testing.B, n, window int) {
+	per := (n + 7) / 8
 	var wg sync.WaitGroup
-	for w := 0; w < 8; w++ {
+	for _, l := range d.logs {
 		wg.Add(1)
 		go func(l *Log) {
 			defer wg.Done()
-			own := append([]byte(nil), buf...)
+			own := append([]byte(nil), d.buf...)
 			pending := make([]int64, 0, window)
 			for i := 0; i < per; i++ {
 				record.Batch(own).SetBaseOffset(0)
@@ -241,10 +269,19 @@ func benchAppendDurable(b *testing.B, prealloc bool, window int) {
 			if len(pending) > 0 {
 				l.WaitDurable(context.Background(), pending[len(pending)-1])
 			}
-		}(logs[w])
+		}(l)
 	}
 	wg.Wait()
-	b.ReportMetric(float64(b.N)/float64(max(1, syncer.Rounds()-rounds0)), "batches/fsync-round")
+}
+
+func benchAppendDurable(b *testing.B, prealloc bool, window int) {
+	d := newDurableRig(b, b.TempDir(), prealloc)
+	defer d.close()
+	b.SetBytes(int64(len(d.buf)))
+	rounds0 := d.syncer.Rounds()
+	settle(b)
+	d.run(b, b.N, window)
+	b.ReportMetric(float64(b.N)/float64(max(1, d.syncer.Rounds()-rounds0)), "batches/fsync-round")
 }
 
 // BenchmarkAppendDurable8 is acks=all with group commit, 8 writers x 8
