@@ -65,3 +65,34 @@ func TestAppendReadReopen(t *testing.T) {
 		})
 	}
 }
+
+func TestReadLimits(t *testing.T) {
+	l := openTest(t, vfs.NewCrashFS(), "/d/lim-0", testConfig(), false)
+	defer l.Close()
+	b := mkBatch(t, 5, "big", 1)
+	mustAppend(t, l, b)
+	mustAppend(t, l, mkBatch(t, 1, "s", 1))
+	if res, err := l.Read(0, 10, false); err != nil || len(res.Chunks) != 0 {
+		t.Fatalf("first batch over maxBytes without minOneBatch: %+v %v", res, err)
+	}
+	res, err := l.Read(0, 10, true)
+	if err != nil || len(res.Chunks) != 1 || res.Chunks[0].Len != int64(len(b)) {
+		t.Fatalf("minOneBatch: %+v %v", res, err)
+	}
+	res.Release()
+	if _, err := l.Read(l.LogEndOffset()+1, 100, true); err == nil {
+		t.Fatal("read past LEO succeeded")
+	}
+	if res, err := l.Read(l.LogEndOffset(), 100, true); err != nil || len(res.Chunks) != 0 {
+		t.Fatalf("read at LEO: %+v %v", res, err)
+	}
+	l.DeleteRecords(3)
+	if _, err := l.Read(2, 100, true); err == nil {
+		t.Fatal("read below log start succeeded")
+	}
+	res, err = l.Read(3, 1000, true)
+	if err != nil || len(res.Chunks) != 1 || res.Chunks[0].Pos != 0 {
+		t.Fatalf("read mid-batch after DeleteRecords: %+v %v", res, err)
+	}
+	res.Release()
+}
