@@ -67,7 +67,11 @@ func newTopicCreateCmd(o *clientOpts) *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), out)
 			}
 			for _, c := range out {
-				fmt.Fprintf(cmd.OutOrStdout(), "created topic %q with %d partitions\n", c.Topic, c.Partitions)
+				unit := "partitions"
+				if c.Partitions == 1 {
+					unit = "partition"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "created topic %q with %d %s\n", c.Topic, c.Partitions, unit)
 			}
 			return nil
 		},

@@ -117,11 +117,23 @@ func kafkaErr(kind, name string, err error, msg string) error {
 	case errors.Is(err, kerr.GroupIDNotFound):
 		return fmt.Errorf("unknown group %q", name)
 	}
+	var ke *kerr.Error
+	if msg != "" && errors.As(err, &ke) {
+		// The broker's message says what is wrong; the code goes last.
+		return fmt.Errorf("%s %q: %s (%w)", kind, name, msg, kafkaCode{ke})
+	}
 	if msg != "" && !strings.Contains(err.Error(), msg) {
 		return fmt.Errorf("%s %q: %w: %s", kind, name, err, msg)
 	}
 	return fmt.Errorf("%s %q: %w", kind, name, err)
 }
+
+// kafkaCode prints a Kafka error as its name only (INVALID_CONFIG),
+// keeping it matchable with errors.Is.
+type kafkaCode struct{ e *kerr.Error }
+
+func (k kafkaCode) Error() string { return k.e.Message }
+func (k kafkaCode) Unwrap() error { return k.e }
 
 // writeJSON prints v as indented JSON.
 func writeJSON(w io.Writer, v any) error {

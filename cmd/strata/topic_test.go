@@ -4,25 +4,52 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// buildStrata builds the strata binary into a temporary directory.
+// TestMain owns the temporary directory of the strata binary that the CLI
+// tests share (built once, on first use, by buildStrata).
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "strata-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sharedBin.dir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// sharedBin is the binary built once per test process.
+var sharedBin struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+	out  []byte
+}
+
+// buildStrata returns the strata binary, building it on first use.
 func buildStrata(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "strata")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	sharedBin.once.Do(func() {
+		sharedBin.path = filepath.Join(sharedBin.dir, "strata")
+		sharedBin.out, sharedBin.err = exec.Command("go", "build", "-o", sharedBin.path, ".").CombinedOutput()
+	})
+	if sharedBin.err != nil {
+		t.Fatalf("go build: %v\n%s", sharedBin.err, sharedBin.out)
 	}
-	return bin
+	return sharedBin.path
 }
 
 // result is one finished run of the binary.
