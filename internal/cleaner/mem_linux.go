@@ -44,3 +44,39 @@ func (t *tableMem) free() {
 		t.raw = nil
 	}
 }
+
+// fileMapper maps read-only windows of a segment file, so the cleaner
+// reads page-cache pages in place instead of copying them. One window is
+// mapped at a time; resident memory stays bounded by the window size.
+type fileMapper struct {
+	fd  int
+	cur []byte
+}
+
+// newFileMapper returns a mapper for r, or nil when r has no descriptor.
+func newFileMapper(r any) *fileMapper {
+	f, ok := r.(interface{ Fd() uintptr })
+	if !ok {
+		return nil
+	}
+	return &fileMapper{fd: int(f.Fd())}
+}
+
+// mapAt maps [off, off+length) (off page-aligned), unmapping the previous
+// window.
+func (m *fileMapper) mapAt(off int64, length int) ([]byte, error) {
+	m.close()
+	b, err := unix.Mmap(m.fd, off, length, unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, fmt.Errorf("mmap segment [%d,+%d): %w", off, length, err)
+	}
+	m.cur = b
+	return b, nil
+}
+
+func (m *fileMapper) close() {
+	if m.cur != nil {
+		_ = unix.Munmap(m.cur)
+		m.cur = nil
+	}
+}

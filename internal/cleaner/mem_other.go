@@ -12,3 +12,13 @@ func allocTable(words int) (*tableMem, []uint64, error) {
 func (t *tableMem) reset(words []uint64) { clear(words) }
 
 func (t *tableMem) free() {}
+
+// fileMapper is unavailable on this platform: the cleaner copies with
+// ReadAt.
+type fileMapper struct{}
+
+func newFileMapper(r any) *fileMapper { return nil }
+
+func (m *fileMapper) mapAt(off int64, length int) ([]byte, error) { panic("unreachable") }
+
+func (m *fileMapper) close() {}

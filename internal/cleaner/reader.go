@@ -10,10 +10,14 @@ import (
 )
 
 // batchReader iterates the batches of a byte range of a segment file with
-// a bounded buffer: it reads bufSize bytes at a time and grows the buffer
-// only to hold one batch larger than it.
+// bounded memory. Where the file has a descriptor (the real disk) it maps
+// mapWindow bytes at a time read-only and hands out batches in place (no
+// copy); otherwise it reads len(buf) bytes at a time with ReadAt. Either
+// way a window grows only to hold one batch larger than it.
 type batchReader struct {
 	r        io.ReaderAt
+	mm       *fileMapper // nil: ReadAt mode
+	window   int
 	pos, end int64 // next file position to read, end of the range
 	buf      []byte
 	win      []byte // unconsumed bytes of buf
@@ -22,8 +26,18 @@ type batchReader struct {
 	read     int64 // bytes read from the file
 }
 
+// mapWindow is the size of one mapped window of a segment.
+const mapWindow = 4 << 20
+
 func newBatchReader(ctx context.Context, r io.ReaderAt, start, end int64, buf []byte, t *throttler) *batchReader {
-	return &batchReader{r: r, pos: start, end: end, buf: buf, throttle: t, ctx: ctx}
+	return &batchReader{r: r, mm: newFileMapper(r), window: mapWindow, pos: start, end: end, buf: buf, throttle: t, ctx: ctx}
+}
+
+// close releases the mapped window.
+func (br *batchReader) close() {
+	if br.mm != nil {
+		br.mm.close()
+	}
 }
 
 // next returns the next batch (aliasing the reader's buffer until the next
@@ -50,9 +64,14 @@ func (br *batchReader) next() (record.Batch, error) {
 	}
 }
 
-// fill moves the unconsumed bytes to the front and reads more, growing the
-// buffer if one batch does not fit.
+// fill makes more bytes available: in ReadAt mode it moves the unconsumed
+// bytes to the front of the buffer and reads more, growing the buffer if
+// one batch does not fit; in mmap mode it maps the next window starting at
+// the first unconsumed byte.
 func (br *batchReader) fill() error {
+	if br.mm != nil {
+		return br.fillMapped()
+	}
 	need := len(br.buf)
 	if len(br.win) >= record.LogOverhead {
 		sz := int64(int32(beUint32(br.win[8:12]))) + record.LogOverhead
@@ -93,4 +112,31 @@ func (br *batchReader) fill() error {
 
 func beUint32(b []byte) uint32 {
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+const pageSize = 4096
+
+func (br *batchReader) fillMapped() error {
+	start := br.pos - int64(len(br.win)) // first unconsumed byte
+	need := int64(br.window)
+	if len(br.win) >= record.LogOverhead {
+		need = max(need, int64(int32(beUint32(br.win[8:12])))+record.LogOverhead)
+	}
+	aligned := start &^ (pageSize - 1)
+	length := need + start - aligned
+	if aligned+length > br.end {
+		length = br.end - aligned
+	}
+	data, err := br.mm.mapAt(aligned, int(length))
+	if err != nil {
+		return err
+	}
+	n := aligned + length - br.pos
+	br.win = data[start-aligned:]
+	br.pos = aligned + length
+	br.read += n
+	if br.throttle != nil {
+		return br.throttle.wait(br.ctx, int(n))
+	}
+	return nil
 }

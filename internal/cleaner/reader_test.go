@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/strata-io/strata/internal/record"
@@ -26,7 +29,35 @@ func TestBatchReader(t *testing.T) {
 	}
 	torn := mkBatch(t, 100, record.None, -1, 1, kv{[]byte("k"), []byte("v")})
 	file = append(file, torn[:len(torn)-3]...)
-	br := newBatchReader(context.Background(), bytes.NewReader(file), 0, int64(len(file)), make([]byte, 1024), nil)
+	path := filepath.Join(t.TempDir(), "seg")
+	if err := os.WriteFile(path, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// ReadAt mode with a small buffer, and mmap mode with a small window.
+	readAll(t, newBatchReader(context.Background(), bytes.NewReader(file), 0, int64(len(file)), make([]byte, 1024), nil), want, len(file))
+	br := newBatchReader(context.Background(), f, 0, int64(len(file)), nil, nil)
+	if br.mm == nil && runtime.GOOS == "linux" {
+		t.Fatal("no mmap mode for a real file")
+	}
+	br.window = 4096
+	readAll(t, br, want, len(file))
+	br.close()
+	// A corrupt length is an error, not a huge allocation.
+	bad := append([]byte{}, file[:record.HeaderSize]...)
+	bad[8], bad[9], bad[10], bad[11] = 0, 0, 0, 1
+	br = newBatchReader(context.Background(), bytes.NewReader(bad), 0, int64(len(bad)), make([]byte, 16), nil)
+	if _, err := br.next(); err == nil || err == io.EOF {
+		t.Fatalf("corrupt length: %v", err)
+	}
+}
+
+func readAll(t *testing.T, br *batchReader, want []int64, size int) {
+	t.Helper()
 	var got []int64
 	for {
 		b, err := br.next()
@@ -44,14 +75,12 @@ func TestBatchReader(t *testing.T) {
 	if len(got) != len(want) {
 		t.Fatalf("got %v want %v", got, want)
 	}
-	if br.read != int64(len(file)) {
-		t.Fatalf("read %d of %d bytes", br.read, len(file))
+	if br.read != int64(size) {
+		t.Fatalf("read %d of %d bytes", br.read, size)
 	}
-	// A corrupt length is an error, not a huge allocation.
-	bad := append([]byte{}, file[:record.HeaderSize]...)
-	bad[8], bad[9], bad[10], bad[11] = 0, 0, 0, 1
-	br = newBatchReader(context.Background(), bytes.NewReader(bad), 0, int64(len(bad)), make([]byte, 16), nil)
-	if _, err := br.next(); err == nil || err == io.EOF {
-		t.Fatalf("corrupt length: %v", err)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %v want %v", got, want)
+		}
 	}
 }

@@ -206,6 +206,7 @@ func (c *Cleaner) forEachBatch(ctx context.Context, w *worker, l *storage.Log, b
 		w.buf = make([]byte, ioBufferSize)
 	}
 	br := newBatchReader(ctx, sf.File(), 0, size, w.buf, c.throttle)
+	defer br.close()
 	defer func() {
 		st.BytesRead += br.read
 		if cap(br.buf) <= ioBufferSize {
