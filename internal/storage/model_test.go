@@ -204,6 +204,10 @@ func TestLogModel(t *testing.T) {
 			},
 			"powerCut": func(rt *rapid.T) {
 				img := fsys.Crash()
+				if rapid.Bool().Draw(rt, "torn") {
+					seed := rapid.IntRange(0, 1000).Draw(rt, "tornSeed")
+					img = fsys.CrashTorn(func(n int) int { return (seed * 7919) % (n + 1) })
+				}
 				l.Close()
 				fsys = img
 				l = open(false)

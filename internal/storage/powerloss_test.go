@@ -68,6 +68,10 @@ func TestPowerLossKeepsAckedData(t *testing.T) {
 						if rng.IntN(25) == 0 {
 							images = append(images, image{fsys.Crash(), append([]ackedBatch(nil), acked...)})
 						}
+						if rng.IntN(25) == 0 {
+							torn := fsys.CrashTorn(func(n int) int { return rng.IntN(n + 1) })
+							images = append(images, image{torn, append([]ackedBatch(nil), acked...)})
+						}
 						mu.Unlock()
 					}
 				}(w)

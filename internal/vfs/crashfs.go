@@ -77,7 +77,15 @@ func (c *CrashFS) check(op, name string) error {
 // this instant: only synced bytes of files whose directory entries were
 // synced. The receiver keeps working (its open files are unaffected), so
 // goroutines still writing to it do no harm.
-func (c *CrashFS) Crash() *CrashFS {
+func (c *CrashFS) Crash() *CrashFS { return c.crash(nil) }
+
+// CrashTorn is Crash where the disk also happened to persist part of the
+// unsynced writes: each file keeps its synced bytes overlaid with a prefix
+// (of length chosen by keep, 0..len(unsynced)) of what was written since,
+// as a torn write at power loss would.
+func (c *CrashFS) CrashTorn(keep func(unsynced int) int) *CrashFS { return c.crash(keep) }
+
+func (c *CrashFS) crash(keep func(int) int) *CrashFS {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := NewCrashFS()
@@ -87,7 +95,19 @@ func (c *CrashFS) Crash() *CrashFS {
 	}
 	for name, ino := range c.durable {
 		ino.mu.Lock()
-		cp := &inode{data: append([]byte(nil), ino.synced...), mtime: ino.mtime}
+		data := append([]byte(nil), ino.synced...)
+		if keep != nil && ino.dirtyFrom < len(ino.data) {
+			from := min(ino.dirtyFrom, len(data))
+			k := keep(len(ino.data) - from)
+			if k > 0 {
+				end := from + min(k, len(ino.data)-from)
+				if end > len(data) {
+					data = append(data, make([]byte, end-len(data))...)
+				}
+				copy(data[from:end], ino.data[from:end])
+			}
+		}
+		cp := &inode{data: data, mtime: ino.mtime}
 		cp.synced = append([]byte(nil), cp.data...)
 		cp.dirtyFrom = len(cp.data)
 		ino.mu.Unlock()
