@@ -221,6 +221,7 @@ func replayLog(l *storage.Log, fn func(batch []byte) error) error {
 			res.Release()
 			break
 		}
+		before := off
 		for _, c := range res.Chunks {
 			buf := make([]byte, c.Len)
 			if _, err := c.File.File().ReadAt(buf, c.Pos); err != nil {
@@ -245,6 +246,9 @@ func replayLog(l *storage.Log, fn func(batch []byte) error) error {
 			}
 		}
 		res.Release()
+		if off == before {
+			return fmt.Errorf("read __consumer_offsets at %d: no progress", off)
+		}
 	}
 	return nil
 }
