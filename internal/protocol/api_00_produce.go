@@ -25,6 +25,7 @@ func (s *Server) handleProduce(ctx context.Context, _ *conn, kreq kmsg.Request) 
 		common = fmt.Errorf("transactions are not supported: %w", kerr.TransactionalIDAuthorizationFailed)
 	}
 	var wg sync.WaitGroup
+	single := len(req.Topics) == 1 && len(req.Topics[0].Partitions) == 1
 	durable := make([]func(context.Context), 0, 1)
 	var durableMu sync.Mutex
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
@@ -41,14 +42,21 @@ func (s *Server) handleProduce(ctx context.Context, _ *conn, kreq kmsg.Request) 
 				s.fillProduceError(sp, req.Version, common, nil)
 				continue
 			}
-			wg.Add(1)
-			go func(topic string, rp kmsg.ProduceRequestTopicPartition) {
-				defer wg.Done()
+			run := func(topic string, rp kmsg.ProduceRequestTopicPartition) {
 				if wait := s.producePartition(req, topic, rp, sp); wait != nil {
 					durableMu.Lock()
 					durable = append(durable, wait)
 					durableMu.Unlock()
 				}
+			}
+			if single {
+				run(rt.Topic, rp) // no goroutine hand-off for the common case
+				continue
+			}
+			wg.Add(1)
+			go func(topic string, rp kmsg.ProduceRequestTopicPartition) {
+				defer wg.Done()
+				run(topic, rp)
 			}(rt.Topic, rp)
 		}
 	}
