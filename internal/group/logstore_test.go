@@ -1,0 +1,106 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/storage"
+	"github.com/strata-io/strata/internal/vfs"
+)
+
+// logStore is a Storage over real storage.Logs in a temp dir, as the server
+// wires it (append, then wait for the fsync).
+type logStore struct {
+	logs   []*storage.Log
+	syncer *storage.Syncer
+}
+
+func openLogStore(t *testing.T, dir string, n int) *logStore {
+	t.Helper()
+	s := &logStore{syncer: storage.NewSyncer(nil)}
+	cfg := storage.DefaultConfig()
+	cfg.Compact, cfg.Delete = true, false
+	for p := 0; p < n; p++ {
+		l, err := storage.Open(filepath.Join(dir, fmt.Sprintf("__consumer_offsets-%d", p)), [16]byte{9}, cfg, true,
+			storage.Options{FS: vfs.Default(), Syncer: s.syncer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.logs = append(s.logs, l)
+	}
+	return s
+}
+
+func (s *logStore) Append(ctx context.Context, p int32, batch []byte) error {
+	res, err := s.logs[p].Append(batch, storage.AppendOptions{RequireKeys: true})
+	if err != nil {
+		return err
+	}
+	return s.logs[p].WaitDurable(ctx, res.LastOffset+1)
+}
+
+func (s *logStore) Log(p int32) *storage.Log { return s.logs[p] }
+
+func (s *logStore) close(t *testing.T) {
+	for _, l := range s.logs {
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.syncer.Close()
+}
+
+// TestReplayFromStorageLog persists through real partition logs and
+// replays them with Log.Read (the path the server uses).
+func TestReplayFromStorageLog(t *testing.T) {
+	dir := t.TempDir()
+	clk := newFakeClock()
+	cfg := testConfig(clk)
+	cfg.NumPartitions = 3
+	st := openLogStore(t, dir, 3)
+	c, err := NewCoordinator(cfg, st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, c: c, clk: clk, cfg: cfg}
+	for i := 0; i < 50; i++ {
+		for _, g := range []string{"a", "b", "c", "d"} {
+			h.do(commitReq(g, "", -1, "t", map[int32]int64{int32(i % 3): int64(i)}))
+		}
+	}
+	dr := kmsg.NewPtrDeleteGroupsRequest()
+	dr.Groups = []string{"d"}
+	if d := h.do(dr).(*kmsg.DeleteGroupsResponse); d.Groups[0].ErrorCode != 0 {
+		t.Fatalf("delete: %d", d.Groups[0].ErrorCode)
+	}
+	c.Close()
+	st.close(t)
+
+	st = openLogStore(t, dir, 3)
+	defer st.close(t)
+	c, err = NewCoordinator(cfg, st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.c = c
+	for _, g := range []string{"a", "b", "c"} {
+		got := h.fetch(g, "")
+		if got["t"][0] != 48 || got["t"][1] != 49 || got["t"][2] != 47 {
+			t.Fatalf("%s after replay: %v", g, got)
+		}
+	}
+	if c.lookup("d") != nil {
+		t.Fatal("deleted group replayed")
+	}
+}
