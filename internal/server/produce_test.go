@@ -191,3 +191,28 @@ func TestConsumerGroupCommitsSurviveRestart(t *testing.T) {
 		t.Errorf("committed offsets after restart sum to %d, want 10", total)
 	}
 }
+
+func TestPerRecordErrorsOnCompactedTopic(t *testing.T) {
+	tb := startBroker(t, "", nil)
+	ctx := ctxT(t)
+	if _, err := tb.admin().CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": sp("compact")}, "keys"); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	batch, err := record.Build(record.BatchHeader{LastOffsetDelta: 2, BaseTimestamp: now, MaxTimestamp: now,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{
+		{OffsetDelta: 0, Key: []byte("a"), Value: []byte("1")},
+		{OffsetDelta: 1, Key: nil, Value: []byte("2")},
+		{OffsetDelta: 2, Key: []byte{}, Value: []byte("3")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := produceRaw(t, tb.client(), "keys", batch)
+	if r.ErrorCode != kerr.InvalidRecord.Code || len(r.ErrorRecords) != 1 || r.ErrorRecords[0].RelativeOffset != 1 || r.ErrorMessage == nil {
+		t.Errorf("null key in batch: %+v", r)
+	}
+	if p, _ := tb.srv.Broker().Partition("keys", 0); p.Log.LogEndOffset() != 0 {
+		t.Errorf("partial batch appended: end offset %d", p.Log.LogEndOffset())
+	}
+}
