@@ -78,7 +78,7 @@ func TestProduceConsumeCLI(t *testing.T) {
 func TestProduceUnknownTopic(t *testing.T) {
 	bin := buildStrata(t)
 	addr := newCluster(t)
-	r := run(t, bin, "x\n", "produce", "missing", "--brokers", addr, "--timeout", "5s")
+	r := run(t, bin, "x\n", "produce", "missing", "--brokers", addr, "--timeout", "30s")
 	if r.code != 1 || r.stderr != "strata: unknown topic \"missing\"\n" {
 		t.Errorf("got %+v", r)
 	}
