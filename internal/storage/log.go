@@ -226,8 +226,15 @@ func (l *Log) newSegment(base int64) *segment {
 
 // load runs the startup sequence (kafka-internals §3.2).
 func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
+	_, statErr := l.fsys.Stat(l.dir)
 	if err := l.fsys.MkdirAll(l.dir, 0o755); err != nil {
 		return err
+	}
+	if errNotExist(statErr) {
+		// A new partition directory must survive a power cut too.
+		if err := l.fsys.SyncDir(filepath.Dir(l.dir)); err != nil {
+			return err
+		}
 	}
 	if err := l.writePartitionMetadata(topicID); err != nil {
 		return err
@@ -256,7 +263,9 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 		s.size.Store(st.Size())
 		l.segs = append(l.segs, s)
 	}
+	created := false
 	if len(l.segs) == 0 {
+		created = true
 		l.segs = []*segment{l.newSegment(max(ls, 0))}
 		if err := l.createSegmentFiles(l.segs[0]); err != nil {
 			return err
@@ -286,6 +295,7 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 		if err := l.createSegmentFiles(l.segs[0]); err != nil {
 			return err
 		}
+		created = true
 		leo = ls
 	}
 	l.logStart = max(ls, l.segs[0].base)
@@ -296,11 +306,19 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	l.mark = writeMark{leo: leo, base: act.base, pos: act.size.Load()}
 	l.synced = l.mark
 	l.recoveryPoint.Store(leo)
-	if err := l.fsys.SyncDir(l.dir); err != nil {
-		return err
+	if !cleanShutdown || created {
+		if err := l.fsys.SyncDir(l.dir); err != nil {
+			return err
+		}
 	}
-	if err := l.writeRecoveryCheckpoint(act.base); err != nil {
-		return err
+	// The checkpoint must never be above a segment that is not yet fsynced.
+	// Any value <= leo already satisfies that for every segment rolled from
+	// here on, so a clean start of many partitions writes nothing.
+	l.ckptRecovery = rp
+	if rp > leo {
+		if err := l.writeRecoveryCheckpoint(act.base); err != nil {
+			return err
+		}
 	}
 	return l.loadProducerState(snaps, leo)
 }
@@ -367,7 +385,7 @@ func (l *Log) writeOffsetCheckpoint(name string, off int64) error {
 // writeRecoveryCheckpoint persists rp (a segment base below which every
 // segment and its indexes are fsynced) when it advanced.
 func (l *Log) writeRecoveryCheckpoint(rp int64) error {
-	if rp == l.ckptRecovery && rp != 0 {
+	if rp == l.ckptRecovery {
 		return nil
 	}
 	if err := l.writeOffsetCheckpoint(RecoveryPointFile, rp); err != nil {
