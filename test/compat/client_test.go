@@ -12,8 +12,10 @@ type Rec struct {
 	Key       *string `json:"key"`
 	Value     *string `json:"value"`
 	Timestamp int64   `json:"ts,omitempty"` // ms; 0 = let the client choose
-	Partition int32   `json:"partition"`
-	Offset    int64   `json:"offset"`
+	// Headers are [key, value] pairs in order (keys unique, values non-empty).
+	Headers   [][2]string `json:"headers,omitempty"`
+	Partition int32       `json:"partition"`
+	Offset    int64       `json:"offset"`
 }
 
 // Op is one client operation; process drivers receive it as JSON on stdin.
@@ -68,6 +70,7 @@ const (
 	opGroupConsume  = "group_consume"
 	opVersions      = "versions"
 	opLogAppendTime = "log_append_time" // fetch reports LogAppendTime batches' broker time
+	opHeaders       = "headers"         // produce sets per-record headers
 )
 
 // Client is one Kafka client under test.
@@ -114,5 +117,5 @@ func (r Rec) String() string {
 		}
 		return fmt.Sprintf("%q", *p)
 	}
-	return fmt.Sprintf("{p%d@%d %s=%s ts=%d}", r.Partition, r.Offset, f(r.Key), f(r.Value), r.Timestamp)
+	return fmt.Sprintf("{p%d@%d %s=%s ts=%d h=%v}", r.Partition, r.Offset, f(r.Key), f(r.Value), r.Timestamp, r.Headers)
 }

@@ -19,7 +19,7 @@ func kafkaGoClient() *Client {
 	return &Client{
 		Name: "kafka-go",
 		Supports: set(opCreate, opList, opDescribe, opAlterIncr, opAlterLegacy,
-			opDeleteTopic, opProduce, opFetch, opOffsetForTime, opWatermarks, opTimestamps),
+			opDeleteTopic, opProduce, opFetch, opOffsetForTime, opWatermarks, opTimestamps, opHeaders),
 		Codecs:   []string{"none", "gzip", "snappy", "lz4", "zstd"},
 		Versions: map[string]string{"kafka-go": modVersion("github.com/segmentio/kafka-go")},
 		do:       kafkaGoDo,
@@ -148,6 +148,9 @@ func kafkaGoDo(ctx context.Context, op Op) (res Result) {
 			if r.Timestamp != 0 {
 				msgs[i].Time = time.UnixMilli(r.Timestamp)
 			}
+			for _, h := range r.Headers {
+				msgs[i].Headers = append(msgs[i].Headers, kafka.Header{Key: h[0], Value: []byte(h[1])})
+			}
 		}
 		if err := w.WriteMessages(ctx, msgs...); err != nil {
 			return fail(err)
@@ -176,6 +179,9 @@ func kafkaGoDo(ctx context.Context, op Op) (res Result) {
 			}
 			if m.Value != nil {
 				rec.Value = strp(string(m.Value))
+			}
+			for _, h := range m.Headers {
+				rec.Headers = append(rec.Headers, [2]string{h.Key, string(h.Value)})
 			}
 			res.Records = append(res.Records, rec)
 		}

@@ -122,16 +122,21 @@ func kcatDo(ctx context.Context, path string, op Op) (res Result) {
 				continue
 			}
 			var m struct {
-				Partition int32   `json:"partition"`
-				Offset    int64   `json:"offset"`
-				Ts        int64   `json:"ts"`
-				Key       *string `json:"key"`
-				Payload   *string `json:"payload"`
+				Partition int32    `json:"partition"`
+				Offset    int64    `json:"offset"`
+				Ts        int64    `json:"ts"`
+				Key       *string  `json:"key"`
+				Payload   *string  `json:"payload"`
+				Headers   []string `json:"headers"`
 			}
 			if err := json.Unmarshal([]byte(line), &m); err != nil {
 				return Result{ErrorCode: -1, Error: fmt.Sprintf("kcat output %q: %v", line, err)}
 			}
-			res.Records = append(res.Records, Rec{Key: m.Key, Value: m.Payload, Timestamp: m.Ts, Partition: m.Partition, Offset: m.Offset})
+			r := Rec{Key: m.Key, Value: m.Payload, Timestamp: m.Ts, Partition: m.Partition, Offset: m.Offset}
+			for i := 0; i+1 < len(m.Headers); i += 2 {
+				r.Headers = append(r.Headers, [2]string{m.Headers[i], m.Headers[i+1]})
+			}
+			res.Records = append(res.Records, r)
 		}
 		return res
 	case opOffsetForTime, opWatermarks:

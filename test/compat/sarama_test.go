@@ -18,7 +18,7 @@ func saramaClient() *Client {
 	return &Client{
 		Name: "sarama",
 		Supports: set(opCreate, opList, opDescribe, opAlterIncr, opAlterLegacy, opDeleteRecords,
-			opDeleteTopic, opProduce, opFetch, opOffsetForTime, opWatermarks, opIdempotent, opTimestamps, opLogAppendTime),
+			opDeleteTopic, opProduce, opFetch, opOffsetForTime, opWatermarks, opIdempotent, opTimestamps, opLogAppendTime, opHeaders),
 		Codecs:   []string{"none", "gzip", "snappy", "lz4", "zstd"},
 		Versions: map[string]string{"sarama": modVersion("github.com/IBM/sarama")},
 		do:       saramaDo,
@@ -92,6 +92,9 @@ func saramaDo(ctx context.Context, op Op) (res Result) {
 			if r.Timestamp != 0 {
 				m.Timestamp = time.UnixMilli(r.Timestamp)
 			}
+			for _, h := range r.Headers {
+				m.Headers = append(m.Headers, sarama.RecordHeader{Key: []byte(h[0]), Value: []byte(h[1])})
+			}
 			msgs[i] = m
 		}
 		if err := p.SendMessages(msgs); err != nil {
@@ -121,6 +124,9 @@ func saramaDo(ctx context.Context, op Op) (res Result) {
 				}
 				if m.Value != nil {
 					r.Value = strp(string(m.Value))
+				}
+				for _, h := range m.Headers {
+					r.Headers = append(r.Headers, [2]string{string(h.Key), string(h.Value)})
 				}
 				res.Records = append(res.Records, r)
 			case e := <-pc.Errors():

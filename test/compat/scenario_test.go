@@ -224,6 +224,8 @@ func sampleRecords(base int64, bulk int) []Rec {
 		recs = append(recs, Rec{Key: strp(fmt.Sprintf("bulk-%04d", i)),
 			Value: strp(fmt.Sprintf("bulk value %04d %s", i, strings.Repeat("compressible ", 12)))})
 	}
+	recs[0].Headers = [][2]string{{"trace-id", "abc-123"}, {"content-type", "text/plain"}}
+	recs[3].Headers = [][2]string{{"trace-id", "déf-456"}}
 	for i := range recs {
 		recs[i].Timestamp = base + int64(i)*1000
 		recs[i].Offset = int64(i)
@@ -245,6 +247,9 @@ func checkRecords(t *testing.T, who string, got, want []Rec, timestamps bool) {
 		if timestamps && g.Timestamp != w.Timestamp {
 			ok = false
 		}
+		if w.Headers != nil && fmt.Sprint(g.Headers) != fmt.Sprint(w.Headers) {
+			ok = false
+		}
 		if !ok {
 			if bad++; bad <= 5 {
 				t.Errorf("%s: record %d = %v, want %v", who, i, g, w)
@@ -258,6 +263,15 @@ func eqp(a, b *string) bool {
 		return a == nil && b == nil
 	}
 	return *a == *b
+}
+
+// dropHeaders removes headers from records when the client cannot set them.
+func (s *suite) dropHeaders(recs []Rec) {
+	if !s.c.can(opHeaders) {
+		for i := range recs {
+			recs[i].Headers = nil
+		}
+	}
 }
 
 func (s *suite) produce(t *testing.T, op Op) []int64 {
@@ -278,6 +292,7 @@ func (s *suite) produceConsume(t *testing.T, codec string) {
 	base := time.Now().Add(-time.Hour).UnixMilli()
 	want := sampleRecords(base, 200)
 	ts := s.c.can(opTimestamps)
+	s.dropHeaders(want)
 	in := make([]Rec, len(want))
 	copy(in, want)
 	if !ts {
@@ -545,6 +560,7 @@ func (s *suite) topicCompressionType(t *testing.T) {
 	topic := "gzip-topic"
 	s.createTopic(t, topic, 1, map[string]string{"compression.type": "gzip"})
 	want := sampleRecords(time.Now().Add(-time.Minute).UnixMilli(), 20)
+	s.dropHeaders(want)
 	in := append([]Rec(nil), want...)
 	if !s.c.can(opTimestamps) {
 		for i := range in {

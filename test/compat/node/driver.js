@@ -8,7 +8,7 @@ const { Kafka, logLevel, CompressionTypes, ConfigResourceTypes } = require('kafk
 const kafkajsVersion = require('kafkajs/package.json').version
 
 const OPS = ['create_topic', 'list_topics', 'describe_configs', 'alter_configs_legacy',
-  'delete_records', 'delete_topic', 'produce', 'fetch', 'log_append_time', 'offset_for_time', 'watermarks',
+  'delete_records', 'delete_topic', 'produce', 'fetch', 'headers', 'log_append_time', 'offset_for_time', 'watermarks',
   'idempotent', 'timestamps', 'group_consume']
 
 class OpError extends Error {
@@ -35,6 +35,10 @@ function describeError (e) {
 }
 
 const str = (b) => (b === null || b === undefined ? null : b.toString())
+const hdrs = (h) => {
+  const pairs = Object.entries(h || {}).map(([k, v]) => [k, str(v)])
+  return pairs.length ? pairs : null
+}
 const buf = (s) => (s === null || s === undefined ? null : Buffer.from(s))
 
 function client (op) {
@@ -121,6 +125,7 @@ async function run (op) {
         const messages = (op.records || []).map((r) => {
           const m = { key: buf(r.key), value: buf(r.value), partition: op.partition || 0 }
           if (r.ts) m.timestamp = String(r.ts)
+          if (r.headers) m.headers = Object.fromEntries(r.headers)
           return m
         })
         const res = await producer.send({ topic: op.topic, acks: -1, compression: codecs[op.compression || 'none'], messages })
@@ -155,7 +160,7 @@ async function consume (op, deadline, groupId, commit) {
         if (!commit && (p !== partition || (op.offset >= 0 && Number(message.offset) < op.offset))) return
         const key = `${p}:${message.offset}`
         if (!seen.has(key)) {
-          seen.set(key, { key: str(message.key), value: str(message.value), ts: Number(message.timestamp), partition: p, offset: Number(message.offset) })
+          seen.set(key, { key: str(message.key), value: str(message.value), ts: Number(message.timestamp), partition: p, offset: Number(message.offset), headers: hdrs(message.headers) })
         }
         if (commit) await consumer.commitOffsets([{ topic: op.topic, partition: p, offset: String(Number(message.offset) + 1) }])
         if (seen.size >= want) done()

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 OPS = ["create_topic", "list_topics", "describe_configs", "alter_configs_legacy",
-       "delete_topic", "produce", "fetch", "log_append_time", "offset_for_time", "watermarks",
+       "delete_topic", "produce", "fetch", "headers", "log_append_time", "offset_for_time", "watermarks",
        "idempotent", "timestamps", "group_consume"]
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -39,6 +39,11 @@ def wait_future(f):
         if isinstance(err, KafkaError):
             raise OpError(kerr(err), err.str())
         raise OpError(-1, str(e))
+
+
+def hdrs(h):
+    """Headers as [key, value] pairs, or None when there are none."""
+    return [[k, dec(v)] for k, v in h] if h else None
 
 
 def enc(s):
@@ -109,6 +114,8 @@ def run(op):
             kw = {"partition": op.get("partition", 0), "on_delivery": cb(i)}
             if r.get("ts"):
                 kw["timestamp"] = r["ts"]
+            if r.get("headers"):
+                kw["headers"] = [(k, v.encode()) for k, v in r["headers"]]
             p.produce(op["topic"], value=enc(r.get("value")), key=enc(r.get("key")), **kw)
         left = p.flush(30)
         if errors:
@@ -129,7 +136,7 @@ def run(op):
             if m.error():
                 raise OpError(kerr(m.error()), m.error().str())
             out.append({"key": dec(m.key()), "value": dec(m.value()), "ts": m.timestamp()[1],
-                        "partition": m.partition(), "offset": m.offset()})
+                        "partition": m.partition(), "offset": m.offset(), "headers": hdrs(m.headers())})
         c.close()
         return {"records": out}
     if name in ("offset_for_time", "watermarks"):

@@ -29,7 +29,7 @@ def _for_code_keeping_unknown(code):
 Errors.for_code = _for_code_keeping_unknown
 
 OPS = ["create_topic", "list_topics", "describe_configs", "alter_configs_legacy",
-       "delete_topic", "produce", "fetch", "log_append_time", "offset_for_time", "watermarks", "timestamps"]
+       "delete_topic", "produce", "fetch", "headers", "log_append_time", "offset_for_time", "watermarks", "timestamps"]
 
 
 class OpError(Exception):
@@ -68,7 +68,8 @@ def admin(op):
 
 def rec(m):
     return {"key": dec(m.key), "value": dec(m.value), "ts": m.timestamp,
-            "partition": m.partition, "offset": m.offset}
+            "partition": m.partition, "offset": m.offset,
+            "headers": [[k, dec(v)] for k, v in m.headers] if m.headers else None}
 
 
 def run(op):
@@ -111,7 +112,8 @@ def run(op):
         futs = []
         for r in op.get("records") or []:
             futs.append(p.send(op["topic"], value=enc(r.get("value")), key=enc(r.get("key")),
-                               partition=op.get("partition", 0), timestamp_ms=r.get("ts") or None))
+                               partition=op.get("partition", 0), timestamp_ms=r.get("ts") or None,
+                               headers=[(k, v.encode()) for k, v in r.get("headers") or []]))
         p.flush(30)
         offsets = []
         try:
