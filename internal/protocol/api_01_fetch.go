@@ -14,23 +14,27 @@ import (
 // handleFetch (key 1, v4-12) reads whole batches up to the high watermark
 // with Kafka's limits (max bytes, partition max bytes, KIP-74 first batch
 // always whole) and long-polls until min bytes are available or max wait
-// passes. Fetch sessions (KIP-227) are declined: every response is a full
-// sessionless response (session id 0), which all clients handle; an
-// unknown session id is FETCH_SESSION_ID_NOT_FOUND.
+// passes. Fetch sessions (KIP-227) are served: a full fetch with epoch 0
+// opens one, incremental fetches name only changed partitions and get
+// only partitions with news; epoch -1 is a sessionless full fetch.
 func (s *Server) handleFetch(ctx context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.FetchRequest)
-	fr := &fetchReply{version: req.Version}
-	if req.Version >= 7 && req.SessionID != 0 {
-		fr.errorCode = kerr.FetchSessionIDNotFound.Code
+	plan := s.sessions.plan(req)
+	defer s.sessions.done(plan)
+	fr := &fetchReply{version: req.Version, errorCode: plan.errorCode}
+	if plan.session != nil {
+		fr.sessionID = plan.session.id
+	}
+	if plan.errorCode != 0 {
 		return reply{fetch: fr}, nil
 	}
 	maxBytes := int64(req.MaxBytes)
-	if req.Version < 3 || maxBytes <= 0 {
+	if maxBytes <= 0 {
 		maxBytes = 1<<31 - 1
 	}
 	deadline := time.Now().Add(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
 	for {
-		waits := s.fetchOnce(req, fr, maxBytes)
+		waits := s.fetchOnce(plan.parts, fr, maxBytes)
 		if fr.bytes >= int64(req.MinBytes) || fr.hasError || req.MaxWaitMillis <= 0 || len(waits) == 0 {
 			break
 		}
@@ -40,7 +44,10 @@ func (s *Server) handleFetch(ctx context.Context, _ *conn, kreq kmsg.Request) (r
 		}
 		// New data arrived: read again from scratch.
 		fr.release()
-		*fr = fetchReply{version: req.Version}
+		*fr = fetchReply{version: req.Version, sessionID: fr.sessionID}
+	}
+	if plan.session != nil {
+		fr.keepNews(plan.incremental)
 	}
 	for _, t := range fr.topics {
 		var n int64
@@ -54,49 +61,76 @@ func (s *Server) handleFetch(ctx context.Context, _ *conn, kreq kmsg.Request) (r
 	return reply{fetch: fr}, nil
 }
 
-// fetchOnce reads every requested partition once into fr and returns the
-// channels that signal new data for the partitions read.
-func (s *Server) fetchOnce(req *kmsg.FetchRequest, fr *fetchReply, maxBytes int64) []<-chan struct{} {
-	var waits []<-chan struct{}
-	remaining := maxBytes
-	for _, rt := range req.Topics {
-		ft := fetchTopic{name: rt.Topic}
-		for _, rp := range rt.Partitions {
-			fp := fetchPart{partition: rp.Partition, hw: -1, lso: -1, logStart: -1}
-			p, err := s.b.Partition(rt.Topic, rp.Partition)
-			if err == nil {
-				err = checkLeaderEpoch(p, rp.CurrentLeaderEpoch)
-			}
-			if err != nil {
-				fp.errorCode = errCode(err)
-				fr.hasError = true
-				ft.parts = append(ft.parts, fp)
+// keepNews records what a session's client now knows and, for an
+// incremental fetch, drops partitions without news (no records, no error,
+// same high watermark and log start offset as last answered).
+func (fr *fetchReply) keepNews(incremental bool) {
+	topics := fr.topics[:0]
+	for _, t := range fr.topics {
+		parts := t.parts[:0]
+		for _, p := range t.parts {
+			sp := p.session
+			news := !incremental || p.size > 0 || p.errorCode != 0 || !sp.sent || sp.hw != p.hw || sp.logStart != p.logStart
+			if !news {
+				if p.read != nil {
+					p.read.Release()
+				}
 				continue
 			}
-			// Take the change signal before reading so no append is missed.
-			waits = append(waits, p.Log.HighWatermarkChanged())
-			s.readPartition(p, rp, fr, &fp, &remaining)
-			ft.parts = append(ft.parts, fp)
+			sp.hw, sp.logStart, sp.sent = p.hw, p.logStart, true
+			parts = append(parts, p)
 		}
-		fr.topics = append(fr.topics, ft)
+		if len(parts) > 0 {
+			t.parts = parts
+			topics = append(topics, t)
+		}
+	}
+	fr.topics = topics
+}
+
+// fetchOnce reads every planned partition once into fr and returns the
+// channels that signal new data for the partitions read.
+func (s *Server) fetchOnce(parts []*sessionPart, fr *fetchReply, maxBytes int64) []<-chan struct{} {
+	var waits []<-chan struct{}
+	remaining := maxBytes
+	for _, sp := range parts {
+		if n := len(fr.topics); n == 0 || fr.topics[n-1].name != sp.topic {
+			fr.topics = append(fr.topics, fetchTopic{name: sp.topic})
+		}
+		ft := &fr.topics[len(fr.topics)-1]
+		fp := fetchPart{partition: sp.partition, hw: -1, lso: -1, logStart: -1, session: sp}
+		p, err := s.b.Partition(sp.topic, sp.partition)
+		if err == nil {
+			err = checkLeaderEpoch(p, sp.epoch)
+		}
+		if err != nil {
+			fp.errorCode = errCode(err)
+			fr.hasError = true
+			ft.parts = append(ft.parts, fp)
+			continue
+		}
+		// Take the change signal before reading so no append is missed.
+		waits = append(waits, p.Log.HighWatermarkChanged())
+		s.readPartition(p, sp, fr, &fp, &remaining)
+		ft.parts = append(ft.parts, fp)
 	}
 	return waits
 }
 
 // readPartition fills one partition's answer.
-func (s *Server) readPartition(p *broker.Partition, rp kmsg.FetchRequestTopicPartition, fr *fetchReply, fp *fetchPart, remaining *int64) {
-	limit := min(int64(rp.PartitionMaxBytes), *remaining)
+func (s *Server) readPartition(p *broker.Partition, rp *sessionPart, fr *fetchReply, fp *fetchPart, remaining *int64) {
+	limit := min(int64(rp.maxBytes), *remaining)
 	minOne := fr.version >= 3 && fr.bytes == 0
 	if limit <= 0 && !minOne {
 		fp.hw, fp.lso, fp.logStart = p.Log.HighWatermark(), p.Log.HighWatermark(), p.Log.LogStartOffset()
 		return
 	}
-	res, err := p.Read(rp.FetchOffset, max(limit, 0), minOne)
+	res, err := p.Read(rp.offset, max(limit, 0), minOne)
 	if err != nil {
 		fp.errorCode = errCode(err)
 		fp.hw, fp.lso, fp.logStart = p.Log.HighWatermark(), p.Log.HighWatermark(), p.Log.LogStartOffset()
 		if fp.errorCode == kerr.UnknownServerError.Code {
-			s.logger.Warn("fetch read failed", "topic", p.Topic, "partition", p.Index, "offset", rp.FetchOffset, "err", err)
+			s.logger.Warn("fetch read failed", "topic", p.Topic, "partition", p.Index, "offset", rp.offset, "err", err)
 		}
 		fr.hasError = true
 		return
@@ -142,6 +176,7 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool
 type fetchReply struct {
 	version   int16
 	errorCode int16
+	sessionID int32
 	topics    []fetchTopic
 	bytes     int64
 	hasError  bool
@@ -159,6 +194,7 @@ type fetchPart struct {
 	chunks            []storage.Chunk
 	size              int64
 	read              *storage.ReadResult
+	session           *sessionPart
 }
 
 // release releases every chunk held by the reply.

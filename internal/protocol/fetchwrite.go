@@ -71,7 +71,7 @@ func (e *fetchEncoder) encode(corr int32, fr *fetchReply) (int64, error) {
 	e.i32(0) // throttle
 	if e.version >= 7 {
 		e.i16(fr.errorCode)
-		e.i32(0) // session id: sessionless
+		e.i32(fr.sessionID)
 	}
 	e.arrayLen(len(fr.topics))
 	var records int64

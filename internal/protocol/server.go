@@ -56,6 +56,7 @@ type Server struct {
 	logger   *slog.Logger
 	handlers map[int16]handler
 	metrics  *metrics
+	sessions *fetchSessions
 
 	ln       net.Listener
 	host     string
@@ -86,7 +87,7 @@ func New(cfg Config) (*Server, error) {
 	hard, hardStop := context.WithCancel(context.Background())
 	s := &Server{
 		cfg: cfg, b: cfg.Broker, logger: cfg.Logger, conns: map[*conn]struct{}{},
-		ctx: ctx, cancel: cancel, hard: hard, hardStop: hardStop,
+		ctx: ctx, cancel: cancel, hard: hard, hardStop: hardStop, sessions: newFetchSessions(),
 	}
 	s.handlers = s.buildHandlers()
 	m, err := newMetrics(cfg.Registerer, s)

@@ -84,7 +84,7 @@ func TestFetchLimitsAndLongPoll(t *testing.T) {
 	}
 	// Unknown session id.
 	req := fetchReq("f", 0, 1<<20, 1<<20, 1, 0)
-	req.SessionID = 1234
+	req.SessionID, req.SessionEpoch = 1234, 5
 	resp, _ = req.RequestWith(ctx, raw)
 	if resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
 		t.Errorf("unknown session: %d", resp.ErrorCode)
@@ -161,5 +161,81 @@ func TestAdminAPIs(t *testing.T) {
 	r, err := adm.DeleteTopics(ctx, "__consumer_offsets")
 	if err == nil && r["__consumer_offsets"].Err == nil {
 		t.Error("__consumer_offsets deleted")
+	}
+}
+
+func TestFetchSessions(t *testing.T) {
+	tb := startBroker(t, "", nil)
+	ctx := ctxT(t)
+	if _, err := tb.admin().CreateTopic(ctx, 2, 1, nil, "s"); err != nil {
+		t.Fatal(err)
+	}
+	cl := tb.client(kgo.DefaultProduceTopic("s"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("a"), Partition: 0}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	raw := tb.client()
+	// Initial (epoch 0): full answer, new session id.
+	req := fetchReq("s", 0, 1<<20, 1<<20, 0, 0)
+	p1 := kmsg.NewFetchRequestTopicPartition()
+	p1.Partition, p1.PartitionMaxBytes = 1, 1<<20
+	req.Topics[0].Partitions = append(req.Topics[0].Partitions, p1)
+	req.SessionEpoch = 0
+	resp, err := req.RequestWith(ctx, raw)
+	if err != nil || resp.ErrorCode != 0 || resp.SessionID == 0 || len(resp.Topics[0].Partitions) != 2 {
+		t.Fatalf("initial session fetch: %v %+v", err, resp)
+	}
+	id := resp.SessionID
+	// Incremental epoch 1, client moved partition 0 to offset 1: nothing new
+	// anywhere, so the answer is empty.
+	inc := kmsg.NewPtrFetchRequest()
+	inc.Version = 12
+	inc.MaxBytes = 1 << 20
+	inc.SessionID, inc.SessionEpoch = id, 1
+	it := kmsg.NewFetchRequestTopic()
+	it.Topic = "s"
+	ip := kmsg.NewFetchRequestTopicPartition()
+	ip.FetchOffset, ip.PartitionMaxBytes = 1, 1<<20
+	it.Partitions = append(it.Partitions, ip)
+	inc.Topics = append(inc.Topics, it)
+	resp, err = inc.RequestWith(ctx, raw)
+	if err != nil || resp.ErrorCode != 0 || resp.SessionID != id {
+		t.Fatalf("incremental: %v %+v", err, resp)
+	}
+	// Partition 0 changed position, so it is answered once (no records).
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].Partition != 0 {
+		t.Errorf("incremental answer: %+v", resp.Topics)
+	}
+	// Epoch 2, no changes: empty answer.
+	inc.SessionEpoch = 2
+	inc.Topics = nil
+	resp, _ = inc.RequestWith(ctx, raw)
+	if resp.ErrorCode != 0 || len(resp.Topics) != 0 {
+		t.Errorf("no-news incremental: %+v", resp)
+	}
+	// New data on partition 1 shows up without naming it.
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("b"), Partition: 1}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	inc.SessionEpoch = 3
+	resp, _ = inc.RequestWith(ctx, raw)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].Partition != 1 ||
+		len(resp.Topics[0].Partitions[0].RecordBatches) == 0 {
+		t.Errorf("news on partition 1: %+v", resp.Topics)
+	}
+	// Wrong epoch.
+	inc.SessionEpoch = 9
+	resp, _ = inc.RequestWith(ctx, raw)
+	if resp.ErrorCode != kerr.InvalidFetchSessionEpoch.Code {
+		t.Errorf("wrong epoch: %d", resp.ErrorCode)
+	}
+	// Close (epoch -1) then the id is gone.
+	inc.SessionEpoch = -1
+	if resp, _ = inc.RequestWith(ctx, raw); resp.ErrorCode != 0 || resp.SessionID != 0 {
+		t.Errorf("close: %+v", resp)
+	}
+	inc.SessionEpoch = 4
+	if resp, _ = inc.RequestWith(ctx, raw); resp.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+		t.Errorf("closed session: %d", resp.ErrorCode)
 	}
 }
