@@ -122,3 +122,54 @@ func TestCompactionHeadline(t *testing.T) {
 		check(t, saramaClient())
 	})
 }
+
+// TestCompactionCompressedBatches cleans a topic whose batches are gzip and
+// uncompressed, with headers, then every client reads the survivors from a
+// removed offset in the middle of a cleaned batch.
+func TestCompactionCompressedBatches(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, brokerOpts{metrics: true, extra: map[string]string{"strata.idle.roll.check.interval.ms": "50"}})
+	const topic = "compressed-compacted"
+	adminCreate(t, b, topic, 1, map[string]string{"cleanup.policy": "compact", "segment.ms": "100"})
+	waitTopic(t, b, topic, 1)
+	h := [][2]string{{"source", "compat"}}
+	batches := []struct {
+		codec string
+		recs  []Rec
+	}{
+		{"gzip", []Rec{{Key: strp("k1"), Value: strp("a"), Headers: h}, {Key: strp("k2"), Value: strp("b")}, {Key: strp("k3"), Value: strp("c")}}},
+		{"none", []Rec{{Key: strp("k1"), Value: strp("a2"), Headers: h}, {Key: strp("k2")}, {Key: strp("k4"), Value: strp("d")}}},
+		{"gzip", []Rec{{Key: strp("k3"), Value: strp("c3")}}},
+	}
+	for _, bt := range batches {
+		saramaClient().Must(t, b.Addr(), Op{Op: opProduce, Topic: topic, Records: bt.recs, Compression: bt.codec})
+	}
+	if !targetKfake() {
+		waitFor(t, "idle segment roll", 20*time.Second, func() error {
+			st, err := b.cleanerStatus(topic)
+			if err != nil {
+				return err
+			}
+			if len(st) != 1 || st[0].FirstUncleanable < 7 {
+				return fmt.Errorf("status %+v", st)
+			}
+			return nil
+		})
+	}
+	if err := b.Compact(topic); err != nil {
+		t.Fatalf("compaction: %v", err)
+	}
+	want := []Rec{
+		{Key: strp("k1"), Value: strp("a2"), Headers: h, Offset: 3},
+		{Key: strp("k2"), Offset: 4},
+		{Key: strp("k4"), Value: strp("d"), Offset: 5},
+		{Key: strp("k3"), Value: strp("c3"), Offset: 6},
+	}
+	for _, c := range allClients {
+		t.Run(c.name, func(t *testing.T) {
+			cl := c.make(t)
+			got := cl.Must(t, b.Addr(), Op{Op: opFetch, Topic: topic, Offset: 1, Max: len(want)}).Records
+			checkRecords(t, cl.Name+" fetch at removed offset 1", got, want, false)
+		})
+	}
+}
