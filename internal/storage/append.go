@@ -141,6 +141,7 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 				}
 			}
 		}
+		pt.applyTxn(b)
 	}
 
 	s := l.active
@@ -237,7 +238,7 @@ func (l *Log) validate(records []byte, cfg *Config, opts AppendOptions) ([]recor
 				return nil, fmt.Errorf("batch %d: baseOffset %d, producers must send 0: %w", len(batches), b.BaseOffset(), kerr.InvalidRecord)
 			}
 		}
-		if b.ProducerID() >= 0 && b.BaseSequence() < 0 {
+		if b.ProducerID() >= 0 && b.BaseSequence() < 0 && !b.IsControl() {
 			return nil, fmt.Errorf("batch %d: producer id %d with baseSequence %d: %w", len(batches), b.ProducerID(), b.BaseSequence(), kerr.InvalidRecord)
 		}
 		if !cfg.LogAppendTime && !b.IsControl() {

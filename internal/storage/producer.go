@@ -9,6 +9,8 @@ import (
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strata-io/strata/internal/record"
 )
 
 // maxBatchesPerProducer is how many recent batches are kept per producer
@@ -159,6 +161,45 @@ func (t *producerTxn) record(pid int64, epoch int16, b batchMeta, now int64) {
 	e.add(b)
 	e.lastTimestamp = now
 	t.put(e)
+}
+
+// mut returns a staged (cloned) entry for pid, or nil when unknown.
+func (t *producerTxn) mut(pid int64) *producerEntry {
+	if e, ok := t.changed[pid]; ok {
+		return e
+	}
+	e := t.ps.m[pid]
+	if e == nil {
+		return nil
+	}
+	c := e.clone()
+	t.put(c)
+	return c
+}
+
+// applyTxn tracks open transactions: a transactional data batch opens one
+// (its first offset is kept until the marker), a control batch (COMMIT or
+// ABORT marker written by the coordinator) closes it. b has its final
+// offsets.
+func (t *producerTxn) applyTxn(b record.Batch) {
+	pid := b.ProducerID()
+	if pid < 0 {
+		return
+	}
+	switch {
+	case b.IsControl():
+		if e := t.mut(pid); e != nil {
+			e.txnFirstOffset = -1
+			if ep := b.ProducerEpoch(); ep > e.epoch {
+				e.epoch = ep
+				e.batches = e.batches[:0]
+			}
+		}
+	case b.IsTransactional():
+		if e := t.mut(pid); e != nil && e.txnFirstOffset < 0 {
+			e.txnFirstOffset = b.BaseOffset()
+		}
+	}
 }
 
 // expire removes producers idle for longer than ttl (ms) without an open

@@ -182,3 +182,44 @@ func TestAppendValidation(t *testing.T) {
 		t.Fatalf("lat: max ts %d", bs[0].MaxTimestamp())
 	}
 }
+
+func TestTransactionStateAcrossRestart(t *testing.T) {
+	fsys := vfs.NewCrashFS()
+	dir := "/d/txn-0"
+	l := openTest(t, fsys, dir, testConfig(), false)
+	b, _ := record.Build(record.BatchHeader{Attributes: record.AttrTransactional, ProducerID: 9, ProducerEpoch: 0, BaseSequence: 0, PartitionLeaderEpoch: -1},
+		[]record.Record{{Key: []byte("k"), Value: []byte("v")}})
+	r := mustAppend(t, l, b)
+	open := func() int64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.ps.m[9].txnFirstOffset
+	}
+	if open() != r.BaseOffset {
+		t.Fatalf("open txn first offset %d", open())
+	}
+	img := fsys.Crash()
+	l.Close()
+	l = openTest(t, img, dir, testConfig(), false)
+	if open() != r.BaseOffset {
+		t.Fatalf("after power cut: open txn first offset %d", open())
+	}
+	// COMMIT marker from the coordinator closes it.
+	m, _ := record.Build(record.BatchHeader{Attributes: record.AttrTransactional | record.AttrControl, ProducerID: 9, ProducerEpoch: 0, BaseSequence: -1, PartitionLeaderEpoch: -1},
+		[]record.Record{{Key: []byte{0, 0, 0, 1}, Value: []byte{0, 0, 0, 0, 0, 0}}})
+	if _, err := l.Append(m, AppendOptions{}); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("control batch from a client: %v", err)
+	}
+	if _, err := l.Append(m, AppendOptions{Coordinator: true}); err != nil {
+		t.Fatal(err)
+	}
+	if open() != -1 {
+		t.Fatalf("marker did not close the txn: %d", open())
+	}
+	l.Close()
+	l = openTest(t, img, dir, testConfig(), true)
+	defer l.Close()
+	if open() != -1 {
+		t.Fatalf("after restart: %d", open())
+	}
+}

@@ -307,6 +307,7 @@ func (l *Log) loadProducerState(snaps []int64, leo int64) error {
 			last := seqAdd(first, int64(b.LastOffsetDelta()))
 			t.record(pid, b.ProducerEpoch(), batchMeta{firstSeq: first, lastSeq: last, firstOffset: b.BaseOffset(), lastOffset: b.LastOffset()}, b.MaxTimestamp())
 		}
+		t.applyTxn(b)
 		return nil
 	})
 	if err != nil {
