@@ -20,9 +20,16 @@ type Config struct {
 	Enable              bool          // log.cleaner.enable (true)
 	Threads             int           // log.cleaner.threads (1)
 	DedupeBufferSize    int64         // log.cleaner.dedupe.buffer.size (134217728), shared by all threads
-	IOMaxBytesPerSecond float64       // log.cleaner.io.max.bytes.per.second (0 or +Inf = unlimited)
-	Backoff             time.Duration // log.cleaner.backoff.ms (15s): idle sleep and base of the retry backoff
+	IOMaxBytesPerSecond float64       // log.cleaner.io.max.bytes.per.second (Kafka's default Double.MAX, 0 or +Inf = unlimited)
+	Backoff             time.Duration // log.cleaner.backoff.ms (15s): idle sleep (at least minIdle) and base of the retry backoff (at least minRetry)
 }
+
+// minIdle and minRetry bound log.cleaner.backoff.ms=0 so that an idle or
+// failing cleaner does not spin.
+const (
+	minIdle  = 10 * time.Millisecond
+	minRetry = time.Second
+)
 
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig() Config {
@@ -105,17 +112,16 @@ type job struct {
 // New creates a cleaner for the log dir logDir (where it keeps
 // cleaner-offset-checkpoint). reg may be nil. It starts nothing.
 func New(cfg Config, logDir string, src Source, logger *slog.Logger, reg prometheus.Registerer) (*Cleaner, error) {
-	if cfg.Threads <= 0 {
-		cfg.Threads = 1
-	}
-	if cfg.Backoff <= 0 {
-		cfg.Backoff = 15 * time.Second
-	}
-	if cfg.DedupeBufferSize <= 0 {
-		cfg.DedupeBufferSize = 128 << 20
+	if cfg.Threads < 0 {
+		return nil, fmt.Errorf("cleaner: log.cleaner.threads %d < 0", cfg.Threads)
 	}
 	if logger == nil {
 		logger = slog.Default()
+	}
+	if cfg.Enable && cfg.Threads == 0 {
+		// Like Kafka, zero threads means nothing is cleaned.
+		logger.Warn("log.cleaner.threads=0: compaction is off")
+		cfg.Enable = false
 	}
 	if cfg.Enable {
 		if per := cfg.DedupeBufferSize / int64(cfg.Threads); per/EntrySize < 2 {
@@ -211,7 +217,7 @@ func (c *Cleaner) run(w *worker) {
 		if c.cleanFilthiest(w) {
 			continue
 		}
-		timer.Reset(c.cfg.Backoff)
+		timer.Reset(max(c.cfg.Backoff, minIdle))
 		select {
 		case <-c.ctx.Done():
 			return
@@ -371,7 +377,7 @@ func (c *Cleaner) round(w *worker, p Partition, force bool) (err error) {
 		st.failures++
 		st.lastErr = err.Error()
 		st.lastErrTime = now
-		d := c.cfg.Backoff << min(st.failures-1, 16)
+		d := max(c.cfg.Backoff, minRetry) << min(st.failures-1, 16)
 		if d > maxRetryBackoff || d <= 0 {
 			d = maxRetryBackoff
 		}

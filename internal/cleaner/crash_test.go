@@ -163,7 +163,7 @@ func TestCleanerCrash(t *testing.T) {
 	if _, err := fmt.Sscanf(string(out[bytes.Index(out, []byte("ops=")):]), "ops=%d", &ops); err != nil || ops == 0 {
 		t.Fatalf("reference child: %v\n%s", err, out)
 	}
-	after := reopenAndRead(t, ref)
+	after := reopenAndRead(t, ref, latest)
 	if len(after) >= len(before) {
 		t.Fatalf("cleaning removed nothing (%d -> %d)", len(before), len(after))
 	}
@@ -175,7 +175,7 @@ func TestCleanerCrash(t *testing.T) {
 			dir := filepath.Join(base, "run-"+strconv.Itoa(at)+"-"+strconv.Itoa(mode))
 			copyDir(t, prep, dir)
 			runChild(t, dir, at, mode)
-			got := reopenAndRead(t, dir)
+			got := reopenAndRead(t, dir, latest)
 			switch {
 			case sameRecords(got, before):
 				nBefore++
@@ -222,13 +222,18 @@ func asExit(err error, ee **exec.ExitError) bool {
 }
 
 // reopenAndRead opens the log after a crash (recovery on) and reads it.
-func reopenAndRead(t *testing.T, logDir string) []stored {
+func reopenAndRead(t *testing.T, logDir string, latest map[string][]byte) []stored {
 	t.Helper()
 	h := &harness{t: t, logDir: logDir, topic: "t", cfg: crashCfg(), ccfg: testCleanerCfg(), clock: newFakeClock(),
 		fs: vfs.Default(), dir: filepath.Join(logDir, "t-0"), logger: discardLogger()}
 	h.open(false)
 	defer h.close()
 	recs, _ := h.readAll()
+	// The recovered log cleans again (no leftover swap state in the way)
+	// without losing anything.
+	h.clean()
+	again, _ := h.readAll()
+	checkLatest(t, again, latest)
 	return recs
 }
 

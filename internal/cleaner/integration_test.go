@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -449,5 +451,37 @@ func TestRetentionRaceAbortsWithoutFailure(t *testing.T) {
 	recs, _ := h.readAll()
 	if len(recs) != 1 || string(recs[0].Value) != "2 2" {
 		t.Fatalf("after retry: %+v", recs)
+	}
+}
+
+func TestNewConfig(t *testing.T) {
+	src := func() []Partition { return nil }
+	dir := t.TempDir()
+	bad := []Config{
+		{Enable: true, Threads: -1, DedupeBufferSize: 1 << 20},
+		{Enable: true, Threads: 1, DedupeBufferSize: 0},
+		{Enable: true, Threads: 4, DedupeBufferSize: 100},
+	}
+	for _, cfg := range bad {
+		if _, err := New(cfg, dir, src, discardLogger(), nil); err == nil {
+			t.Errorf("%+v: want error", cfg)
+		}
+	}
+	// Zero threads, like Kafka, cleans nothing; CleanNow says so.
+	c, err := New(Config{Enable: true, Threads: 0}, dir, src, discardLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Start()
+	if err := c.CleanNow(context.Background(), "t", 0); !errors.Is(err, ErrDisabled) {
+		t.Fatalf("want ErrDisabled, got %v", err)
+	}
+	c.Close()
+	// A malformed checkpoint file is an error, not a silent reset.
+	if err := os.WriteFile(filepath.Join(dir, CheckpointFile), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(DefaultConfig(), dir, src, discardLogger(), nil); err == nil {
+		t.Fatal("malformed checkpoint accepted")
 	}
 }
