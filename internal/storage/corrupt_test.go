@@ -193,3 +193,11 @@ func TestRefuseMalformedCheckpoint(t *testing.T) {
 		t.Fatalf("want ErrBadCheckpoint, got %v", err)
 	}
 }
+
+func TestRefuseOtherTopicID(t *testing.T) {
+	dir, _ := buildLog(t, 2)
+	_, err := Open(dir, [16]byte{9, 9}, testConfig(), true, Options{Logger: quiet})
+	if err == nil || !strings.Contains(err.Error(), "topic id") {
+		t.Fatalf("opened a partition of another topic id: %v", err)
+	}
+}

@@ -198,6 +198,9 @@ func TestTransactionStateAcrossRestart(t *testing.T) {
 	if open() != r.BaseOffset {
 		t.Fatalf("open txn first offset %d", open())
 	}
+	if l.LastStableOffset() != r.BaseOffset {
+		t.Fatalf("LSO %d want %d", l.LastStableOffset(), r.BaseOffset)
+	}
 	img := fsys.Crash()
 	l.Close()
 	l = openTest(t, img, dir, testConfig(), false)
@@ -215,6 +218,10 @@ func TestTransactionStateAcrossRestart(t *testing.T) {
 	}
 	if open() != -1 {
 		t.Fatalf("marker did not close the txn: %d", open())
+	}
+	l.Flush()
+	if l.LastStableOffset() != l.HighWatermark() {
+		t.Fatalf("LSO %d after commit, hw %d", l.LastStableOffset(), l.HighWatermark())
 	}
 	l.Close()
 	l = openTest(t, img, dir, testConfig(), true)
