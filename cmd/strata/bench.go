@@ -66,7 +66,7 @@ func newBenchCmd() *cobra.Command {
 		}
 	}
 	cmd.AddCommand(
-		mk("produce", "Produce records as fast as possible (or at --rate); reports ack latency", bench.Produce),
+		mk("produce", "Produce records as fast as possible (or at --rate); reports ack latency (including client queueing: use --rate to measure the broker)", bench.Produce),
 		mk("consume", "Read the topic from the beginning up to its end (or --count/--duration)", bench.Consume),
 		mk("e2e", "Produce and consume at once; reports produce-to-consume latency", bench.E2E),
 	)

@@ -38,7 +38,10 @@ type Config struct {
 }
 
 // Result is a run's summary. Latency is the produce ack latency for
-// produce runs and the produce-to-consume latency for e2e runs.
+// produce runs and the produce-to-consume latency for e2e runs, both
+// measured from the moment the record is handed to the client, so they
+// include time queued in the client (up to 100000 buffered records): at an
+// unlimited rate that queueing dominates; use Rate to measure the broker.
 type Result struct {
 	Mode          string   `json:"mode"`
 	Topic         string   `json:"topic"`
