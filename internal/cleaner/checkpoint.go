@@ -3,12 +3,15 @@ package cleaner
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // CheckpointFile is the name of the per-log-dir file holding each
@@ -131,4 +134,94 @@ func writeCheckpoint(path string, m map[tp]int64) error {
 		return fmt.Errorf("sync checkpoint dir: %w", err)
 	}
 	return nil
+}
+
+// checkpoints holds the cleaner-offset-checkpoint of every log dir the
+// cleaner has met (one file per log dir, like Kafka), each loaded on first
+// use.
+type checkpoints struct {
+	def    string     // the log dir given to New
+	fileMu sync.Mutex // serialises file writes; taken before mu
+	mu     sync.Mutex
+	dirs   map[string]map[tp]int64
+}
+
+func newCheckpoints(def string) (*checkpoints, error) {
+	c := &checkpoints{def: def, dirs: map[string]map[tp]int64{}}
+	if _, err := c.loaded(def); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// loaded returns dir's entries, reading the file the first time.
+func (c *checkpoints) loaded(dir string) (map[tp]int64, error) {
+	if dir == "" {
+		dir = c.def
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.dirs[dir]; ok {
+		return m, nil
+	}
+	m, err := readCheckpoint(filepath.Join(dir, CheckpointFile))
+	if err != nil {
+		return nil, err
+	}
+	c.dirs[dir] = m
+	return m, nil
+}
+
+// get returns k's first dirty offset in dir, -1 when absent.
+func (c *checkpoints) get(dir string, k tp) (int64, error) {
+	m, err := c.loaded(dir)
+	if err != nil {
+		return -1, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if o, ok := m[k]; ok {
+		return o, nil
+	}
+	return -1, nil
+}
+
+// set records k's new first dirty offset and rewrites dir's file.
+func (c *checkpoints) set(dir string, k tp, off int64) error {
+	if dir == "" {
+		dir = c.def
+	}
+	m, err := c.loaded(dir)
+	if err != nil {
+		return err
+	}
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
+	c.mu.Lock()
+	m[k] = off
+	snap := maps.Clone(m)
+	c.mu.Unlock()
+	return writeCheckpoint(filepath.Join(dir, CheckpointFile), snap)
+}
+
+// forget removes k from every loaded dir, rewriting the files it was in.
+func (c *checkpoints) forget(k tp) error {
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
+	var errs []error
+	c.mu.Lock()
+	todo := map[string]map[tp]int64{}
+	for dir, m := range c.dirs {
+		if _, ok := m[k]; ok {
+			delete(m, k)
+			todo[dir] = maps.Clone(m)
+		}
+	}
+	c.mu.Unlock()
+	for dir, snap := range todo {
+		if err := writeCheckpoint(filepath.Join(dir, CheckpointFile), snap); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"runtime/debug"
 	"sort"
 	"sync"
@@ -44,6 +43,11 @@ type Partition struct {
 	Topic     string
 	Partition int32
 	Log       *storage.Log
+	// LogDir is the log dir holding the partition, whose
+	// cleaner-offset-checkpoint records its progress; "" means the logDir
+	// given to New. One Cleaner can so serve every log dir of a broker
+	// with one dedupe buffer, as in Kafka.
+	LogDir string
 }
 
 // Source lists every partition of the broker; the cleaner compacts those
@@ -60,7 +64,7 @@ var ErrNotFound = errors.New("cleaner: no such compacted partition")
 type Cleaner struct {
 	cfg      Config
 	logDir   string
-	ckptPath string
+	ckpts    *checkpoints
 	src      Source
 	logger   *slog.Logger
 	now      func() time.Time
@@ -70,12 +74,9 @@ type Cleaner struct {
 
 	mu      sync.Mutex // guards the fields below
 	parts   map[tp]*partState
-	ckpt    map[tp]int64
 	lastRun time.Time
 	started bool
 	closed  bool
-
-	ckptMu sync.Mutex // serialises checkpoint file writes
 
 	jobs   chan *job
 	wake   chan struct{}
@@ -128,22 +129,20 @@ func New(cfg Config, logDir string, src Source, logger *slog.Logger, reg prometh
 			return nil, fmt.Errorf("cleaner: log.cleaner.dedupe.buffer.size %d too small for %d threads: increase log.cleaner.dedupe.buffer.size or decrease log.cleaner.threads", cfg.DedupeBufferSize, cfg.Threads)
 		}
 	}
-	path := filepath.Join(logDir, CheckpointFile)
-	ck, err := readCheckpoint(path)
+	ck, err := newCheckpoints(logDir)
 	if err != nil {
 		return nil, fmt.Errorf("cleaner: %w", err)
 	}
 	c := &Cleaner{
-		cfg:      cfg,
-		logDir:   logDir,
-		ckptPath: path,
-		src:      src,
-		logger:   logger.With("component", "cleaner"),
-		now:      time.Now,
-		parts:    map[tp]*partState{},
-		ckpt:     ck,
-		jobs:     make(chan *job),
-		wake:     make(chan struct{}, 1),
+		cfg:    cfg,
+		logDir: logDir,
+		ckpts:  ck,
+		src:    src,
+		logger: logger.With("component", "cleaner"),
+		now:    time.Now,
+		parts:  map[tp]*partState{},
+		jobs:   make(chan *job),
+		wake:   make(chan struct{}, 1),
 	}
 	c.throttle = newThrottler(cfg.IOMaxBytesPerSecond, c.now)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -187,14 +186,10 @@ func (c *Cleaner) Forget(topic string, partition int32) {
 	k := tp{topic, partition}
 	c.mu.Lock()
 	delete(c.parts, k)
-	_, had := c.ckpt[k]
-	delete(c.ckpt, k)
 	c.mu.Unlock()
 	c.met.forget(k)
-	if had {
-		if err := c.saveCheckpoint(); err != nil {
-			c.logger.Error("write cleaner checkpoint", "err", err)
-		}
+	if err := c.ckpts.forget(k); err != nil {
+		c.logger.Error("write cleaner checkpoint", "err", err)
 	}
 }
 
@@ -263,13 +258,8 @@ func (c *Cleaner) state(k tp) *partState {
 }
 
 // checkpointOf returns the partition's first dirty offset, -1 if none.
-func (c *Cleaner) checkpointOf(k tp) int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if o, ok := c.ckpt[k]; ok {
-		return o
-	}
-	return -1
+func (c *Cleaner) checkpointOf(p Partition) (int64, error) {
+	return c.ckpts.get(p.LogDir, tp{p.Topic, p.Partition})
 }
 
 // cleanFilthiest picks the eligible log with the highest dirty ratio that
@@ -290,7 +280,11 @@ func (c *Cleaner) cleanFilthiest(w *worker) bool {
 			c.logger.Warn("roll idle segment", "topic", p.Topic, "partition", p.Partition, "err", err)
 		}
 		k := tp{p.Topic, p.Partition}
-		cl := computeCleanable(l.Segments(), l.LogStartOffset(), l.LogEndOffset(), l.HighWatermark(), c.checkpointOf(k), l.Config(), nowMs)
+		ck, err := c.checkpointOf(p)
+		if err != nil {
+			c.logger.Error("read cleaner checkpoint", "topic", p.Topic, "partition", p.Partition, "err", err)
+		}
+		cl := computeCleanable(l.Segments(), l.LogStartOffset(), l.LogEndOffset(), l.HighWatermark(), ck, l.Config(), nowMs)
 		c.met.observePartition(k, cl, nowMs)
 		c.mu.Lock()
 		st := c.state(k)
@@ -348,16 +342,20 @@ func (c *Cleaner) round(w *worker, p Partition, force bool) (err error) {
 				c.logger.Error("cleaner goroutine panicked; recovered", "topic", p.Topic, "partition", p.Partition, "panic", r, "stack", string(debug.Stack()))
 			}
 		}()
-		res, err = c.cleanLog(c.ctx, w, p.Log, c.checkpointOf(k), force)
+		var ck int64
+		if ck, err = c.checkpointOf(p); err != nil {
+			return
+		}
+		res, err = c.cleanLog(c.ctx, w, p.Log, ck, force)
 		w.release()
 	}()
 	if err == nil && !res.NothingToDo {
 		c.mu.Lock()
-		if c.parts[k] == st {
-			c.ckpt[k] = res.EndOffset
-		}
+		live := c.parts[k] == st
 		c.mu.Unlock()
-		err = c.saveCheckpoint()
+		if live {
+			err = c.ckpts.set(p.LogDir, k, res.EndOffset)
+		}
 	}
 
 	now := c.now()
@@ -408,19 +406,6 @@ func (c *Cleaner) round(w *worker, p Partition, force bool) (err error) {
 			"map_keys", res.MapKeys, "map_full", res.MapFull, "duration", res.Duration)
 	}
 	return nil
-}
-
-// saveCheckpoint writes the in-memory checkpoint to the file.
-func (c *Cleaner) saveCheckpoint() error {
-	c.ckptMu.Lock()
-	defer c.ckptMu.Unlock()
-	c.mu.Lock()
-	snap := make(map[tp]int64, len(c.ckpt))
-	for k, v := range c.ckpt {
-		snap[k] = v
-	}
-	c.mu.Unlock()
-	return writeCheckpoint(c.ckptPath, snap)
 }
 
 // CleanNow runs one round on the partition (partition -1: every partition

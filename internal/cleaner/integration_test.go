@@ -485,3 +485,40 @@ func TestNewConfig(t *testing.T) {
 		t.Fatal("malformed checkpoint accepted")
 	}
 }
+
+// TestPartitionLogDir: one cleaner serves partitions of several log dirs,
+// keeping each dir's progress in that dir's checkpoint file.
+func TestPartitionLogDir(t *testing.T) {
+	requireStorage(t)
+	dir1, dir2 := t.TempDir(), t.TempDir()
+	h := newHarness(t, dir2, compactCfg(), testCleanerCfg(), nil, nil)
+	defer h.close()
+	for i := 0; i < 5; i++ {
+		mustAppend(t, h, kv{[]byte("k"), []byte(fmt.Sprint(i))})
+	}
+	if err := h.log.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(testCleanerCfg(), dir1, func() []Partition {
+		return []Partition{{Topic: "t", Partition: 0, Log: h.log, LogDir: dir2}}
+	}, discardLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Start()
+	defer c.Close()
+	if err := c.CleanNow(context.Background(), "t", 0); err != nil {
+		t.Fatal(err)
+	}
+	ck2, err := readCheckpoint(filepath.Join(dir2, CheckpointFile))
+	if err != nil || ck2[tp{"t", 0}] != 5 {
+		t.Fatalf("dir2 checkpoint %v %v", ck2, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir1, CheckpointFile)); !os.IsNotExist(err) {
+		t.Fatalf("dir1 checkpoint written: %v", err)
+	}
+	c.Forget("t", 0)
+	if ck2, _ = readCheckpoint(filepath.Join(dir2, CheckpointFile)); len(ck2) != 0 {
+		t.Fatalf("forget left %v", ck2)
+	}
+}

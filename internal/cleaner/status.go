@@ -52,7 +52,8 @@ func (c *Cleaner) Status(topic string) []PartitionStatus {
 		k := tp{p.Topic, p.Partition}
 		cfg := l.Config()
 		ls, leo := l.LogStartOffset(), l.LogEndOffset()
-		cl := computeCleanable(l.Segments(), ls, leo, l.HighWatermark(), c.checkpointOf(k), cfg, now.UnixMilli())
+		ck, _ := c.checkpointOf(p) // a bad file shows as no checkpoint; rounds report the error
+		cl := computeCleanable(l.Segments(), ls, leo, l.HighWatermark(), ck, cfg, now.UnixMilli())
 		s := PartitionStatus{
 			Topic: p.Topic, Partition: p.Partition,
 			FirstDirtyOffset: cl.FirstDirty, FirstUncleanable: cl.FirstUncleanable,
