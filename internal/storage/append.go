@@ -120,6 +120,12 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 	}
 	off := l.mark.leo
 	res.BaseOffset = off
+	if l.epochs.assign(opts.LeaderEpoch, off) {
+		if err := l.writeEpochCheckpoint(); err != nil {
+			l.epochs.entries = l.epochs.entries[:len(l.epochs.entries)-1]
+			return res, fmt.Errorf("append to %s: leader epoch checkpoint: %v: %w", l.dir, err, kerr.KafkaStorageError)
+		}
+	}
 	for _, b := range batches {
 		b.SetBaseOffset(off)
 		b.SetPartitionLeaderEpoch(opts.LeaderEpoch)

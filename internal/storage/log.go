@@ -83,6 +83,8 @@ type Log struct {
 	recoveryPoint atomic.Int64
 	ckptRecovery  int64 // recovery point last written to the checkpoint
 	ps            *producerState
+	epochs        epochCache
+	recEpochs     []EpochEntry // epochs seen by recovery (load only)
 	dirty         bool // active segment has unsynced bytes
 	// closing holds (with a reference each) the .log files of rolled
 	// segments not yet fsynced; the recovery point checkpoint moves past
@@ -320,6 +322,10 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 			return err
 		}
 	}
+	if err := l.loadEpochs(leo, l.recEpochs); err != nil {
+		return err
+	}
+	l.recEpochs = nil
 	return l.loadProducerState(snaps, leo)
 }
 

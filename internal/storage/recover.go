@@ -128,6 +128,9 @@ scan:
 				break scan
 			}
 			b.add(h, pos+int64(consumed))
+			if ep := bt.PartitionLeaderEpoch(); ep >= 0 && (len(l.recEpochs) == 0 || ep > l.recEpochs[len(l.recEpochs)-1].Epoch) {
+				l.recEpochs = append(l.recEpochs, EpochEntry{Epoch: ep, StartOffset: h.base})
+			}
 			leo = h.last + 1
 			consumed += int(h.size)
 			chunk = rest

@@ -29,6 +29,11 @@ func (l *Log) DeleteRecords(before int64) (newLogStart int64, err error) {
 	}
 	l.logStart = before
 	l.publish()
+	if l.epochs.truncateFromStart(before) {
+		if err := l.writeEpochCheckpoint(); err != nil {
+			l.logger.Warn("leader epoch checkpoint", "err", err)
+		}
+	}
 	return before, nil
 }
 
@@ -116,6 +121,11 @@ func (l *Log) deleteSegmentsLocked(dead []*segment, newStart int64) error {
 	}
 	l.segs = append([]*segment(nil), l.segs[len(dead):]...)
 	l.publish()
+	if l.epochs.truncateFromStart(l.logStart) {
+		if err := l.writeEpochCheckpoint(); err != nil {
+			l.logger.Warn("leader epoch checkpoint", "err", err)
+		}
+	}
 	var files []string
 	for _, s := range dead {
 		s.markDeleted()

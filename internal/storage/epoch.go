@@ -1,0 +1,178 @@
+package storage
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// LeaderEpochFile is Kafka's per-partition leader epoch checkpoint:
+// "0\n<n>\n" then n lines "<epoch> <startOffset>".
+const LeaderEpochFile = "leader-epoch-checkpoint"
+
+// EpochEntry is one leader epoch and the first offset written in it.
+type EpochEntry struct {
+	Epoch       int32
+	StartOffset int64
+}
+
+// ParseEpochCheckpoint parses a leader-epoch-checkpoint file. Entries must
+// have strictly increasing epochs and non-decreasing start offsets.
+func ParseEpochCheckpoint(data []byte) ([]EpochEntry, error) {
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	if len(lines) < 2 || strings.TrimSpace(lines[0]) != "0" {
+		return nil, fmt.Errorf("%w: leader epoch checkpoint header", ErrBadCheckpoint)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(lines[1]))
+	if err != nil || n != len(lines)-2 {
+		return nil, fmt.Errorf("%w: leader epoch checkpoint count %q for %d lines", ErrBadCheckpoint, lines[1], len(lines)-2)
+	}
+	out := make([]EpochEntry, 0, n)
+	for _, ln := range lines[2:] {
+		f := strings.Fields(ln)
+		if len(f) != 2 {
+			return nil, fmt.Errorf("%w: leader epoch line %q", ErrBadCheckpoint, ln)
+		}
+		e, err1 := strconv.ParseInt(f[0], 10, 32)
+		o, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil || e < 0 || o < 0 {
+			return nil, fmt.Errorf("%w: leader epoch line %q", ErrBadCheckpoint, ln)
+		}
+		if k := len(out); k > 0 && (int32(e) <= out[k-1].Epoch || o < out[k-1].StartOffset) {
+			return nil, fmt.Errorf("%w: leader epoch line %q out of order", ErrBadCheckpoint, ln)
+		}
+		out = append(out, EpochEntry{Epoch: int32(e), StartOffset: o})
+	}
+	return out, nil
+}
+
+// FormatEpochCheckpoint renders entries in Kafka's format.
+func FormatEpochCheckpoint(entries []EpochEntry) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "0\n%d\n", len(entries))
+	for _, e := range entries {
+		fmt.Fprintf(&b, "%d %d\n", e.Epoch, e.StartOffset)
+	}
+	return []byte(b.String())
+}
+
+// epochCache is the leader epoch history of a log (Kafka's
+// LeaderEpochFileCache); guarded by Log.mu.
+type epochCache struct {
+	entries []EpochEntry
+}
+
+// assign records that epoch starts at off; only newer epochs are added.
+func (c *epochCache) assign(epoch int32, off int64) bool {
+	if epoch < 0 {
+		return false
+	}
+	if n := len(c.entries); n > 0 && epoch <= c.entries[n-1].Epoch {
+		return false
+	}
+	c.entries = append(c.entries, EpochEntry{Epoch: epoch, StartOffset: off})
+	return true
+}
+
+// truncateFromEnd drops epochs starting at or after leo.
+func (c *epochCache) truncateFromEnd(leo int64) bool {
+	i := len(c.entries)
+	for i > 0 && c.entries[i-1].StartOffset >= leo {
+		i--
+	}
+	changed := i != len(c.entries)
+	c.entries = c.entries[:i]
+	return changed
+}
+
+// truncateFromStart drops epochs wholly below logStart; the epoch holding
+// logStart then starts there.
+func (c *epochCache) truncateFromStart(logStart int64) bool {
+	i := 0
+	for i+1 < len(c.entries) && c.entries[i+1].StartOffset <= logStart {
+		i++
+	}
+	changed := i > 0
+	c.entries = c.entries[i:]
+	if len(c.entries) > 0 && c.entries[0].StartOffset < logStart {
+		c.entries[0].StartOffset = logStart
+		changed = true
+	}
+	return changed
+}
+
+// endOffsetFor follows Kafka's LeaderEpochFileCache.endOffsetFor.
+func (c *epochCache) endOffsetFor(epoch int32, leo int64) (int32, int64) {
+	n := len(c.entries)
+	if epoch < 0 || n == 0 {
+		return -1, -1
+	}
+	if epoch == c.entries[n-1].Epoch {
+		return epoch, leo
+	}
+	hi := -1
+	for i, e := range c.entries {
+		if e.Epoch > epoch {
+			hi = i
+			break
+		}
+	}
+	if hi < 0 {
+		return -1, -1
+	}
+	if hi == 0 {
+		return epoch, c.entries[0].StartOffset
+	}
+	return c.entries[hi-1].Epoch, c.entries[hi].StartOffset
+}
+
+func (l *Log) writeEpochCheckpoint() error {
+	return WriteFileAtomic(l.fsys, filepath.Join(l.dir, LeaderEpochFile), FormatEpochCheckpoint(l.epochs.entries))
+}
+
+// loadEpochs reads the checkpoint, drops entries past leo and below the
+// log start, and adds epochs seen in recovered batches (recovered).
+func (l *Log) loadEpochs(leo int64, recovered []EpochEntry) error {
+	data, err := ReadFile(l.fsys, filepath.Join(l.dir, LeaderEpochFile))
+	switch {
+	case err == nil:
+		ents, perr := ParseEpochCheckpoint(data)
+		if perr != nil {
+			return perr
+		}
+		l.epochs.entries = ents
+	case !errNotExist(err):
+		return err
+	}
+	changed := l.epochs.truncateFromEnd(leo)
+	for _, e := range recovered {
+		if e.StartOffset < leo && l.epochs.assign(e.Epoch, e.StartOffset) {
+			changed = true
+		}
+	}
+	if l.epochs.truncateFromStart(l.logStart) {
+		changed = true
+	}
+	if changed {
+		return l.writeEpochCheckpoint()
+	}
+	return nil
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch from the log's leader
+// epoch history: the largest known epoch <= epoch and the offset where the
+// next epoch starts (the log end offset for the latest epoch); (-1, -1)
+// when epoch is newer than every known epoch or nothing is known.
+func (l *Log) EndOffsetForEpoch(epoch int32) (leaderEpoch int32, endOffset int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epochs.endOffsetFor(epoch, l.mark.leo)
+}
+
+// LeaderEpochs returns a copy of the leader epoch history.
+func (l *Log) LeaderEpochs() []EpochEntry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]EpochEntry(nil), l.epochs.entries...)
+}
