@@ -6,6 +6,7 @@
 // wire and restart durability of topic configs.
 //
 // Run it with `go test ./test/e2e/`. STRATA_LONG=1 runs 50 crash rounds
-// instead of 5. A missing kcat skips its test loudly, or fails it when CI is
+// instead of 5; STRATA_E2E_BIN=<path> tests that binary instead of building
+// ./cmd/strata. A missing kcat skips its test loudly, or fails it when CI is
 // set; so does a tmpfs mount that is not permitted.
 package e2e

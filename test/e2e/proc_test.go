@@ -59,6 +59,17 @@ func brokerEnv() []string {
 // listening line. The process is SIGKILLed in t.Cleanup if still running.
 func startProc(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
+	p, err := tryStartProc(t, dir, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tryStartProc is startProc returning an error instead of failing when the
+// broker exits or stays silent.
+func tryStartProc(t *testing.T, dir string, args ...string) (*proc, error) {
+	t.Helper()
 	p := &proc{t: t, name: strings.Join(args, " "), done: make(chan struct{})}
 	p.cmd = exec.Command(strataBin, args...)
 	p.cmd.Dir = dir
@@ -108,16 +119,26 @@ func startProc(t *testing.T, dir string, args ...string) *proc {
 		p.Line = line
 		p.parseListening(line)
 	case <-p.done:
-		t.Fatalf("strata %s exited before listening (%v):\n%s", p.name, p.exitErr(), p.Log())
+		return p, fmt.Errorf("strata %s exited before listening (%v):\n%s", p.name, p.exitErr(), p.Log())
 	case <-time.After(startTimeout):
-		t.Fatalf("strata %s did not print %q within %s:\n%s", p.name, listeningMsg, startTimeout, p.Log())
+		return p, fmt.Errorf("strata %s did not print %q within %s:\n%s", p.name, listeningMsg, startTimeout, p.Log())
 	}
-	return p
+	return p, nil
 }
 
 // startBroker runs `strata serve` on random ports with JSON logs and the
 // given log dir plus extra flags.
 func startBroker(t *testing.T, logDir string, extra ...string) *proc {
+	t.Helper()
+	p, err := tryStartBroker(t, logDir, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tryStartBroker is startBroker returning an error instead of failing.
+func tryStartBroker(t *testing.T, logDir string, extra ...string) (*proc, error) {
 	t.Helper()
 	args := []string{"serve",
 		"--listeners", "PLAINTEXT://127.0.0.1:0",
@@ -125,7 +146,7 @@ func startBroker(t *testing.T, logDir string, extra ...string) *proc {
 		"--log.dirs", logDir,
 		"--strata.log.format", "json",
 	}
-	return startProc(t, logDir, append(args, extra...)...)
+	return tryStartProc(t, logDir, append(args, extra...)...)
 }
 
 var textAttr = regexp.MustCompile(`(\S+?)=("(?:[^"\\]|\\.)*"|\S*)`)
