@@ -85,7 +85,7 @@ type Log struct {
 	ps            *producerState
 	epochs        epochCache
 	recEpochs     []EpochEntry // epochs seen by recovery (load only)
-	dirty         bool // active segment has unsynced bytes
+	dirty         bool         // active segment has unsynced bytes
 	// closing holds (with a reference each) the .log files of rolled
 	// segments not yet fsynced; the recovery point checkpoint moves past
 	// them once a sync round or Flush covered them.
