@@ -215,14 +215,18 @@ func (l *Log) Segments() []SegmentInfo {
 			ts = l.segmentMtime(s)
 		}
 		first := int64(-1)
-		if f, err := s.acquire(); err == nil {
-			var hdr [61]byte
-			if s.size.Load() > 0 {
+		if s.firstKnown.Load() {
+			first = s.firstTs.Load()
+		} else if s.size.Load() > 0 {
+			if f, err := s.acquire(); err == nil {
+				var hdr [61]byte
 				if h, err := readHeader(f.f, 0, hdr[:]); err == nil {
 					first = h.maxTs
+					s.firstTs.Store(first)
+					s.firstKnown.Store(true)
 				}
+				f.Release()
 			}
-			f.Release()
 		}
 		out = append(out, SegmentInfo{
 			BaseOffset: s.base, NextOffset: next, Size: s.size.Load(),

@@ -94,10 +94,12 @@ type segment struct {
 	base  int64
 	cache *fileCache
 
-	size     atomic.Int64 // bytes of whole batches in .log
-	maxTs    atomic.Int64 // largest batch maxTimestamp; valid when tsKnown
-	maxTsOff atomic.Int64 // last offset of the batch carrying maxTs
-	tsKnown  atomic.Bool
+	size       atomic.Int64 // bytes of whole batches in .log
+	maxTs      atomic.Int64 // largest batch maxTimestamp; valid when tsKnown
+	maxTsOff   atomic.Int64 // last offset of the batch carrying maxTs
+	tsKnown    atomic.Bool
+	firstTs    atomic.Int64 // maxTimestamp of the first batch, valid when firstKnown
+	firstKnown atomic.Bool
 
 	mu      sync.Mutex
 	file    *SegmentFile // owner reference while loaded
