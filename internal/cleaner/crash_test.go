@@ -252,6 +252,10 @@ func sameRecords(a, b []stored) bool {
 
 // checkLatest checks that the latest-value-per-key view of recs is latest.
 func checkLatest(t *testing.T, recs []stored, latest map[string][]byte) {
+	checkLatestTB(t, recs, latest)
+}
+
+func checkLatestTB(t testing.TB, recs []stored, latest map[string][]byte) {
 	t.Helper()
 	view := map[string][]byte{}
 	present := map[string]bool{}
