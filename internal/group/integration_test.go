@@ -19,8 +19,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/group"
 	"github.com/strata-io/strata/internal/server"
 )
 
@@ -540,6 +542,25 @@ func TestConsumerOnlyGroup(t *testing.T) {
 	if err != nil || resp.Error() != nil {
 		t.Fatalf("commit: %v %v", err, resp.Error())
 	}
+	// Existing tools can read the topic: Kafka's key and value schemas.
+	ocl := b.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		"__consumer_offsets": {group.PartitionFor("tool", 5): kgo.NewOffset().AtStart()},
+	}))
+	fs := ocl.PollFetches(ctxFor(t, 30*time.Second))
+	if fs.Err() != nil || len(fs.Records()) != 2 {
+		t.Fatalf("read __consumer_offsets: %v, %d records", fs.Err(), len(fs.Records()))
+	}
+	var key kmsg.OffsetCommitKey
+	var val kmsg.OffsetCommitValue
+	r0 := fs.Records()[0]
+	if err := key.ReadFrom(r0.Key); err != nil || key.Group != "tool" || key.Topic != "t" || key.Partition != 0 {
+		t.Fatalf("offset key %+v %v", key, err)
+	}
+	if err := val.ReadFrom(r0.Value); err != nil || val.Offset != 4 {
+		t.Fatalf("offset value %+v %v", val, err)
+	}
+	ocl.Close()
+
 	b.restart()
 	adm = b.admin()
 	got, err := adm.FetchOffsets(ctxFor(t, 30*time.Second), "tool")
@@ -554,7 +575,7 @@ func TestConsumerOnlyGroup(t *testing.T) {
 	}
 	// A manual-assignment consumer (no group membership) resumes there.
 	cl := b.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"t": {2: kgo.NewOffset().At(got["t"][2].At)}}))
-	fs := cl.PollFetches(ctxFor(t, 30*time.Second))
+	fs = cl.PollFetches(ctxFor(t, 30*time.Second))
 	if recs := fs.Records(); len(recs) == 0 || recs[0].Offset != 7 {
 		t.Fatalf("manual consumer read %d records", len(recs))
 	}
