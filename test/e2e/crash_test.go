@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,10 @@ type crashScenario struct {
 	mk      func(n int) *kgo.Record
 	// check verifies the topic as read back after a restart.
 	check func(t *testing.T, got map[int32][]stored, a *ackLog)
+	// producerOpts are extra kgo options for the producer.
+	producerOpts []kgo.Opt
+	// stop ends the broker in a round (default: SIGKILL).
+	stop func(t *testing.T, p *proc, dir string)
 }
 
 // killRounds runs sc: start the broker, then each round produce with
@@ -54,7 +59,7 @@ func killRounds(t *testing.T, sc crashScenario) {
 		target := before + 50 + rng.IntN(1500)
 		stop := make(chan struct{})
 		done := make(chan error, 1)
-		go func() { done <- produceUntil(p.Kafka, sc.topic, a, sc.mk, stop) }() // owner: this loop; ends after stop
+		go func() { done <- produceUntil(p.Kafka, sc.topic, a, sc.mk, stop, sc.producerOpts...) }() // owner: this loop; ends after stop
 		deadline := time.Now().Add(90 * time.Second)
 		for a.ackedCount() < target && time.Now().Before(deadline) && p.Alive() {
 			time.Sleep(time.Millisecond)
@@ -65,7 +70,11 @@ func killRounds(t *testing.T, sc crashScenario) {
 			t.Fatalf("round %d: only %d of %d acknowledgements within 90s (broker alive: %v); producer errors: %v", round, got-before, target-before, p.Alive(), a.errs)
 		}
 		time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
-		p.Kill()
+		if sc.stop != nil {
+			sc.stop(t, p, dir)
+		} else {
+			p.Kill()
+		}
 		close(stop)
 		if err := <-done; err != nil {
 			t.Fatalf("round %d: %v", round, err)
@@ -77,7 +86,7 @@ func killRounds(t *testing.T, sc crashScenario) {
 			total += len(rs)
 		}
 		a.mu.Lock()
-		t.Logf("round %d: sent %d, acknowledged %d, stored %d records after SIGKILL and restart", round, a.sent, len(a.acked), total)
+		t.Logf("round %d: sent %d, acknowledged %d, stored %d records after the broker stopped and restarted", round, a.sent, len(a.acked), total)
 		a.mu.Unlock()
 		sc.check(t, got, a)
 		if t.Failed() {
@@ -232,3 +241,46 @@ func checkCompacted(t *testing.T, got map[int32][]stored, a *ackLog) int {
 
 var _ = kadm.ListedOffset{}
 var _ context.Context
+
+// TestCrashAcksLeader is TestCrashAcksAll with acks=1 (no idempotence, one
+// request in flight, no retries, so nothing can legitimately be duplicated
+// or reordered). A SIGKILL does not lose the page cache, so every record
+// acknowledged after its write must survive too.
+func TestCrashAcksLeader(t *testing.T) {
+	seg := "16384"
+	killRounds(t, crashScenario{
+		topic:   "crash1",
+		configs: map[string]*string{"segment.bytes": &seg},
+		mk: func(n int) *kgo.Record {
+			return &kgo.Record{Key: []byte(fmt.Sprintf("n%09d", n)), Value: payload(n), Partition: int32(n % crashPartitions)}
+		},
+		check: checkAppendOnly,
+		producerOpts: []kgo.Opt{
+			kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+			kgo.MaxProduceRequestsInflightPerBroker(1), kgo.RecordRetries(0),
+		},
+	})
+}
+
+// TestShutdownUnderLoad is TestCrashAcksAll with SIGTERM instead of SIGKILL:
+// a clean shutdown while acks=all produce requests keep arriving must exit
+// 0, leave the clean-shutdown marker and lose no acknowledged record.
+func TestShutdownUnderLoad(t *testing.T) {
+	seg := "16384"
+	killRounds(t, crashScenario{
+		topic:   "term",
+		configs: map[string]*string{"segment.bytes": &seg},
+		mk: func(n int) *kgo.Record {
+			return &kgo.Record{Key: []byte(fmt.Sprintf("n%09d", n)), Value: payload(n), Partition: int32(n % crashPartitions)}
+		},
+		check: checkAppendOnly,
+		stop: func(t *testing.T, p *proc, dir string) {
+			if code := p.Term(); code != 0 {
+				t.Errorf("exit code after SIGTERM under load = %d, want 0:\n%s", code, p.Log())
+			}
+			if _, err := os.Stat(filepath.Join(dir, cleanMarker)); err != nil {
+				t.Errorf("no clean shutdown marker after SIGTERM under load: %v", err)
+			}
+		},
+	})
+}

@@ -57,16 +57,18 @@ func (a *ackLog) ackedCount() int {
 // stop is closed; then it closes the client (failing whatever is unanswered)
 // and returns. It runs in its own goroutine, so it reports errors instead
 // of failing the test.
-func produceUntil(addr, topic string, a *ackLog, mk func(n int) *kgo.Record, stop <-chan struct{}) error {
-	cl, err := kgo.NewClient(
+// extra client options come last (acks=1 runs pass RequiredAcks etc).
+func produceUntil(addr, topic string, a *ackLog, mk func(n int) *kgo.Record, stop <-chan struct{}, extra ...kgo.Opt) error {
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(addr),
 		kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerBatchMaxBytes(8<<10),
+		kgo.ProducerBatchMaxBytes(8 << 10),
 		kgo.MaxBufferedRecords(2000),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
-	)
+	}
+	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		return err
 	}
