@@ -102,6 +102,7 @@ type segment struct {
 	firstKnown atomic.Bool
 
 	mu      sync.Mutex
+	loadMu  sync.Mutex   // one loader of the file / indexes at a time (held across disk I/O; s.mu never is)
 	file    *SegmentFile // owner reference while loaded
 	oi      *offsetIndex
 	ti      *timeIndex
@@ -125,27 +126,49 @@ func (s *segment) path(suffix string) string { return filepath.Join(s.dir, FileN
 // acquire returns the .log file with an extra reference, opening it if
 // needed. It fails with errSegmentGone once the segment is deleted.
 func (s *segment) acquire() (*SegmentFile, error) {
-	var evict []*segment
-	defer func() {
-		for _, v := range evict {
-			v.unload()
+	for {
+		s.mu.Lock()
+		if s.deleted {
+			s.mu.Unlock()
+			return nil, errSegmentGone
 		}
-	}()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.deleted {
-		return nil, errSegmentGone
-	}
-	if s.file == nil {
-		f, err := s.fsys.OpenFile(s.path(LogSuffix), os.O_RDONLY, 0)
-		if err != nil {
-			return nil, fmt.Errorf("open segment %s: %w", s.path(LogSuffix), err)
+		if s.file != nil {
+			evict := s.touchLocked()
+			s.file.refs.Add(1)
+			f := s.file
+			s.mu.Unlock()
+			unloadAll(evict)
+			return f, nil
 		}
-		s.file = newSegmentFile(f)
+		s.mu.Unlock()
+		// Open without holding s.mu (readers of a loaded segment never wait
+		// on disk I/O); loadMu keeps one opener per segment.
+		s.loadMu.Lock()
+		s.mu.Lock()
+		loaded := s.file != nil || s.deleted
+		s.mu.Unlock()
+		if !loaded {
+			f, err := s.fsys.OpenFile(s.path(LogSuffix), os.O_RDONLY, 0)
+			if err != nil {
+				s.loadMu.Unlock()
+				return nil, fmt.Errorf("open segment %s: %w", s.path(LogSuffix), err)
+			}
+			s.mu.Lock()
+			if s.deleted {
+				f.Close()
+			} else {
+				s.file = newSegmentFile(f)
+			}
+			s.mu.Unlock()
+		}
+		s.loadMu.Unlock()
 	}
-	evict = s.touchLocked()
-	s.file.refs.Add(1)
-	return s.file, nil
+}
+
+func unloadAll(segs []*segment) {
+	for _, v := range segs {
+		v.unload()
+	}
 }
 
 func (s *segment) touchLocked() []*segment {
@@ -155,31 +178,47 @@ func (s *segment) touchLocked() []*segment {
 	return nil
 }
 
-// indexes returns the offset and time indexes, loading them if needed.
+// indexes returns the offset and time indexes, loading them if needed
+// (outside s.mu: only the first user of a cold segment waits for the
+// disk).
 func (s *segment) indexes() (*offsetIndex, *timeIndex, error) {
-	var evict []*segment
-	defer func() {
-		for _, v := range evict {
-			v.unload()
+	for {
+		s.mu.Lock()
+		if s.deleted {
+			s.mu.Unlock()
+			return nil, nil, errSegmentGone
 		}
-	}()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.deleted {
-		return nil, nil, errSegmentGone
-	}
-	if s.oi == nil || s.ti == nil {
-		if err := s.loadIndexesLocked(); err != nil {
-			return nil, nil, err
+		if s.oi != nil && s.ti != nil {
+			oi, ti := s.oi, s.ti
+			evict := s.touchLocked()
+			s.mu.Unlock()
+			unloadAll(evict)
+			return oi, ti, nil
 		}
-		evict = s.touchLocked()
+		s.mu.Unlock()
+		s.loadMu.Lock()
+		s.mu.Lock()
+		loaded := (s.oi != nil && s.ti != nil) || s.deleted
+		s.mu.Unlock()
+		if !loaded {
+			oi, ti, err := s.loadIndexes()
+			if err != nil {
+				s.loadMu.Unlock()
+				return nil, nil, err
+			}
+			s.mu.Lock()
+			if !s.deleted {
+				s.oi, s.ti = oi, ti
+			}
+			s.mu.Unlock()
+		}
+		s.loadMu.Unlock()
 	}
-	return s.oi, s.ti, nil
 }
 
-// loadIndexesLocked reads the index files; a missing or inconsistent index
-// is rebuilt from the .log (headers only) and rewritten trimmed.
-func (s *segment) loadIndexesLocked() error {
+// loadIndexes reads the index files; a missing or inconsistent index is
+// rebuilt from the .log (headers only) and rewritten trimmed.
+func (s *segment) loadIndexes() (*offsetIndex, *timeIndex, error) {
 	maxOI := int(s.maxIndexBytes) / offsetEntrySize
 	maxTI := int(s.maxIndexBytes) / timeEntrySize
 	oiData, err1 := ReadFile(s.fsys, s.path(IndexSuffix))
@@ -200,21 +239,16 @@ func (s *segment) loadIndexesLocked() error {
 		}
 	}
 	if err1 != nil || err2 != nil {
-		oi, ti, err := s.rebuildIndexes(size)
-		if err != nil {
-			return err
-		}
-		s.oi, s.ti = oi, ti
-		return nil
+		return s.rebuildIndexes(size)
 	}
-	s.oi = &offsetIndex{buf: oiBuf, maxEntries: maxOI}
-	s.ti = &timeIndex{buf: tiBuf, maxEntries: maxTI}
-	if ts, rel, ok := s.ti.last(); ok && !s.tsKnown.Load() {
+	oi := &offsetIndex{buf: oiBuf, maxEntries: maxOI}
+	ti := &timeIndex{buf: tiBuf, maxEntries: maxTI}
+	if ts, rel, ok := ti.last(); ok && !s.tsKnown.Load() {
 		s.maxTs.Store(ts)
 		s.maxTsOff.Store(s.base + int64(rel))
 		s.tsKnown.Store(true)
 	}
-	return nil
+	return oi, ti, nil
 }
 
 // rebuildIndexes scans batch headers of [0,size) and writes fresh trimmed
