@@ -204,6 +204,9 @@ func (g *group) bumpConsumer() {
 	cg.target = assign(cg.assignorName(), cg.members, cg.tops, cg.target)
 	cg.assignmentEpoch = cg.epoch
 	g.syncConsumerState()
+	if g.env.rebalanced != nil {
+		g.env.rebalanced()
+	}
 }
 
 // syncConsumerState keeps the classic state field meaningful for the

@@ -122,6 +122,7 @@ func NewCoordinator(cfg Config, store Storage, logger *slog.Logger, reg promethe
 		runLocked:    c.runLocked,
 	}
 	c.m = newMetrics(c)
+	c.env.rebalanced = c.m.rebalances.Inc
 	if reg != nil {
 		if err := reg.Register(c.m); err != nil {
 			return nil, fmt.Errorf("register group metrics: %w", err)

@@ -144,6 +144,7 @@ type env struct {
 	maxSession   time.Duration
 	newMemberID  func(prefix string) string
 	runLocked    func(g *group, f func()) // locks g, runs f, then persists dirty state
+	rebalanced   func()                   // counts a completed rebalance (metrics)
 }
 
 func newGroup(id string, e *env) *group {

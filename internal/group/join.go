@@ -328,6 +328,9 @@ func (g *group) completeJoin() {
 	g.generation++
 	g.protocol = g.selectProtocol()
 	g.setState(stateCompletingRebalance)
+	if g.env.rebalanced != nil {
+		g.env.rebalanced()
+	}
 	for _, m := range g.members {
 		m.assignment = nil
 		if m.joinCh == nil {

@@ -8,6 +8,9 @@ type metrics struct {
 	groups  *prometheus.Desc
 	members *prometheus.Desc
 	commits prometheus.Counter
+	// rebalances counts classic generations completed with members and
+	// KIP-848 group epoch bumps.
+	rebalances prometheus.Counter
 }
 
 func newMetrics(c *Coordinator) *metrics {
@@ -19,6 +22,10 @@ func newMetrics(c *Coordinator) *metrics {
 			Name: "strata_group_offset_commits_total",
 			Help: "Partition offsets committed (stored in __consumer_offsets).",
 		}),
+		rebalances: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_group_rebalances_total",
+			Help: "Completed rebalances: classic generations with members and KIP-848 group epoch bumps.",
+		}),
 	}
 }
 
@@ -27,6 +34,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.groups
 	ch <- m.members
 	m.commits.Describe(ch)
+	m.rebalances.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -47,4 +55,5 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(m.members, prometheus.GaugeValue, float64(members))
 	m.commits.Collect(ch)
+	m.rebalances.Collect(ch)
 }
