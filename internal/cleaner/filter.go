@@ -135,7 +135,13 @@ func (f *filter) apply(b record.Batch) ([]byte, error) {
 	}
 	f.kept = kept[:0]
 	if len(kept) == n && !needHorizon {
-		return b, nil
+		return b, nil // storage's SegmentWriter checks its CRC
+	}
+	if len(kept) > 0 || f.retainEmpty(b) {
+		// Never build new bytes (with a fresh CRC) from a corrupt batch.
+		if err := record.ValidateStored(b); err != nil {
+			return nil, fmt.Errorf("batch at offset %d: %w", base, err)
+		}
 	}
 	if len(kept) == 0 {
 		if f.retainEmpty(b) {

@@ -1,6 +1,7 @@
 package cleaner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -606,4 +607,47 @@ func TestConcurrentProduceAndClean(t *testing.T) {
 	recs, _ := h.readAll()
 	checkLatestTB(t, recs, latest)
 	t.Logf("%d rounds, %d records left of 3000", rounds, len(recs))
+}
+
+// TestCorruptBatchFailsRound: a batch whose CRC does not match fails the
+// round (reported, retried later) and the log is left as it was.
+func TestCorruptBatchFailsRound(t *testing.T) {
+	requireStorage(t)
+	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
+	defer h.close()
+	for i := 0; i < 10; i++ {
+		mustAppend(t, h, kv{[]byte("k"), []byte(fmt.Sprintf("value-%03d", i))})
+	}
+	if err := h.log.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	seg := filepath.Join(h.dir, storage.FileName(0, storage.LogSuffix))
+	data, err := os.ReadFile(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(data, []byte("value-005"))
+	if i < 0 {
+		t.Fatal("value not found")
+	}
+	f, err := os.OpenFile(seg, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("X"), int64(i)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	err = h.cl.CleanNow(context.Background(), "t", 0)
+	if err == nil || !strings.Contains(err.Error(), "CRC") {
+		t.Fatalf("want a CRC error, got %v", err)
+	}
+	st := h.cl.Status("t")[0]
+	if !st.Uncleanable || !strings.Contains(st.UncleanableReason, "CRC") {
+		t.Fatalf("status %+v", st)
+	}
+	after, err := os.ReadFile(seg)
+	if err != nil || len(after) != len(data) {
+		t.Fatalf("segment changed: %v", err)
+	}
 }

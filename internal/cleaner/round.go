@@ -144,9 +144,12 @@ func (c *Cleaner) buildMap(ctx context.Context, w *worker, l *storage.Log, segs 
 		if s.Active || s.NextOffset <= cl.FirstDirty || s.BaseOffset >= cl.FirstUncleanable {
 			continue
 		}
-		err := c.forEachBatch(ctx, w, l, s.BaseOffset, false, func(b record.Batch) error {
+		err := c.forEachBatch(ctx, w, l, s.BaseOffset, func(b record.Batch) error {
 			if b.LastOffset() < cl.FirstDirty {
 				return nil
+			}
+			if err := record.ValidateStored(b); err != nil {
+				return fmt.Errorf("segment %d batch at offset %d: %w", s.BaseOffset, b.BaseOffset(), err)
 			}
 			if !b.IsControl() && !b.IsTransactional() && b.NumRecords() > 0 {
 				base := b.BaseOffset()
@@ -190,10 +193,11 @@ func (c *Cleaner) buildMap(ctx context.Context, w *worker, l *storage.Log, segs 
 }
 
 // forEachBatch reads segment base's batches in order and calls fn (the
-// batch aliases a buffer reused afterwards). With validate, each batch's
-// framing and CRC are checked first; the map build skips that (the recopy
-// pass, which writes, checks every batch and fails the round).
-func (c *Cleaner) forEachBatch(ctx context.Context, w *worker, l *storage.Log, base int64, validate bool, fn func(record.Batch) error, st *roundStats) error {
+// batch aliases a buffer reused afterwards). Callers check CRCs where it
+// matters: the map build for every batch it maps (a corrupt batch must not
+// put phantom offsets into the map), the filter for every batch it
+// rebuilds, and storage's SegmentWriter for every batch written verbatim.
+func (c *Cleaner) forEachBatch(ctx context.Context, w *worker, l *storage.Log, base int64, fn func(record.Batch) error, st *roundStats) error {
 	sf, size, err := l.OpenSegment(base)
 	if err != nil {
 		if !hasSegments(l, base) {
@@ -224,11 +228,7 @@ func (c *Cleaner) forEachBatch(ctx context.Context, w *worker, l *storage.Log, b
 		if err != nil {
 			return fmt.Errorf("segment %d: %w", base, err)
 		}
-		if validate {
-			if err := record.ValidateStored(b); err != nil {
-				return fmt.Errorf("segment %d batch at offset %d: %w", base, b.BaseOffset(), err)
-			}
-		} else if len(b) < record.HeaderSize {
+		if len(b) < record.HeaderSize {
 			return fmt.Errorf("segment %d: batch at position shorter than a header: %w", base, kerr.CorruptMessage)
 		}
 		if err := fn(b); err != nil {
@@ -285,7 +285,7 @@ func (c *Cleaner) cleanGroup(ctx context.Context, w *worker, l *storage.Log, g [
 	bases := make([]int64, len(g))
 	for i, s := range g {
 		bases[i] = s.BaseOffset
-		err := c.forEachBatch(ctx, w, l, s.BaseOffset, true, func(b record.Batch) error {
+		err := c.forEachBatch(ctx, w, l, s.BaseOffset, func(b record.Batch) error {
 			out, err := f.apply(b)
 			if err != nil || out == nil {
 				return err
