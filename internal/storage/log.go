@@ -145,14 +145,18 @@ func (l *Log) notifyHW() {
 }
 
 // publish installs a new reader view from the writer state (under l.mu).
-func (l *Log) publish() {
+func (l *Log) publish() { l.publishView(false) }
+
+// publishView installs the view; truncated allows the high watermark to
+// move back (TruncateTo).
+func (l *Log) publishView(truncated bool) {
 	old := l.v.Load()
 	cfg := l.cfg.Load()
 	hw := l.synced
-	if !cfg.Durable {
+	if !cfg.Durable || hw.leo > l.mark.leo {
 		hw = l.mark
 	}
-	if old != nil && hw.leo < old.hw {
+	if old != nil && hw.leo < old.hw && !truncated {
 		// Never move backwards (e.g. switching to Durable at run time).
 		hw = writeMark{leo: old.hw, base: old.hwBase, pos: old.hwPos}
 	}

@@ -16,13 +16,29 @@ import (
 type logModel struct {
 	batches  []record.Batch
 	logStart int64
+	minLeo   int64 // set by truncation below the log start
 }
 
 func (m *logModel) leo() int64 {
 	if len(m.batches) == 0 {
-		return 0
+		return m.minLeo
 	}
-	return m.batches[len(m.batches)-1].LastOffset() + 1
+	return max(m.minLeo, m.batches[len(m.batches)-1].LastOffset()+1)
+}
+
+// truncate mirrors Log.TruncateTo.
+func (m *logModel) truncate(off int64) {
+	if off >= m.leo() {
+		return
+	}
+	for i, b := range m.batches {
+		if b.LastOffset() >= off {
+			m.batches = m.batches[:i]
+			m.minLeo = max(min(b.BaseOffset(), off), m.logStart)
+			return
+		}
+	}
+	m.minLeo = max(off, m.logStart)
 }
 
 // visible returns the batches with lastOffset >= logStart.
@@ -195,6 +211,20 @@ func TestLogModel(t *testing.T) {
 					rt.Fatalf("retention moved log start back: %d < %d", ls, m.logStart)
 				}
 				m.logStart = ls
+			},
+			"truncate": func(rt *rapid.T) {
+				if m.leo() == m.logStart {
+					return
+				}
+				off := rapid.Int64Range(m.logStart, m.leo()).Draw(rt, "truncTo")
+				end, err := l.TruncateTo(off)
+				if err != nil {
+					rt.Fatalf("truncate to %d: %v", off, err)
+				}
+				m.truncate(off)
+				if end != m.leo() {
+					rt.Fatalf("truncate to %d: end %d want %d", off, end, m.leo())
+				}
 			},
 			"restartClean": func(rt *rapid.T) {
 				if err := l.Close(); err != nil {

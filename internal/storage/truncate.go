@@ -1,0 +1,151 @@
+package storage
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strata-io/strata/internal/record"
+)
+
+// TruncateTo removes every batch at or after offset, as a replica does when
+// it truncates to its leader's epoch end offset. The cut is at the start of
+// the batch holding offset, so the new log end offset (returned) may be
+// below offset when offset is inside a batch. Later segments are deleted
+// (renamed .deleted), the segment holding the cut becomes the active one,
+// producer state and the leader epoch history are rolled back with it.
+func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.failed != nil {
+		return l.mark.leo, fmt.Errorf("truncate %s: log closed or failed: %w", l.dir, kerr.KafkaStorageError)
+	}
+	if offset >= l.mark.leo {
+		return l.mark.leo, nil
+	}
+	if offset < l.logStart {
+		return l.mark.leo, fmt.Errorf("truncate %s to %d below log start %d: %w", l.dir, offset, l.logStart, kerr.OffsetOutOfRange)
+	}
+	// Pending syncs first, so no closed segment is left half-durable.
+	if err := l.flushLocked(); err != nil {
+		return l.mark.leo, err
+	}
+	i := floorSegment(l.segs, offset)
+	target := l.segs[i]
+	pos, end, err := l.cutPoint(target, offset)
+	if err != nil {
+		return l.mark.leo, l.fail(err)
+	}
+	// A batch straddling the log start goes whole; the log then restarts
+	// empty at the log start.
+	end = max(end, l.logStart)
+	// The current active segment stops being written.
+	if l.active != target {
+		if err := l.closeActiveFiles(l.active, true); err != nil {
+			return l.mark.leo, l.fail(err)
+		}
+	}
+	dead := append([]*segment(nil), l.segs[i+1:]...)
+	l.segs = append([]*segment(nil), l.segs[:i+1]...)
+	var files []string
+	for _, s := range dead {
+		s.markDeleted()
+		for _, suf := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
+			from := s.path(suf)
+			if err := l.fsys.Rename(from, from+DeletedSuffix); err == nil {
+				files = append(files, from+DeletedSuffix)
+			}
+		}
+	}
+	// Cut the target segment and make it the active one again.
+	f, err := target.acquire()
+	if err != nil {
+		return l.mark.leo, l.fail(err)
+	}
+	err = f.f.Truncate(pos)
+	if err == nil {
+		err = f.f.Sync()
+	}
+	f.Release()
+	if err != nil {
+		return l.mark.leo, l.fail(fmt.Errorf("truncate segment %d: %w", target.base, err))
+	}
+	target.size.Store(pos)
+	target.tsKnown.Store(false)
+	target.firstKnown.Store(false)
+	target.mu.Lock()
+	target.oi, target.ti = nil, nil // rebuilt from the cut .log below
+	target.mu.Unlock()
+	if err := removeIndexFiles(l, target); err != nil {
+		return l.mark.leo, l.fail(err)
+	}
+	if err := l.openActive(); err != nil {
+		return l.mark.leo, l.fail(err)
+	}
+	if err := l.fsys.SyncDir(l.dir); err != nil {
+		return l.mark.leo, l.fail(err)
+	}
+	l.mark = writeMark{leo: end, base: target.base, pos: pos}
+	if l.synced.leo > end {
+		l.synced = l.mark
+	}
+	l.recoveryPoint.Store(min(l.recoveryPoint.Load(), end))
+	if err := l.writeRecoveryCheckpoint(min(l.ckptRecovery, target.base)); err != nil {
+		return l.mark.leo, l.fail(err)
+	}
+	if l.epochs.truncateFromEnd(end) {
+		if err := l.writeEpochCheckpoint(); err != nil {
+			return l.mark.leo, l.fail(err)
+		}
+	}
+	_, snaps, err := l.scanDir()
+	if err != nil {
+		return l.mark.leo, l.fail(err)
+	}
+	if err := l.loadProducerState(snaps, end); err != nil {
+		return l.mark.leo, l.fail(err)
+	}
+	l.publishView(true)
+	l.deleter.schedule(files, l.cfg.Load().FileDeleteDelay)
+	return end, nil
+}
+
+// cutPoint returns the byte position of the batch holding offset in s (or
+// of the first batch after it) and that batch's base offset.
+func (l *Log) cutPoint(s *segment, offset int64) (pos, base int64, err error) {
+	oi, _, err := s.indexes()
+	if err != nil {
+		return 0, 0, err
+	}
+	f, err := s.acquire()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Release()
+	if offset > s.base {
+		_, p := lookupOffsetIndex(oi.snapshot(), offset-s.base)
+		pos = int64(p)
+	}
+	size := s.size.Load()
+	hdr := make([]byte, record.HeaderSize)
+	for pos < size {
+		h, err := readHeader(f.f, pos, hdr)
+		if err != nil {
+			return 0, 0, fmt.Errorf("truncate: segment %d at %d: %w", s.base, pos, err)
+		}
+		if h.last >= offset {
+			return pos, min(h.base, offset), nil
+		}
+		pos += h.size
+	}
+	return size, offset, nil
+}
+
+func removeIndexFiles(l *Log, s *segment) error {
+	for _, suf := range []string{IndexSuffix, TimeIndexSuffix} {
+		if err := l.fsys.Remove(s.path(suf)); err != nil && !errNotExist(err) {
+			return err
+		}
+	}
+	return nil
+}
