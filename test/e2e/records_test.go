@@ -139,11 +139,15 @@ func readAll(t *testing.T, ctx context.Context, addr, topic string) map[int32][]
 	if err != nil || ends.Error() != nil {
 		t.Fatalf("list end offsets of %s: %v %v", topic, err, ends.Error())
 	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil || starts.Error() != nil {
+		t.Fatalf("list start offsets of %s: %v %v", topic, err, starts.Error())
+	}
 	need := map[int32]int64{}
 	start := map[int32]kgo.Offset{}
 	ends.Each(func(o kadm.ListedOffset) {
 		start[o.Partition] = kgo.NewOffset().AtStart()
-		if o.Offset > 0 {
+		if s, _ := starts.Lookup(topic, o.Partition); o.Offset > s.Offset {
 			need[o.Partition] = o.Offset
 		}
 	})
