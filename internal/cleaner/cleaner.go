@@ -79,7 +79,6 @@ type Cleaner struct {
 	closed  bool
 
 	jobs   chan *job
-	wake   chan struct{}
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -142,7 +141,6 @@ func New(cfg Config, logDir string, src Source, logger *slog.Logger, reg prometh
 		now:    time.Now,
 		parts:  map[tp]*partState{},
 		jobs:   make(chan *job),
-		wake:   make(chan struct{}, 1),
 	}
 	c.throttle = newThrottler(cfg.IOMaxBytesPerSecond, c.now)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -194,7 +192,7 @@ func (c *Cleaner) Forget(topic string, partition int32) {
 }
 
 // run is one worker's loop: clean the filthiest eligible log, or wait for
-// a CleanNow job, a wake-up or the backoff.
+// a CleanNow job or the backoff.
 func (c *Cleaner) run(w *worker) {
 	defer c.wg.Done()
 	defer w.free()
@@ -218,7 +216,6 @@ func (c *Cleaner) run(w *worker) {
 			return
 		case j := <-c.jobs:
 			j.done <- c.round(w, j.p, true)
-		case <-c.wake:
 		case <-timer.C:
 		}
 		if !timer.Stop() {
