@@ -130,6 +130,12 @@ func TestCleanerModel(t *testing.T) {
 				h.restart()
 				check(rt)
 			},
+			"restartRecovery": func(rt *rapid.T) {
+				// Reopen through crash recovery (no clean-shutdown marker).
+				h.close()
+				h.open(false)
+				check(rt)
+			},
 			"": check,
 		})
 		// The idempotent producer continues without a sequence error.
