@@ -8,10 +8,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// handleOffsetForLeaderEpoch (key 23, v2-4) answers the end offset of a
-// leader epoch. Every partition has had one leader epoch on this node, so
-// a requested epoch at or below it ends at the log end offset; a newer
-// epoch is UNKNOWN_LEADER_EPOCH... answered as Kafka does with -1/-1.
+// handleOffsetForLeaderEpoch (key 23, v2-4) answers, from the log's
+// leader epoch history, the largest epoch <= the requested one and the
+// offset where the next epoch starts (the log end offset for the current
+// epoch); an epoch newer than all known is answered -1/-1, as Kafka does.
 func (s *Server) handleOffsetForLeaderEpoch(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
@@ -29,9 +29,14 @@ func (s *Server) handleOffsetForLeaderEpoch(_ context.Context, _ *conn, kreq kms
 			if err == nil && req.Version >= 3 && req.ReplicaID >= 0 {
 				err = fmt.Errorf("follower requests are not served: %w", kerr.NotLeaderForPartition)
 			}
-			if err == nil && rp.LeaderEpoch <= p.LeaderEpoch {
-				sp.LeaderEpoch = p.LeaderEpoch
-				sp.EndOffset = p.Log.LogEndOffset()
+			if err == nil {
+				sp.LeaderEpoch, sp.EndOffset = p.Log.EndOffsetForEpoch(rp.LeaderEpoch)
+				if sp.LeaderEpoch < 0 && rp.LeaderEpoch >= p.LeaderEpoch {
+					// Nothing appended yet in the current epoch: this node has
+					// led since the log's end, as Kafka's leader assigns its
+					// epoch at the log end offset on election.
+					sp.LeaderEpoch, sp.EndOffset = p.LeaderEpoch, p.Log.LogEndOffset()
+				}
 			}
 			sp.ErrorCode = errCode(err)
 			st.Partitions = append(st.Partitions, sp)

@@ -103,7 +103,7 @@ func TestAdminAPIs(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "adm"); err != nil {
 		t.Fatal(err)
 	}
-	cl := tb.client(kgo.DefaultProduceTopic("adm"))
+	cl := tb.client(kgo.DefaultProduceTopic("adm"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x"), Partition: 0}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -139,8 +139,13 @@ func TestAdminAPIs(t *testing.T) {
 	ot.Partitions = append(ot.Partitions, op)
 	oe.Topics = append(oe.Topics, ot)
 	oer, err := oe.RequestWith(ctx, cl)
-	if err != nil || oer.Topics[0].Partitions[0].ErrorCode != 0 || oer.Topics[0].Partitions[0].EndOffset < 0 {
+	if err != nil || oer.Topics[0].Partitions[0].ErrorCode != 0 || oer.Topics[0].Partitions[0].EndOffset != 1 || oer.Topics[0].Partitions[0].LeaderEpoch != 0 {
 		t.Errorf("offset for leader epoch: %v %+v", err, oer)
+	}
+	// Empty partition 1: epoch 0 ends at the log end offset 0.
+	oe.Topics[0].Partitions[0].Partition = 1
+	if oer, err = oe.RequestWith(ctx, cl); err != nil || oer.Topics[0].Partitions[0].EndOffset != 0 || oer.Topics[0].Partitions[0].LeaderEpoch != 0 {
+		t.Errorf("offset for leader epoch, empty partition: %v %+v", err, oer)
 	}
 	// DeleteTopics by id (v6).
 	td, _ := adm.ListTopics(ctx, "adm")
