@@ -128,6 +128,7 @@ type stored struct {
 	offset    int64
 	key       []byte
 	value     []byte
+	num       int // from the "n" header, -1 if none
 }
 
 // readAll reads every partition of topic from its start to its high
@@ -169,7 +170,15 @@ func readAll(t *testing.T, ctx context.Context, addr, topic string) map[int32][]
 		}
 		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("fetch %s-%d: %v", topic, p, err) })
 		fs.EachRecord(func(r *kgo.Record) {
-			out[r.Partition] = append(out[r.Partition], stored{r.Partition, r.Offset, r.Key, r.Value})
+			num := -1
+			for _, h := range r.Headers {
+				if h.Key == "n" {
+					if v, err := strconv.Atoi(string(h.Value)); err == nil {
+						num = v
+					}
+				}
+			}
+			out[r.Partition] = append(out[r.Partition], stored{r.Partition, r.Offset, r.Key, r.Value, num})
 			if end, ok := need[r.Partition]; ok && r.Offset >= end-1 {
 				delete(need, r.Partition)
 			}

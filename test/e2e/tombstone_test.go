@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// tombKeys is the key space of the tombstone scenario; op j of a key (record
+// n = key + j*tombKeys) is a tombstone when j%4 == 3.
+const tombKeys = 30
+
+func isTombstone(n int) bool { return (n/tombKeys)%4 == 3 }
+
+// TestCrashCompactedTombstones SIGKILLs the broker while the cleaner
+// compacts a topic whose keys get deleted (tombstones, delete.retention.ms
+// 100) and recreated, and checks no acknowledged value or delete is lost
+// and no deleted value comes back.
+func TestCrashCompactedTombstones(t *testing.T) {
+	cfg := func(s string) *string { return &s }
+	gaps := 0
+	killRounds(t, crashScenario{
+		topic: "tombs",
+		configs: map[string]*string{
+			"cleanup.policy":            cfg("compact"),
+			"segment.bytes":             cfg("16384"),
+			"segment.ms":                cfg("100"),
+			"min.cleanable.dirty.ratio": cfg("0.01"),
+			"delete.retention.ms":       cfg("100"),
+		},
+		flags: []string{"--log.cleaner.backoff.ms", "50", "--strata.idle.roll.check.interval.ms", "100"},
+		mk: func(n int) *kgo.Record {
+			k := n % tombKeys
+			r := &kgo.Record{Key: []byte(fmt.Sprintf("key%03d", k)), Partition: int32(k % crashPartitions),
+				Headers: []kgo.RecordHeader{{Key: "n", Value: []byte(strconv.Itoa(n))}}}
+			if !isTombstone(n) {
+				r.Value = payload(n)
+			}
+			return r
+		},
+		check: func(t *testing.T, got map[int32][]stored, a *ackLog) {
+			gaps += checkTombstones(t, got, a)
+		},
+		compacted: true,
+	})
+	t.Logf("records removed by compaction, summed over the rounds: %d", gaps)
+	if gaps == 0 {
+		t.Errorf("the cleaner never removed a record: compaction did not run")
+	}
+}
+
+func checkTombstones(t *testing.T, got map[int32][]stored, a *ackLog) int {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	latestAcked := map[int]int{}
+	for n := range a.acked {
+		if k := n % tombKeys; n >= latestAcked[k] {
+			latestAcked[k] = n
+		}
+	}
+	lastSeen := map[int]int{}
+	gaps := 0
+	for part, rs := range got {
+		if len(rs) > 0 {
+			gaps += int(rs[len(rs)-1].offset) + 1 - len(rs) // offsets below the last one with no record
+		}
+		prev := int64(-1)
+		for _, r := range rs {
+			if r.offset <= prev {
+				t.Errorf("partition %d: offset %d after %d", part, r.offset, prev)
+				return gaps
+			}
+			prev = r.offset
+			n := r.num
+			k := n % tombKeys
+			switch {
+			case n < 0 || n >= a.sent:
+				t.Errorf("partition %d offset %d: header n=%d is no record we sent", part, r.offset, n)
+				return gaps
+			case string(r.key) != fmt.Sprintf("key%03d", k) || r.partition != int32(k%crashPartitions):
+				t.Errorf("partition %d offset %d: record %d has key %q", part, r.offset, n, r.key)
+				return gaps
+			case isTombstone(n) && r.value != nil:
+				t.Errorf("partition %d offset %d: record %d is a tombstone but has a %d-byte value", part, r.offset, n, len(r.value))
+				return gaps
+			case !isTombstone(n) && !bytes.Equal(r.value, payload(n)):
+				t.Errorf("partition %d offset %d: value of record %d differs from what was sent (len %d)", part, r.offset, n, len(r.value))
+				return gaps
+			}
+			if last, ok := lastSeen[k]; ok && n <= last {
+				t.Errorf("partition %d offset %d: key %d: record %d follows record %d", part, r.offset, k, n, last)
+				return gaps
+			}
+			lastSeen[k] = n
+		}
+	}
+	var bad []string
+	for _, k := range sortedKeys(latestAcked) {
+		l := latestAcked[k]
+		s, ok := lastSeen[k]
+		switch {
+		case ok && s < l && isTombstone(l):
+			bad = append(bad, fmt.Sprintf("key%03d: deleted by acknowledged tombstone %d, but older record %d is the latest stored (resurrected)", k, l, s))
+		case ok && s < l:
+			bad = append(bad, fmt.Sprintf("key%03d: acknowledged %d, latest stored %d", k, l, s))
+		case !ok && !isTombstone(l) && !laterTombstone(l, a.sent):
+			bad = append(bad, fmt.Sprintf("key%03d: acknowledged value %d, but the key is gone and no later delete was sent", k, l))
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("%d keys wrong:\n%s", len(bad), strings.Join(bad, "\n"))
+	}
+	return gaps
+}
+
+// laterTombstone reports whether a tombstone for n's key was sent after n.
+func laterTombstone(n, sent int) bool {
+	for m := n + tombKeys; m < sent; m += tombKeys {
+		if isTombstone(m) {
+			return true
+		}
+	}
+	return false
+}
