@@ -51,10 +51,12 @@ type AppendError struct {
 	RecordErrors []RecordError
 }
 
+// Error implements error.
 func (e *AppendError) Error() string {
 	return fmt.Sprintf("%v (%d bad records)", e.Err, len(e.RecordErrors))
 }
 
+// Unwrap returns the Kafka error.
 func (e *AppendError) Unwrap() error { return e.Err }
 
 // Append validates records (one or more v2 batches as received from a
