@@ -176,6 +176,24 @@ func TestDiskFull(t *testing.T) {
 	checkKeep("restart on the full disk")
 	checkFill("restart on the full disk")
 
+	// Admin on the full disk: creating a topic either fails with a Kafka
+	// error or succeeds durably (checked after the restart at the end).
+	adm = newAdmin(t, p.Kafka)
+	createdOnFull := false
+	res, err := adm.CreateTopic(ctx, 1, 1, nil, "born-full")
+	switch {
+	case err != nil:
+		t.Errorf("create topic on the full disk: request failed: %v", err)
+	case res.Err != nil:
+		t.Logf("create topic on the full disk: %v", res.Err)
+	default:
+		createdOnFull = true
+		t.Logf("create topic on the full disk succeeded")
+	}
+	if !p.Alive() {
+		t.Fatalf("broker died creating a topic on the full disk:\n%s", p.Log())
+	}
+
 	// Room again: produces succeed (bounded polling, the broker may retry).
 	if out, err := exec.Command("mount", "-o", "remount,size=64m", dir).CombinedOutput(); err != nil {
 		t.Fatalf("remount bigger: %v: %s", err, out)
@@ -212,6 +230,11 @@ func TestDiskFull(t *testing.T) {
 	p = startBroker(t, dir)
 	checkKeep("after restart")
 	checkFill("after restart")
+	if md, err := newAdmin(t, p.Kafka).ListTopics(ctx); err != nil {
+		t.Errorf("list topics after restart: %v", err)
+	} else if createdOnFull && !md.Has("born-full") {
+		t.Errorf("topic born-full, created (acknowledged) on the full disk, is gone after a clean restart")
+	}
 	if t.Failed() {
 		var errLines []string
 		for _, l := range p.Lines() {
