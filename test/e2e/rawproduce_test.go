@@ -52,6 +52,17 @@ func buildBatch(values [][]byte) []byte {
 // rawProduce sends one acks=all Produce request with a batch of values to
 // topic/partition and returns the partition's error code and base offset.
 func rawProduce(ctx context.Context, cl *kgo.Client, topic string, partition int32, values [][]byte) (int16, int64, error) {
+	return rawProduceRecords(ctx, cl, topic, partition, buildBatch(values))
+}
+
+// rawProduceBytes sends records (any bytes) as the partition's records and
+// returns the partition's error code.
+func rawProduceBytes(ctx context.Context, cl *kgo.Client, topic string, partition int32, records []byte) (int16, error) {
+	code, _, err := rawProduceRecords(ctx, cl, topic, partition, records)
+	return code, err
+}
+
+func rawProduceRecords(ctx context.Context, cl *kgo.Client, topic string, partition int32, records []byte) (int16, int64, error) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks = -1
 	req.TimeoutMillis = 30000
@@ -59,7 +70,7 @@ func rawProduce(ctx context.Context, cl *kgo.Client, topic string, partition int
 	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Partition = partition
-	rp.Records = buildBatch(values)
+	rp.Records = records
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)

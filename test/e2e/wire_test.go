@@ -191,6 +191,7 @@ func TestBadBytesOnTheWire(t *testing.T) {
 	}
 
 	t.Run("ApiVersions unsupported version", func(t *testing.T) { apiVersionsUnsupported(t, p.Kafka) })
+	t.Run("corrupt batch", func(t *testing.T) { corruptBatch(t, ctx, p.Kafka) })
 
 	// A half-open connection with a partial frame does not block others.
 	idle, err := net.Dial("tcp", p.Kafka)
@@ -291,4 +292,45 @@ func peakRSS(t *testing.T, pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// corruptBatch produces a batch with a flipped byte (CRC mismatch) and one
+// with a batch length that runs past the data: both must be refused with
+// CORRUPT_MESSAGE and leave the partition unchanged; a valid batch after
+// them lands at the next offset.
+func corruptBatch(t *testing.T, ctx context.Context, addr string) {
+	adm := newAdmin(t, addr)
+	if res, err := adm.CreateTopic(ctx, 1, 1, nil, "corrupt"); err != nil || res.Err != nil {
+		t.Fatalf("create corrupt: %v %v", err, res.Err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if c, _, err := rawProduce(ctx, cl, "corrupt", 0, [][]byte{payload(1)}); err != nil || c != 0 {
+		t.Fatalf("valid produce: %d %v", c, err)
+	}
+	flipped := buildBatch([][]byte{payload(2), payload(3)})
+	flipped[len(flipped)-10] ^= 0x01
+	long := buildBatch([][]byte{payload(4)})
+	binary.BigEndian.PutUint32(long[8:], uint32(len(long)-12+100))
+	for name, batch := range map[string][]byte{"crc mismatch": flipped, "length past the data": long} {
+		code, err := rawProduceBytes(ctx, cl, "corrupt", 0, batch)
+		if err != nil {
+			t.Errorf("%s: request failed: %v (a Kafka broker answers with an error code)", name, err)
+			continue
+		}
+		if code != kerr.CorruptMessage.Code {
+			t.Errorf("%s: error %d %v, want %d CORRUPT_MESSAGE", name, code, kerr.ErrorForCode(code), kerr.CorruptMessage.Code)
+		}
+	}
+	c, base, err := rawProduce(ctx, cl, "corrupt", 0, [][]byte{payload(5)})
+	if err != nil || c != 0 || base != 1 {
+		t.Errorf("valid produce after the corrupt ones: code %d base %d err %v, want 0 at offset 1", c, base, err)
+	}
+	got := readAll(t, ctx, addr, "corrupt")[0]
+	if len(got) != 2 || string(got[0].value) != string(payload(1)) || string(got[1].value) != string(payload(5)) {
+		t.Errorf("corrupt topic holds %d records, want exactly the two valid ones", len(got))
+	}
 }
