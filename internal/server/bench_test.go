@@ -28,7 +28,18 @@ type target struct {
 }
 
 func strataTarget(b *testing.B, topic string, partitions int32) target {
-	tb := startBroker(b, "", nil)
+	return strataTargetWith(b, topic, partitions, nil)
+}
+
+// strataNoDurableTarget acknowledges acks=all once written, without
+// waiting for fsync (strata.durable.acks=false): Kafka's own meaning of
+// acks=all on a single replica.
+func strataNoDurableTarget(b *testing.B, topic string, partitions int32) target {
+	return strataTargetWith(b, topic, partitions, map[string]string{"strata.durable.acks": "false"})
+}
+
+func strataTargetWith(b *testing.B, topic string, partitions int32, ov map[string]string) target {
+	tb := startBroker(b, "", ov)
 	if _, err := tb.srv.Broker().CreateTopic(createReq(topic, partitions)); err != nil {
 		b.Fatal(err)
 	}
@@ -41,6 +52,10 @@ func kfakeTarget(b *testing.B, topic string, partitions int32) target {
 		b.Fatal(err)
 	}
 	return target{addr: c.ListenAddrs()[0], close: c.Close}
+}
+
+var targets = map[string]func(*testing.B, string, int32) target{
+	"strata": strataTarget, "strata-nodurable": strataNoDurableTarget, "kfake": kfakeTarget,
 }
 
 func benchValue() []byte {
@@ -84,8 +99,11 @@ func produceN(b *testing.B, addr, topic string, n int, inflight int) {
 
 // consumeN consumes n records from the start.
 func consumeN(b *testing.B, addr, topic string, n int) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(50<<20), kgo.FetchMaxPartitionBytes(50<<20))
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}
+	if os.Getenv("STRATA_BENCH_BIG_FETCH") != "" {
+		opts = append(opts, kgo.FetchMaxBytes(50<<20), kgo.FetchMaxPartitionBytes(50<<20))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -107,12 +125,9 @@ func consumeN(b *testing.B, addr, topic string, n int) {
 func BenchmarkProduce(b *testing.B) {
 	for _, inflight := range []int{1, 5} {
 		for _, parts := range []int32{1, 6} {
-			for _, sys := range []string{"strata", "kfake"} {
+			for _, sys := range []string{"strata", "strata-nodurable", "kfake"} {
 				b.Run(fmt.Sprintf("inflight=%d/partitions=%d/%s", inflight, parts, sys), func(b *testing.B) {
-					mk := strataTarget
-					if sys == "kfake" {
-						mk = kfakeTarget
-					}
+					mk := targets[sys]
 					tg := mk(b, "bench", parts)
 					defer tg.close()
 					b.SetBytes(benchRecordSize)
@@ -128,10 +143,7 @@ func BenchmarkConsume(b *testing.B) {
 	for _, parts := range []int32{1, 6} {
 		for _, sys := range []string{"strata", "kfake"} {
 			b.Run(fmt.Sprintf("partitions=%d/%s", parts, sys), func(b *testing.B) {
-				mk := strataTarget
-				if sys == "kfake" {
-					mk = kfakeTarget
-				}
+				mk := targets[sys]
 				tg := mk(b, "bench", parts)
 				defer tg.close()
 				produceN(b, tg.addr, "bench", b.N, 5)
