@@ -198,6 +198,9 @@ func newAdmin(t *testing.T, addr string) *kadm.Client {
 	return kadm.NewClient(cl)
 }
 
+// newAdminFrom wraps an existing client.
+func newAdminFrom(cl *kgo.Client) *kadm.Client { return kadm.NewClient(cl) }
+
 // checkValue checks that a stored record is exactly record n as sent.
 func checkValue(r stored, key []byte, partition int32) error {
 	n, ok := numberOf(r.value)
