@@ -71,6 +71,7 @@ const (
 	opVersions      = "versions"
 	opLogAppendTime = "log_append_time" // fetch reports LogAppendTime batches' broker time
 	opHeaders       = "headers"         // produce sets per-record headers
+	opNullRecord    = "null_record"     // produce sends a record with null key and null value
 )
 
 // Client is one Kafka client under test.

@@ -19,7 +19,7 @@ func kafkaGoClient() *Client {
 	return &Client{
 		Name: "kafka-go",
 		Supports: set(opCreate, opList, opDescribe, opAlterIncr, opAlterLegacy,
-			opDeleteTopic, opProduce, opFetch, opOffsetForTime, opWatermarks, opTimestamps, opHeaders),
+			opDeleteTopic, opProduce, opFetch, opOffsetForTime, opWatermarks, opTimestamps, opHeaders, opNullRecord),
 		Codecs:   []string{"none", "gzip", "snappy", "lz4", "zstd"},
 		Versions: map[string]string{"kafka-go": modVersion("github.com/segmentio/kafka-go")},
 		do:       kafkaGoDo,

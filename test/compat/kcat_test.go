@@ -31,7 +31,7 @@ func kcatClient(t *testing.T) *Client {
 	}
 	return &Client{
 		Name:       "kcat",
-		Supports:   set(opProduce, opFetch, opOffsetForTime, opWatermarks, opIdempotent, opLogAppendTime),
+		Supports:   set(opProduce, opFetch, opOffsetForTime, opWatermarks, opIdempotent, opLogAppendTime, opNullRecord),
 		Codecs:     []string{"none", "gzip", "snappy", "lz4", "zstd"},
 		Versions:   versions,
 		Librdkafka: true,

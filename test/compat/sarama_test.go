@@ -18,7 +18,7 @@ func saramaClient() *Client {
 	return &Client{
 		Name: "sarama",
 		Supports: set(opCreate, opList, opDescribe, opAlterIncr, opAlterLegacy, opDeleteRecords,
-			opDeleteTopic, opProduce, opFetch, opOffsetForTime, opWatermarks, opIdempotent, opTimestamps, opLogAppendTime, opHeaders),
+			opDeleteTopic, opProduce, opFetch, opOffsetForTime, opWatermarks, opIdempotent, opTimestamps, opLogAppendTime, opHeaders, opNullRecord),
 		Codecs:   []string{"none", "gzip", "snappy", "lz4", "zstd"},
 		Versions: map[string]string{"sarama": modVersion("github.com/IBM/sarama")},
 		do:       saramaDo,

@@ -219,6 +219,7 @@ func sampleRecords(base int64, bulk int) []Rec {
 		{Key: strp("user-1"), Value: strp("v2")},
 		{Key: nil, Value: strp("unkeyed-2")},
 		{Key: strp("kéy-ü"), Value: strp("värde ✓")},
+		{Key: nil, Value: nil},
 	}
 	for i := 0; i < bulk; i++ {
 		recs = append(recs, Rec{Key: strp(fmt.Sprintf("bulk-%04d", i)),
@@ -265,13 +266,21 @@ func eqp(a, b *string) bool {
 	return *a == *b
 }
 
-// dropHeaders removes headers from records when the client cannot set them.
-func (s *suite) dropHeaders(recs []Rec) {
-	if !s.c.can(opHeaders) {
-		for i := range recs {
-			recs[i].Headers = nil
+// adapt drops what the client cannot produce from sample records (headers,
+// a record with null key and null value) and renumbers the offsets.
+func (s *suite) adapt(recs []Rec) []Rec {
+	out := recs[:0]
+	for _, r := range recs {
+		if !s.c.can(opHeaders) {
+			r.Headers = nil
 		}
+		if r.Key == nil && r.Value == nil && !s.c.can(opNullRecord) {
+			continue
+		}
+		r.Offset = int64(len(out))
+		out = append(out, r)
 	}
+	return out
 }
 
 func (s *suite) produce(t *testing.T, op Op) []int64 {
@@ -292,7 +301,7 @@ func (s *suite) produceConsume(t *testing.T, codec string) {
 	base := time.Now().Add(-time.Hour).UnixMilli()
 	want := sampleRecords(base, 200)
 	ts := s.c.can(opTimestamps)
-	s.dropHeaders(want)
+	want = s.adapt(want)
 	in := make([]Rec, len(want))
 	copy(in, want)
 	if !ts {
@@ -560,7 +569,7 @@ func (s *suite) topicCompressionType(t *testing.T) {
 	topic := "gzip-topic"
 	s.createTopic(t, topic, 1, map[string]string{"compression.type": "gzip"})
 	want := sampleRecords(time.Now().Add(-time.Minute).UnixMilli(), 20)
-	s.dropHeaders(want)
+	want = s.adapt(want)
 	in := append([]Rec(nil), want...)
 	if !s.c.can(opTimestamps) {
 		for i := range in {

@@ -8,7 +8,7 @@ const { Kafka, logLevel, CompressionTypes, ConfigResourceTypes } = require('kafk
 const kafkajsVersion = require('kafkajs/package.json').version
 
 const OPS = ['create_topic', 'list_topics', 'describe_configs', 'alter_configs_legacy',
-  'delete_records', 'delete_topic', 'produce', 'fetch', 'headers', 'log_append_time', 'offset_for_time', 'watermarks',
+  'delete_records', 'delete_topic', 'produce', 'fetch', 'headers', 'null_record', 'log_append_time', 'offset_for_time', 'watermarks',
   'idempotent', 'timestamps', 'group_consume']
 
 class OpError extends Error {

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 OPS = ["create_topic", "list_topics", "describe_configs", "alter_configs_legacy",
-       "delete_topic", "produce", "fetch", "headers", "log_append_time", "offset_for_time", "watermarks",
+       "delete_topic", "produce", "fetch", "headers", "null_record", "log_append_time", "offset_for_time", "watermarks",
        "idempotent", "timestamps", "group_consume"]
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

@@ -28,6 +28,8 @@ def _for_code_keeping_unknown(code):
 
 Errors.for_code = _for_code_keeping_unknown
 
+# kafka-python refuses a record with neither key nor value ("Need at least
+# one: key or value"), so "null_record" is not listed.
 OPS = ["create_topic", "list_topics", "describe_configs", "alter_configs_legacy",
        "delete_topic", "produce", "fetch", "headers", "log_append_time", "offset_for_time", "watermarks", "timestamps"]
 
