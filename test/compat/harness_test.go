@@ -1,10 +1,12 @@
 package compat
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,6 +46,9 @@ type testBroker struct {
 
 	addr    string
 	metrics string
+	// port, when set, is the Kafka listener port to bind (restarts that
+	// keep connected clients pointed at the same address).
+	port string
 }
 
 // startBroker starts a broker on a fresh data directory; it is shut down when
@@ -76,7 +81,7 @@ func (b *testBroker) start() {
 	}
 	overrides := map[string]string{
 		"log.dirs":                b.dir,
-		"listeners":               "PLAINTEXT://127.0.0.1:0",
+		"listeners":               "PLAINTEXT://127.0.0.1:" + cmp.Or(b.port, "0"),
 		"strata.metrics.listener": metrics,
 	}
 	for k, v := range b.opts.extra {
@@ -121,6 +126,19 @@ func (b *testBroker) stop() {
 func (b *testBroker) Restart() {
 	b.t.Helper()
 	b.stop()
+	b.start()
+}
+
+// RestartSamePort restarts the broker on the same listener address, so
+// long-lived clients reconnect to it.
+func (b *testBroker) RestartSamePort() {
+	b.t.Helper()
+	_, port, err := net.SplitHostPort(b.addr)
+	if err != nil {
+		b.t.Fatalf("broker address %q: %v", b.addr, err)
+	}
+	b.stop()
+	b.port = port
 	b.start()
 }
 
