@@ -56,6 +56,8 @@ async function withAdmin (op, fn) {
   try { return await fn(admin) } finally { await admin.disconnect() }
 }
 
+const producers = new Map()
+
 const codecs = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP }
 
 async function run (op) {
@@ -117,21 +119,26 @@ async function run (op) {
         return { offset: Number(p.offset) }
       })
     case 'produce': {
-      const producer = client(op).producer(op.idempotent
-        ? { idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false }
-        : { allowAutoTopicCreation: false })
-      await producer.connect()
-      try {
-        const messages = (op.records || []).map((r) => {
-          const m = { key: buf(r.key), value: buf(r.value), partition: op.partition || 0 }
-          if (r.ts) m.timestamp = String(r.ts)
-          if (r.headers) m.headers = Object.fromEntries(r.headers)
-          return m
-        })
-        const res = await producer.send({ topic: op.topic, acks: -1, compression: codecs[op.compression || 'none'], messages })
-        const base = Number(res[0].baseOffset)
-        return { offsets: messages.map((_, i) => base + i) }
-      } finally { await producer.disconnect() }
+      // One producer per configuration for the whole process: a --session
+      // keeps it (and its idempotent producer id) across operations.
+      const key = JSON.stringify([op.bootstrap, !!op.idempotent])
+      let producer = producers.get(key)
+      if (!producer) {
+        producer = client(op).producer(op.idempotent
+          ? { idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false }
+          : { allowAutoTopicCreation: false })
+        await producer.connect()
+        producers.set(key, producer)
+      }
+      const messages = (op.records || []).map((r) => {
+        const m = { key: buf(r.key), value: buf(r.value), partition: op.partition || 0 }
+        if (r.ts) m.timestamp = String(r.ts)
+        if (r.headers) m.headers = Object.fromEntries(r.headers)
+        return m
+      })
+      const res = await producer.send({ topic: op.topic, acks: -1, compression: codecs[op.compression || 'none'], messages })
+      const base = Number(res[0].baseOffset)
+      return { offsets: messages.map((_, i) => base + i) }
     }
     case 'fetch':
       return consume(op, deadline, `compat-fetch-${process.pid}-${Date.now()}`, false)
@@ -209,8 +216,29 @@ async function groupMember (op) {
   })
 }
 
+async function runReported (op) {
+  try {
+    const res = await run(op)
+    res.error_code = 0
+    return res
+  } catch (e) {
+    return { error_code: e instanceof OpError ? e.code : kafkaCode(e), error: describeError(e) }
+  }
+}
+
+// session runs one operation per stdin line and prints one result per line,
+// keeping producers between operations.
+async function session () {
+  const rl = require('readline').createInterface({ input: process.stdin })
+  for await (const line of rl) {
+    if (line.trim()) emit(await runReported(JSON.parse(line)))
+  }
+  process.exit(0)
+}
+
 async function main () {
   if (process.argv[2] === '--member') return groupMember(JSON.parse(process.argv[3]))
+  if (process.argv[2] === '--session') return session()
   const chunks = []
   for await (const c of process.stdin) chunks.push(c)
   const op = JSON.parse(Buffer.concat(chunks).toString())

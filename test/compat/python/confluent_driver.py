@@ -55,6 +55,7 @@ def dec(b):
 
 
 _admin = []
+_producers = {}
 
 
 def admin(op):
@@ -97,7 +98,12 @@ def run(op):
                 "message.send.max.retries": 3}
         if op.get("idempotent"):
             conf["enable.idempotence"] = True
-        p = Producer(conf)
+        # One producer per configuration for the whole process: a --session
+        # keeps it (and its idempotent producer id) across operations.
+        key = json.dumps(conf, sort_keys=True)
+        if key not in _producers:
+            _producers[key] = Producer(conf)
+        p = _producers[key]
         recs = op.get("records") or []
         offsets = [None] * len(recs)
         errors = []
@@ -230,9 +236,27 @@ def group_member(op):
     emit({"event": "closed"})
 
 
+def run_reported(op):
+    try:
+        res = run(op)
+        res.setdefault("error_code", 0)
+    except OpError as e:
+        res = {"error_code": e.code, "error": str(e)}
+    except Exception as e:  # report, don't crash: the Go test asserts on it
+        res = {"error_code": -1, "error": "%s: %s" % (type(e).__name__, e)}
+    return res
+
+
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--member":
         group_member(json.loads(sys.argv[2]))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--session":
+        # One operation per stdin line, one result per stdout line, with
+        # producers kept between operations.
+        for line in sys.stdin:
+            if line.strip():
+                emit(run_reported(json.loads(line)))
         return
     op = json.load(sys.stdin)
     try:
