@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -223,15 +224,17 @@ func copyDirTB(tb testing.TB, src, dst string) {
 }
 
 // BenchmarkProduceWhileCleaning measures append throughput (1 KiB records,
-// 16 per batch, one log) while the cleaner compacts four dirty logs of
-// benchSize()/4 records each (every round a real first cleaning), and with
-// the cleaner idle for the same time, and reports the ratio.
+// 16 per batch, one log) while the cleaner compacts one of eight dirty
+// logs of benchSize()/8 records each (every round a real first cleaning),
+// then with the cleaner idle for the same time, eight times over so that
+// each busy window has an idle neighbour under the same background load,
+// and reports total busy vs idle throughput and the median pair ratio.
 func BenchmarkProduceWhileCleaning(b *testing.B) {
 	n, k := benchSize()
 	base := b.TempDir()
 	ccfg := DefaultConfig()
 	ccfg.Backoff = time.Hour
-	const parts = 4
+	const parts = 8
 	var dirty [parts]*harness
 	for i := range dirty {
 		dirty[i] = newHarness(b, filepath.Join(base, fmt.Sprint("dirty", i)), benchLogCfg(), ccfg, nil, nil)
@@ -280,19 +283,30 @@ func BenchmarkProduceWhileCleaning(b *testing.B) {
 		if i > 0 {
 			b.Fatal("run with -benchtime=1x: the dirty logs are clean after one iteration")
 		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			for _, h := range dirty {
+		var busyBytes, idleBytes float64
+		var busyTime, idleTime time.Duration
+		var ratios []float64
+		for _, h := range dirty {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
 				if err := h.cl.CleanNow(context.Background(), "t", 0); err != nil {
 					b.Error(err)
-					return
 				}
-			}
-		}()
-		busy, window := produce(done, 0)
-		syscall.Sync()
-		idle, _ := produce(nil, window)
+			}()
+			br, w := produce(done, 0)
+			ir, _ := produce(nil, w)
+			busyBytes += br * w.Seconds()
+			idleBytes += ir * w.Seconds()
+			busyTime += w
+			idleTime += w
+			ratios = append(ratios, br/ir)
+		}
+		slices.Sort(ratios)
+		busy := busyBytes / busyTime.Seconds()
+		idle := idleBytes / idleTime.Seconds()
+		window := busyTime
+		b.ReportMetric(100*ratios[len(ratios)/2], "median-pair-pct")
 		b.ReportMetric(idle/1e6, "produce-idle-MB/s")
 		b.ReportMetric(busy/1e6, "produce-cleaning-MB/s")
 		b.ReportMetric(100*busy/idle, "pct-of-idle")

@@ -25,11 +25,12 @@ type filter struct {
 
 	stats roundStats
 	// Scratch buffers reused across batches.
-	recs   []rawRecord
-	hashes []keyHash
-	kept   []rawRecord
-	body   []byte
-	out    []byte
+	scratch rawRecord
+	recs    []rawRecord
+	hashes  []keyHash
+	kept    []rawRecord
+	body    []byte
+	out     []byte
 }
 
 // roundStats are the counters of one round.
@@ -92,7 +93,7 @@ func (f *filter) apply(b record.Batch) ([]byte, error) {
 	latest := f.m.Latest()
 	recs := f.recs[:0]
 	hs := f.hashes[:0]
-	err = scanRecords(data, n, func(r *rawRecord) error {
+	err = scanRecords(data, n, &f.scratch, func(r *rawRecord) error {
 		recs = append(recs, *r)
 		var h keyHash
 		if base+int64(r.OffsetDelta) <= latest && r.Key != nil {

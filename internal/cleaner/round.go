@@ -35,12 +35,13 @@ type roundResult struct {
 // worker is one cleaner goroutine's private state: its share of the
 // dedupe buffer (allocated on first use) and its read buffer.
 type worker struct {
-	id     int
-	mapMem int64
-	m      *OffsetMap
-	buf    []byte
-	offs   []int64   // scratch: offsets of one batch's keyed records
-	hashes []keyHash // scratch: their key hashes
+	id      int
+	mapMem  int64
+	m       *OffsetMap
+	buf     []byte
+	scratch rawRecord
+	offs    []int64   // scratch: offsets of one batch's keyed records
+	hashes  []keyHash // scratch: their key hashes
 }
 
 // ioBufferSize is the read buffer of each worker (log.cleaner.io.buffer.size
@@ -158,7 +159,7 @@ func (c *Cleaner) buildMap(ctx context.Context, w *worker, l *storage.Log, segs 
 					return fmt.Errorf("decompress batch at offset %d: %w", base, err)
 				}
 				offs, hs := w.offs[:0], w.hashes[:0]
-				err = scanRecords(data, int(b.NumRecords()), func(r *rawRecord) error {
+				err = scanRecords(data, int(b.NumRecords()), &w.scratch, func(r *rawRecord) error {
 					if off := base + int64(r.OffsetDelta); off >= cl.FirstDirty && r.Key != nil {
 						offs = append(offs, off)
 						hs = append(hs, m.hashKey(r.Key))
@@ -206,10 +207,13 @@ func (c *Cleaner) forEachBatch(ctx context.Context, w *worker, l *storage.Log, b
 		return fmt.Errorf("open segment %d: %w", base, err)
 	}
 	defer sf.Release()
-	if w.buf == nil {
-		w.buf = make([]byte, ioBufferSize)
+	br := newBatchReader(ctx, sf.File(), 0, size, nil, c.throttle)
+	if br.mm == nil { // ReadAt mode needs a buffer
+		if w.buf == nil {
+			w.buf = make([]byte, ioBufferSize)
+		}
+		br.buf = w.buf
 	}
-	br := newBatchReader(ctx, sf.File(), 0, size, w.buf, c.throttle)
 	defer br.close()
 	defer func() {
 		st.BytesRead += br.read

@@ -67,10 +67,10 @@ func appendVarlong(dst []byte, v int64) []byte {
 	return append(dst, byte(u))
 }
 
-// scanRecords calls fn for each of the n records of data. rec.raw
-// aliases data.
-func scanRecords(data []byte, n int, fn func(rec *rawRecord) error) error {
-	var r rawRecord
+// scanRecords decodes each of the n records of data into *r (caller-owned
+// scratch, so nothing escapes to the heap) and calls fn. r.raw aliases
+// data.
+func scanRecords(data []byte, n int, r *rawRecord, fn func(rec *rawRecord) error) error {
 	p := 0
 	for i := 0; i < n; i++ {
 		start := p
@@ -106,7 +106,7 @@ func scanRecords(data []byte, n int, fn func(rec *rawRecord) error) error {
 			return fmt.Errorf("record %d: value length: %w", i, kerr.CorruptMessage)
 		}
 		r.NullValue = vl < 0
-		if err := fn(&r); err != nil {
+		if err := fn(r); err != nil {
 			return err
 		}
 		p = end

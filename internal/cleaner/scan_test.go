@@ -38,7 +38,8 @@ func FuzzScanRecords(f *testing.F) {
 			return nil
 		})
 		var got []rawRecord
-		errGot := scanRecords(data, n, func(r *rawRecord) error {
+		var scratch rawRecord
+		errGot := scanRecords(data, n, &scratch, func(r *rawRecord) error {
 			got = append(got, *r)
 			return nil
 		})
@@ -59,7 +60,7 @@ func FuzzScanRecords(f *testing.F) {
 			}
 			re := appendWithTsDelta(nil, &g, delta)
 			var back []rawRecord
-			if err := scanRecords(re, 1, func(r *rawRecord) error { back = append(back, *r); return nil }); err != nil {
+			if err := scanRecords(re, 1, &scratch, func(r *rawRecord) error { back = append(back, *r); return nil }); err != nil {
 				t.Fatalf("re-encoded record: %v", err)
 			}
 			if back[0].TsDelta != delta || back[0].OffsetDelta != g.OffsetDelta || !bytes.Equal(back[0].Key, g.Key) ||
