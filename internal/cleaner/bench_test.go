@@ -230,14 +230,23 @@ func copyDirTB(tb testing.TB, src, dst string) {
 // each busy window has an idle neighbour under the same background load,
 // and reports total busy vs idle throughput and the median pair ratio.
 func BenchmarkProduceWhileCleaning(b *testing.B) {
+	b.Run("unthrottled", func(b *testing.B) { benchProduceWhileCleaning(b, 0) })
+	// log.cleaner.io.max.bytes.per.second = 200 MB/s (bytes read + written).
+	b.Run("io=200MB/s", func(b *testing.B) { benchProduceWhileCleaning(b, 200e6) })
+}
+
+func benchProduceWhileCleaning(b *testing.B, ioRate float64) {
 	n, k := benchSize()
 	base := b.TempDir()
 	ccfg := DefaultConfig()
 	ccfg.Backoff = time.Hour
+	ccfg.IOMaxBytesPerSecond = ioRate
 	const parts = 8
 	var dirty [parts]*harness
 	for i := range dirty {
 		dirty[i] = newHarness(b, filepath.Join(base, fmt.Sprint("dirty", i)), benchLogCfg(), ccfg, nil, nil)
+		dirty[i].cl.throttle.now = time.Now
+		dirty[i].cl.throttle.start = time.Now()
 		defer dirty[i].close()
 		fillLog(b, dirty[i], n/parts, k/parts)
 	}
