@@ -662,6 +662,12 @@ func (s *suite) deleteTopic(t *testing.T) {
 			t.Errorf("describe deleted topic: code %d (%s), want UNKNOWN_TOPIC_OR_PARTITION (3)", r.ErrorCode, r.Error)
 		}
 	}
+	// The name can be reused: the new topic starts empty at offset 0.
+	s.createTopic(t, topic, 1, nil)
+	fresh := Rec{Key: strp("again"), Value: strp("new topic")}
+	s.produce(t, Op{Topic: topic, Records: []Rec{fresh}})
+	got := s.fetch(t, topic, 0, -2, 1)
+	checkRecords(t, "recreated topic", got, []Rec{fresh}, false)
 }
 
 func TestSarama(t *testing.T) { t.Parallel(); runSuite(t, saramaClient()) }
