@@ -27,7 +27,9 @@ type Options struct {
 	// ProducerIDExpiration is producer.id.expiration.ms (24h).
 	ProducerIDExpiration time.Duration
 	// Files bounds open closed-segment files and loaded indexes; share one
-	// across the logs of a broker. Nil gives the log a private cache of 4.
+	// across the logs of a broker. Nil uses the Syncer's cache (shared by
+	// the logs of a dir, DefaultDirFileCache entries), or a private cache
+	// of 4 when the log has its own syncer.
 	Files *FileCache
 }
 
@@ -183,6 +185,9 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 	}
 	if opts.ProducerIDExpiration == 0 {
 		opts.ProducerIDExpiration = 24 * time.Hour
+	}
+	if opts.Files == nil && opts.Syncer != nil {
+		opts.Files = opts.Syncer.files
 	}
 	if opts.Files == nil {
 		opts.Files = NewFileCache(4)

@@ -17,7 +17,12 @@ type Syncer struct {
 	done    chan struct{}
 	closed  bool
 	rounds  uint64
+	files   *FileCache // shared by the logs of the dir unless Options.Files is set
 }
+
+// DefaultDirFileCache is how many closed segments (open descriptor plus
+// loaded indexes) the logs sharing a Syncer keep open together.
+const DefaultDirFileCache = 1024
 
 // NewSyncer starts a group-commit syncer.
 func NewSyncer(logger *slog.Logger) *Syncer {
@@ -30,6 +35,7 @@ func NewSyncer(logger *slog.Logger) *Syncer {
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
+		files:   NewFileCache(DefaultDirFileCache),
 	}
 	go s.run()
 	return s
