@@ -144,7 +144,22 @@ func checkAppendOnly(t *testing.T, got map[int32][]stored, a *ackLog) {
 				t.Errorf("partition %d offset %d: record %d was never sent", part, r.offset, n)
 			}
 			if n <= last {
-				t.Errorf("partition %d offset %d: record %d follows record %d (duplicate or out of order)", part, r.offset, n, last)
+				var around []string
+				for _, x := range rs[max(0, i-3):min(len(rs), i+3)] {
+					xn, _ := numberOf(x.value)
+					around = append(around, fmt.Sprintf("offset %d: record %d (producer %d epoch %d)", x.offset, xn, x.pid, x.epoch))
+				}
+				dups := 0
+				seen := map[int]bool{}
+				for _, x := range rs {
+					xn, _ := numberOf(x.value)
+					if seen[xn] {
+						dups++
+					}
+					seen[xn] = true
+				}
+				t.Errorf("partition %d offset %d: record %d follows record %d (duplicate or out of order); %d duplicates in the partition; around it:\n%s",
+					part, r.offset, n, last, dups, strings.Join(around, "\n"))
 				return
 			}
 			last = n

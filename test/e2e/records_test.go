@@ -129,6 +129,8 @@ type stored struct {
 	key       []byte
 	value     []byte
 	num       int // from the "n" header, -1 if none
+	pid       int64
+	epoch     int16
 }
 
 // readAll reads every partition of topic from its start to its high
@@ -178,7 +180,7 @@ func readAll(t *testing.T, ctx context.Context, addr, topic string) map[int32][]
 					}
 				}
 			}
-			out[r.Partition] = append(out[r.Partition], stored{r.Partition, r.Offset, r.Key, r.Value, num})
+			out[r.Partition] = append(out[r.Partition], stored{r.Partition, r.Offset, r.Key, r.Value, num, r.ProducerID, r.ProducerEpoch})
 			if end, ok := need[r.Partition]; ok && r.Offset >= end-1 {
 				delete(need, r.Partition)
 			}
