@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -66,7 +68,7 @@ func benchValue() []byte {
 
 // produceN produces n 1 KiB records round-robin over the partitions with
 // acks=all and waits for every ack.
-func produceN(b *testing.B, addr, topic string, n int, inflight int) {
+func produceN(b testing.TB, addr, topic string, n int, inflight int) {
 	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.MaxBufferedRecords(100000)}
@@ -98,7 +100,7 @@ func produceN(b *testing.B, addr, topic string, n int, inflight int) {
 }
 
 // consumeN consumes n records from the start.
-func consumeN(b *testing.B, addr, topic string, n int) {
+func consumeN(b testing.TB, addr, topic string, n int) {
 	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}
 	if os.Getenv("STRATA_BENCH_BIG_FETCH") != "" {
 		opts = append(opts, kgo.FetchMaxBytes(50<<20), kgo.FetchMaxPartitionBytes(50<<20))
@@ -132,7 +134,7 @@ func BenchmarkProduce(b *testing.B) {
 					defer tg.close()
 					b.SetBytes(benchRecordSize)
 					b.ResetTimer()
-					produceN(b, tg.addr, "bench", b.N, inflight)
+					runClient(b, "produce", tg.addr, "bench", b.N, inflight)
 				})
 			}
 		}
@@ -149,9 +151,52 @@ func BenchmarkConsume(b *testing.B) {
 				produceN(b, tg.addr, "bench", b.N, 5)
 				b.SetBytes(benchRecordSize)
 				b.ResetTimer()
-				consumeN(b, tg.addr, "bench", b.N)
+				runClient(b, "consume", tg.addr, "bench", b.N, 0)
 			})
 		}
+	}
+}
+
+// The benchmark clients run in a child process (this test binary
+// re-executed): a broker and its clients do not share a heap, a garbage
+// collector or a scheduler in real life, and kfake keeps every record in
+// its heap, which would otherwise spare an in-process client most GC work.
+const (
+	envBenchMode     = "STRATA_BENCH_CLIENT_MODE"
+	envBenchAddr     = "STRATA_BENCH_CLIENT_ADDR"
+	envBenchTopic    = "STRATA_BENCH_CLIENT_TOPIC"
+	envBenchN        = "STRATA_BENCH_CLIENT_N"
+	envBenchInflight = "STRATA_BENCH_CLIENT_INFLIGHT"
+)
+
+// TestBenchClient is the child-process client of the benchmarks; it is a
+// no-op unless started by one.
+func TestBenchClient(t *testing.T) {
+	mode := os.Getenv(envBenchMode)
+	if mode == "" {
+		t.Skip("benchmark helper")
+	}
+	n, _ := strconv.Atoi(os.Getenv(envBenchN))
+	inflight, _ := strconv.Atoi(os.Getenv(envBenchInflight))
+	addr, topic := os.Getenv(envBenchAddr), os.Getenv(envBenchTopic)
+	switch mode {
+	case "produce":
+		produceN(t, addr, topic, n, inflight)
+	case "consume":
+		consumeN(t, addr, topic, n)
+	default:
+		t.Fatalf("unknown mode %q", mode)
+	}
+}
+
+// runClient runs one benchmark client in a child process and waits.
+func runClient(b *testing.B, mode, addr, topic string, n, inflight int) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchClient$", "-test.count=1", "-test.timeout=30m")
+	cmd.Env = append(os.Environ(), envBenchMode+"="+mode, envBenchAddr+"="+addr, envBenchTopic+"="+topic,
+		envBenchN+"="+strconv.Itoa(n), envBenchInflight+"="+strconv.Itoa(inflight))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.Fatalf("%s client: %v\n%s", mode, err, out)
 	}
 }
 
