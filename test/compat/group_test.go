@@ -166,7 +166,8 @@ func committed(t *testing.T, b *testBroker, group, topic string) map[int32]int64
 }
 
 // runGroupSuite: two members split a 4-partition topic and commit what they
-// read; after the broker restarts, a new member resumes after the commits.
+// read; when one leaves the other takes over after its commits; after the
+// broker restarts, a new member resumes after the commits.
 func runGroupSuite(t *testing.T, c *Client) {
 	const (
 		topic      = "group-topic"
@@ -204,18 +205,42 @@ func runGroupSuite(t *testing.T, c *Client) {
 		}
 		return nil
 	})
-	a.stop(t)
+	// B leaves: A takes over every partition and continues after B's
+	// commits (no committed record read again).
 	m2.stop(t)
 	_, ra, _ := a.snapshot()
 	_, rb, _ := m2.snapshot()
 	t.Logf("member A read %d records, B read %d", len(ra), len(rb))
-
-	want := map[int32]int64{0: perPart, 1: perPart, 2: perPart, 3: perPart}
+	seenBefore := len(ra)
+	produceSpread(t, b, topic, partitions, 5, perPart)
+	waitFor(t, "the remaining member takes over every partition", 90*time.Second, func() error {
+		pa, ra, ea := a.snapshot()
+		if len(ea) > 0 {
+			return fmt.Errorf("member errors: %v", ea)
+		}
+		if fmt.Sprint(pa) != "[0 1 2 3]" {
+			return fmt.Errorf("A assigned %v", pa)
+		}
+		if got := distinct(ra[seenBefore:]); got < partitions*5 {
+			return fmt.Errorf("A read %d of %d new records", got, partitions*5)
+		}
+		return nil
+	})
+	a.stop(t)
+	_, ra, _ = a.snapshot()
+	for _, r := range ra[seenBefore:] {
+		if r.Offset < perPart {
+			t.Errorf("after B left, A re-read committed record %v", r)
+		}
+	}
+	next := int64(perPart + 5)
+	want := map[int32]int64{0: next, 1: next, 2: next, 3: next}
 	if got := committed(t, b, group, topic); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("committed offsets %v, want %v", got, want)
 	}
 
-	produceSpread(t, b, topic, partitions, 5, perPart)
+	// The broker restarts: commits survive and a new member resumes.
+	produceSpread(t, b, topic, partitions, 5, int(next))
 	b.Restart()
 	if got := committed(t, b, group, topic); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("committed offsets after restart %v, want %v", got, want)
@@ -226,22 +251,31 @@ func runGroupSuite(t *testing.T, c *Client) {
 		if len(ec) > 0 {
 			return fmt.Errorf("member errors: %v", ec)
 		}
-		if len(rc) < partitions*5 {
-			return fmt.Errorf("read %d of %d new records", len(rc), partitions*5)
+		if got := distinct(rc); got < partitions*5 {
+			return fmt.Errorf("read %d of %d new records", got, partitions*5)
 		}
 		return nil
 	})
 	cm.stop(t)
 	_, rc, _ := cm.snapshot()
 	for _, r := range rc {
-		if r.Offset < perPart {
+		if r.Offset < next {
 			t.Errorf("after restart the group re-read committed record %v", r)
 		}
 	}
-	want = map[int32]int64{0: perPart + 5, 1: perPart + 5, 2: perPart + 5, 3: perPart + 5}
+	want = map[int32]int64{0: next + 5, 1: next + 5, 2: next + 5, 3: next + 5}
 	if got := committed(t, b, group, topic); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("committed offsets at the end %v, want %v", got, want)
 	}
+}
+
+// distinct counts records by partition and offset.
+func distinct(recs []Rec) int {
+	seen := map[string]bool{}
+	for _, r := range recs {
+		seen[fmt.Sprintf("%d/%d", r.Partition, r.Offset)] = true
+	}
+	return len(seen)
 }
 
 func TestGroupKafkaJS(t *testing.T) {
