@@ -95,7 +95,7 @@ func killRounds(t *testing.T, sc crashScenario) {
 			total += len(rs)
 		}
 		a.mu.Lock()
-		t.Logf("round %d: sent %d, acknowledged %d, stored %d records after the broker stopped and restarted", round, a.sent, len(a.acked), total)
+		t.Logf("round %d: sent %d, acknowledged %d, stored %d records after the broker stopped and restarted (logs loaded in %s)", round, a.sent, len(a.acked), total, p.logsLoaded())
 		a.mu.Unlock()
 		sc.check(t, got, a)
 		seekCheck(t, ctx, p.Kafka, sc.topic, got, rng, sc.compacted)

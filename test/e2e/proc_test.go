@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -298,4 +299,20 @@ func runKcat(t *testing.T, ctx context.Context, kcat, stdin string, args ...stri
 		t.Fatalf("kcat %s: %v\nstderr:\n%s", strings.Join(args, " "), err, errb.String())
 	}
 	return out.String()
+}
+
+// logsLoaded returns the elapsed time of the broker's "logs loaded" line
+// (how long opening, and recovering, every partition took), or "?".
+func (p *proc) logsLoaded() string {
+	for _, l := range p.Lines() {
+		if a := parseLine(l); a["msg"] == "logs loaded" {
+			if e, ok := a["elapsed"]; ok {
+				if ns, err := strconv.ParseFloat(e, 64); err == nil {
+					return time.Duration(ns).String() // JSON handler writes durations as nanoseconds
+				}
+				return e
+			}
+		}
+	}
+	return "?"
 }
