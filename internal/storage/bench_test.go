@@ -389,3 +389,47 @@ func BenchmarkRecovery(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkOpenManyPartitions measures a clean start: opening 1000
+// partitions of 3 segments each (one shared Syncer), reported per
+// partition. Closed segments are only stat'ed; nothing is fsynced.
+func BenchmarkOpenManyPartitions(b *testing.B) {
+	const parts = 1000
+	root := b.TempDir()
+	cfg := DefaultConfig()
+	cfg.SegmentBytes = 40 << 10
+	cfg.Durable = false
+	buf := benchBatchBytes(b)
+	for p := 0; p < parts; p++ {
+		l, err := Open(filepath.Join(root, fmt.Sprintf("t-%d", p)), [16]byte{}, cfg, false, Options{Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < 6; i++ {
+			record.Batch(buf).SetBaseOffset(0)
+			if _, err := l.Append(buf, AppendOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		l.Close()
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		syncer := NewSyncer(quiet)
+		logs := make([]*Log, parts)
+		for p := range logs {
+			l, err := Open(filepath.Join(root, fmt.Sprintf("t-%d", p)), [16]byte{}, cfg, true, Options{Syncer: syncer, Logger: quiet})
+			if err != nil {
+				b.Fatal(err)
+			}
+			logs[p] = l
+		}
+		b.StopTimer()
+		for _, l := range logs {
+			l.Close()
+		}
+		syncer.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*parts), "µs/partition")
+}
