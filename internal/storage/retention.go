@@ -3,6 +3,7 @@ package storage
 import (
 	"fmt"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -147,10 +148,11 @@ func (l *Log) deleteSegmentsLocked(dead []*segment, newStart int64) error {
 	return nil
 }
 
-func (l *Log) pruneSnapshots(below int64) {
+// listSnapshots returns the offsets of the producer snapshots, sorted.
+func (l *Log) listSnapshots() ([]int64, error) {
 	ents, err := l.fsys.ReadDir(l.dir)
 	if err != nil {
-		return
+		return nil, err
 	}
 	var snaps []int64
 	for _, e := range ents {
@@ -159,6 +161,15 @@ func (l *Log) pruneSnapshots(below int64) {
 				snaps = append(snaps, b)
 			}
 		}
+	}
+	sort.Slice(snaps, func(i, j int) bool { return snaps[i] < snaps[j] })
+	return snaps, nil
+}
+
+func (l *Log) pruneSnapshots(below int64) {
+	snaps, err := l.listSnapshots()
+	if err != nil {
+		return
 	}
 	for i, b := range snaps {
 		if b < below && i < len(snaps)-1 {

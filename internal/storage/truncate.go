@@ -98,7 +98,7 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 			return l.mark.leo, l.fail(err)
 		}
 	}
-	_, snaps, err := l.scanDir()
+	snaps, err := l.listSnapshots()
 	if err != nil {
 		return l.mark.leo, l.fail(err)
 	}
