@@ -377,3 +377,23 @@ func checkLogStartZero(t *testing.T, ctx context.Context, addr, topic, when stri
 		}
 	})
 }
+
+// TestCrashCompressed is TestCrashAcksAll with zstd- and lz4-compressed
+// batches: recovery must validate and keep compressed batches byte for
+// byte.
+func TestCrashCompressed(t *testing.T) {
+	for name, codec := range map[string]kgo.CompressionCodec{"zstd": kgo.ZstdCompression(), "lz4": kgo.Lz4Compression()} {
+		t.Run(name, func(t *testing.T) {
+			seg := "16384"
+			killRounds(t, crashScenario{
+				topic:   "compressed",
+				configs: map[string]*string{"segment.bytes": &seg},
+				mk: func(n int) *kgo.Record {
+					return &kgo.Record{Key: []byte(fmt.Sprintf("n%09d", n)), Value: payload(n), Partition: int32(n % crashPartitions)}
+				},
+				check:        checkAppendOnly,
+				producerOpts: []kgo.Opt{kgo.ProducerBatchCompression(codec)},
+			})
+		})
+	}
+}
