@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -9,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -402,6 +400,3 @@ func (b *Broker) SetTopicConfigs(name string, overrides map[string]string, valid
 	b.logger.Info("topic configs changed", "topic", name, "configs", overrides)
 	return nil
 }
-
-// IsInvalidConfig reports whether err is a config validation error.
-func IsInvalidConfig(err error) bool { return errors.Is(err, config.ErrInvalid) }

@@ -168,3 +168,18 @@ func TestApiVersionsExact(t *testing.T) {
 		t.Errorf("unsupported ApiVersions answer: %v %+v", err, r0)
 	}
 }
+
+func TestAdvertisedListener(t *testing.T) {
+	tb := startBroker(t, "", map[string]string{"advertised.listeners": "PLAINTEXT://kafka.example:19092"})
+	ctx := ctxT(t)
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, tb.client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Brokers) != 1 || resp.Brokers[0].Host != "kafka.example" || resp.Brokers[0].Port != 19092 {
+		t.Errorf("advertised broker: %+v (bound %s)", resp.Brokers, tb.addr())
+	}
+	if resp.ClusterID == nil || *resp.ClusterID == "" || resp.ControllerID != 1 {
+		t.Errorf("cluster id / controller: %v %d", resp.ClusterID, resp.ControllerID)
+	}
+}
