@@ -6,12 +6,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// handleProduce (key 0, v3-11) appends record batches. acks=0 gets no
+// handleProduce (key 0, v0-11) appends record batches. v0-2 carry legacy
+// message sets (magic 0/1), stored up-converted to one v2 batch each; like
+// Kafka, a v2 batch in a v0-2 request is accepted as is. acks=0 gets no
 // response; acks=1 is answered once the bytes are written; acks=-1 once
 // they are fsynced (group commit). Partitions are appended in parallel.
 func (s *Server) handleProduce(ctx context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
@@ -97,7 +100,14 @@ func (s *Server) producePartition(req *kmsg.ProduceRequest, topic string, rp kms
 		s.fillProduceError(sp, req.Version, fmt.Errorf("empty records: %w", kerr.InvalidRecord), nil)
 		return nil
 	}
-	res, err := p.AppendNoWait(rp.Records, req.Acks)
+	records := rp.Records
+	if req.Version < 3 && record.IsLegacy(records) {
+		if records, err = record.ConvertLegacy(records); err != nil {
+			s.fillProduceError(sp, req.Version, err, nil)
+			return nil
+		}
+	}
+	res, err := p.AppendNoWait(records, req.Acks)
 	if err != nil {
 		s.fillProduceError(sp, req.Version, err, res.RecordErrors)
 		if errCode(err) == kerr.UnknownServerError.Code {

@@ -5,7 +5,7 @@ package protocol
 // (plus the group coordinator's keys when one is wired).
 func (s *Server) buildHandlers() map[int16]handler {
 	h := map[int16]handler{
-		0:  {3, 11, s.handleProduce},
+		0:  {0, 11, s.handleProduce}, // v0-2 for librdkafka <= 2.11, which enables gzip/snappy/lz4 only if v0 is served
 		1:  {4, 12, s.handleFetch},
 		2:  {1, 7, s.handleListOffsets},
 		3:  {0, 12, s.handleMetadata},
