@@ -1,0 +1,55 @@
+package server
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestRetentionLoopDeletesOldSegments checks the broker's retention loop
+// (log.retention.check.interval.ms) applies retention.ms.
+func TestRetentionLoopDeletesOldSegments(t *testing.T) {
+	tb := startBroker(t, "", map[string]string{"log.retention.check.interval.ms": "100"})
+	ctx := ctxT(t)
+	if _, err := tb.admin().CreateTopic(ctx, 1, 1, map[string]*string{
+		"segment.bytes": sp("16384"), "retention.ms": sp("60000"), "file.delete.delay.ms": sp("0"),
+	}, "ret"); err != nil {
+		t.Fatal(err)
+	}
+	cl := tb.client(kgo.DefaultProduceTopic("ret"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
+	old := time.Now().Add(-time.Hour)
+	for i := 0; i < 60; i++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 1024), Timestamp: old}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, _ := tb.srv.Broker().Partition("ret", 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Log.LogStartOffset() == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if p.Log.LogStartOffset() == 0 {
+		t.Fatalf("retention loop deleted nothing: segments %+v", p.Log.Segments())
+	}
+}
+
+// TestMinInsyncReplicasHonoured: min.insync.replicas above the replica
+// count fails acks=all with NOT_ENOUGH_REPLICAS; acks=1 still works.
+func TestMinInsyncReplicasHonoured(t *testing.T) {
+	tb := startBroker(t, "", nil)
+	ctx := ctxT(t)
+	if _, err := tb.admin().CreateTopic(ctx, 1, 1, map[string]*string{"min.insync.replicas": sp("2")}, "isr"); err != nil {
+		t.Fatal(err)
+	}
+	all := tb.client(kgo.DefaultProduceTopic("isr"), kgo.RecordRetries(0), kgo.RecordDeliveryTimeout(3*time.Second))
+	if err := all.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.NotEnoughReplicas) {
+		t.Errorf("acks=all with min.insync.replicas=2: %v", err)
+	}
+	one := tb.client(kgo.DefaultProduceTopic("isr"), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	if err := one.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Errorf("acks=1: %v", err)
+	}
+}
