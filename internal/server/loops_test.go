@@ -53,3 +53,43 @@ func TestMinInsyncReplicasHonoured(t *testing.T) {
 		t.Errorf("acks=1: %v", err)
 	}
 }
+
+// TestManyConnections: many clients (one connection each) produce to the
+// same partitions at once; every acknowledged record is readable once.
+func TestManyConnections(t *testing.T) {
+	tb := startBroker(t, "", nil)
+	ctx := ctxT(t)
+	if _, err := tb.admin().CreateTopic(ctx, 3, 1, nil, "many"); err != nil {
+		t.Fatal(err)
+	}
+	const clients, per = 20, 50
+	errs := make(chan error, clients)
+	for c := 0; c < clients; c++ {
+		go func(c int) {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(tb.addr()), kgo.DefaultProduceTopic("many"))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer cl.Close()
+			var rs []*kgo.Record
+			for i := 0; i < per; i++ {
+				rs = append(rs, &kgo.Record{Key: []byte{byte(c), byte(i)}, Value: []byte("v")})
+			}
+			errs <- cl.ProduceSync(ctx, rs...).FirstErr()
+		}(c)
+	}
+	for c := 0; c < clients; c++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := consumeAll(t, tb, "many", clients*per)
+	seen := map[string]bool{}
+	for _, r := range got {
+		seen[string(r.Key)] = true
+	}
+	if len(got) != clients*per || len(seen) != clients*per {
+		t.Errorf("read %d records, %d distinct, want %d", len(got), len(seen), clients*per)
+	}
+}
