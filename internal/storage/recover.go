@@ -273,7 +273,9 @@ func segmentNextOffset(fsys vfs.FS, name string, base int64) (int64, error) {
 }
 
 // loadProducerState restores the idempotent-producer table from the
-// newest valid snapshot at or below leo plus a scan of later batches.
+// newest valid snapshot at or below leo plus a scan of later batches; the
+// earlier batches of the snapshot's producers (up to five each) are read
+// back from the log before the snapshot (backfillProducerBatches).
 func (l *Log) loadProducerState(snaps []int64, leo int64) error {
 	from := l.segs[0].base
 	l.ps = newProducerState()
@@ -297,6 +299,9 @@ func (l *Log) loadProducerState(snaps []int64, leo int64) error {
 		if off >= from {
 			l.ps = ps
 			from = off
+			if err := l.backfillProducerBatches(off); err != nil {
+				return fmt.Errorf("rebuild producer state: %w", err)
+			}
 		}
 		break
 	}

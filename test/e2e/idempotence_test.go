@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,12 +34,6 @@ func freePort(t *testing.T) int {
 func TestIdempotenceAcrossCrash(t *testing.T) {
 	t.Run("default segments", func(t *testing.T) { idempotenceAcrossCrash(t, "1073741824") })
 	t.Run("segment rolls inside the in-flight window", func(t *testing.T) {
-		if os.Getenv("STRATA_E2E_KNOWN_BUGS") == "" {
-			t.Skip("BUG: internal/storage producer state after SIGKILL keeps only the last batch per producer from the newest " +
-				"snapshot (taken at every roll), so a retried in-flight batch older than that snapshot is answered " +
-				"OUT_OF_ORDER_SEQUENCE_NUMBER instead of as a duplicate; franz-go then bumps the epoch and re-sends, storing " +
-				"duplicates. Kafka's snapshot has the same one-batch limit. Run with STRATA_E2E_KNOWN_BUGS=1 to reproduce.")
-		}
 		idempotenceAcrossCrash(t, "16384")
 	})
 }
