@@ -155,7 +155,11 @@ func (l *Log) loadEpochs(leo int64, recovered []EpochEntry) error {
 		changed = true
 	}
 	if changed {
-		return l.writeEpochCheckpoint()
+		if err := l.writeEpochCheckpoint(); err != nil {
+			// The history is rebuilt by the next recovery; a full disk must
+			// not keep the log from opening.
+			l.logger.Warn("cannot persist leader epoch checkpoint at load; kept in memory", "err", err)
+		}
 	}
 	return nil
 }

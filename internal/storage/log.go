@@ -229,7 +229,7 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 func (l *Log) newSegment(base int64) *segment {
 	cfg := l.cfg.Load()
 	return &segment{
-		fsys: l.fsys, dir: l.dir, base: base, cache: l.opts.Files,
+		fsys: l.fsys, dir: l.dir, base: base, cache: l.opts.Files, logger: l.logger,
 		maxIndexBytes: cfg.SegmentIndexBytes, indexInterval: int64(cfg.IndexIntervalBytes),
 		firstBatchTs: -1,
 	}

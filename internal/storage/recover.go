@@ -150,11 +150,12 @@ scan:
 	if !last {
 		b.finish()
 	}
-	if err := writeIndexFile(l.fsys, s.path(IndexSuffix), oi.buf); err != nil {
-		return 0, false, err
-	}
-	if err := writeIndexFile(l.fsys, s.path(TimeIndexSuffix), ti.buf); err != nil {
-		return 0, false, err
+	// On a full disk (e.g. after a shutdown that failed for lack of
+	// space) the rebuilt indexes stay in memory only, so the log still
+	// opens; the on-disk ones are left as they were (tmp + rename).
+	if err := errors.Join(writeIndexFile(l.fsys, s.path(IndexSuffix), oi.buf),
+		writeIndexFile(l.fsys, s.path(TimeIndexSuffix), ti.buf)); err != nil {
+		s.persistErr(err)
 	}
 	s.size.Store(pos)
 	s.maxTs.Store(b.maxTs)

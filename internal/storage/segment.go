@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -89,10 +90,11 @@ var errSegmentGone = errors.New("segment deleted")
 // writer (under Log.mu); the lazily loaded file and indexes are guarded by
 // mu; size and timestamps are atomics readers use without locks.
 type segment struct {
-	fsys  vfs.FS
-	dir   string
-	base  int64
-	cache *fileCache
+	fsys   vfs.FS
+	dir    string
+	base   int64
+	cache  *fileCache
+	logger *slog.Logger
 
 	size       atomic.Int64 // bytes of whole batches in .log
 	maxTs      atomic.Int64 // largest batch maxTimestamp; valid when tsKnown
@@ -272,11 +274,11 @@ func (s *segment) rebuildIndexes(size int64) (*offsetIndex, *timeIndex, error) {
 		pos += h.size
 	}
 	b.finish()
-	if err := writeIndexFile(s.fsys, s.path(IndexSuffix), oi.buf); err != nil {
-		return nil, nil, err
-	}
-	if err := writeIndexFile(s.fsys, s.path(TimeIndexSuffix), ti.buf); err != nil {
-		return nil, nil, err
+	// A failure to persist (a full disk) keeps the rebuilt indexes in
+	// memory only: they are rebuilt again on the next load.
+	if err := errors.Join(writeIndexFile(s.fsys, s.path(IndexSuffix), oi.buf),
+		writeIndexFile(s.fsys, s.path(TimeIndexSuffix), ti.buf)); err != nil {
+		s.persistErr(err)
 	}
 	s.maxTs.Store(b.maxTs)
 	s.maxTsOff.Store(b.maxTsOff)
@@ -284,20 +286,47 @@ func (s *segment) rebuildIndexes(size int64) (*offsetIndex, *timeIndex, error) {
 	return oi, ti, nil
 }
 
+// writeIndexFile replaces the index file name with data via name.tmp
+// (write, fsync, rename): a failed write (a full disk) leaves the previous
+// file untouched. The caller fsyncs the directory when the rename must be
+// durable.
 func writeIndexFile(fsys vfs.FS, name string, data []byte) error {
-	f, err := fsys.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	tmp := name + TmpSuffix
+	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("write index %s: %w", name, err)
 	}
-	if _, err := f.WriteAt(data, 0); err != nil && len(data) > 0 {
+	fail := func(err error) error {
 		f.Close()
-		return fmt.Errorf("write index %s: %w", name, err)
+		fsys.Remove(tmp)
+		return err
+	}
+	if len(data) > 0 {
+		if _, err := f.WriteAt(data, 0); err != nil {
+			return fail(fmt.Errorf("write index %s: %w", name, err))
+		}
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("fsync index %s: %w", name, err)
+		return fail(fmt.Errorf("fsync index %s: %w", name, err))
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		fsys.Remove(tmp)
+		return fmt.Errorf("close index %s: %w", tmp, err)
+	}
+	if err := fsys.Rename(tmp, name); err != nil {
+		fsys.Remove(tmp)
+		return fmt.Errorf("rename index %s: %w", tmp, err)
+	}
+	return nil
+}
+
+// persistErr logs an index that could not be written (kept in memory).
+func (s *segment) persistErr(err error) {
+	lg := s.logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	lg.Warn("keeping rebuilt index in memory only: cannot write it", "base", s.base, "err", err)
 }
 
 // unload drops the open file and the in-memory indexes (cache eviction).
