@@ -14,6 +14,11 @@ import (
 // the one being handled.
 const pipelineDepth = 32
 
+// readAheadBytes bounds the request bytes a connection holds that are not
+// answered yet: the reader reads the next frame only below it (one frame
+// may always be read, up to socket.request.max.bytes).
+const readAheadBytes = 16 << 20
+
 // conn is one client connection: a reader goroutine decodes frames ahead,
 // the serve loop handles them one by one and writes answers in order.
 type conn struct {
@@ -25,13 +30,54 @@ type conn struct {
 	stopOnce sync.Once
 	// fetchBuf is reused framing scratch for fetch responses.
 	fetchBuf []byte
+
+	// Unanswered request bytes, for the read-ahead bound.
+	budgetMu sync.Mutex
+	budget   *sync.Cond
+	held     int64
+	closed   bool
+}
+
+// acquire waits until the connection holds fewer than readAheadBytes of
+// unanswered requests; false when the connection is closing.
+func (c *conn) acquire() bool {
+	c.budgetMu.Lock()
+	defer c.budgetMu.Unlock()
+	for c.held >= readAheadBytes && !c.closed {
+		c.budget.Wait()
+	}
+	return !c.closed
+}
+
+// hold and release account one request's bytes.
+func (c *conn) hold(n int) {
+	c.budgetMu.Lock()
+	c.held += int64(n)
+	c.budgetMu.Unlock()
+}
+
+func (c *conn) release(n int) {
+	c.budgetMu.Lock()
+	c.held -= int64(n)
+	c.budgetMu.Unlock()
+	c.budget.Broadcast()
+}
+
+// closeBudget wakes a reader waiting for budget (the connection ends).
+func (c *conn) closeBudget() {
+	c.budgetMu.Lock()
+	c.closed = true
+	c.budgetMu.Unlock()
+	c.budget.Broadcast()
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	return &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), w: bufio.NewWriterSize(nc, 64<<10)}
+	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), w: bufio.NewWriterSize(nc, 64<<10)}
+	c.budget = sync.NewCond(&c.budgetMu)
+	return c
 }
 
 // stopReading makes the reader stop at its next read (shutdown).
@@ -71,6 +117,7 @@ func (c *conn) serve() {
 		close(out)
 		<-writerDone
 		c.nc.Close()
+		c.closeBudget()
 		for range reqs { // unblock the reader
 		}
 		<-readerDone
@@ -98,6 +145,7 @@ func (c *conn) writeLoop(out <-chan pending) {
 		if p.rep.wait != nil {
 			p.rep.wait()
 		}
+		c.release(p.req.size)
 		if broken {
 			if p.rep.fetch != nil {
 				p.rep.fetch.release()
@@ -120,6 +168,9 @@ func (c *conn) writeLoop(out <-chan pending) {
 func (c *conn) readLoop(out chan<- request) {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
+		if !c.acquire() {
+			return
+		}
 		body, err := readFrame(br, c.s.cfg.MaxRequestBytes)
 		if err != nil {
 			if errors.Is(err, errFrame) {
@@ -133,6 +184,8 @@ func (c *conn) readLoop(out chan<- request) {
 			c.s.logger.Warn("closing connection: undecodable request", "remote", c.remote, "err", err)
 			return
 		}
+		req.size = len(body)
+		c.hold(req.size)
 		out <- req
 	}
 }

@@ -63,7 +63,8 @@ type header struct {
 // request is one decoded request.
 type request struct {
 	header
-	msg kmsg.Request // nil when the version is unsupported (ApiVersions answers it anyway)
+	msg  kmsg.Request // nil when the version is unsupported (ApiVersions answers it anyway)
+	size int          // frame bytes, held against the connection's read-ahead budget
 }
 
 // decodeRequest parses a request body: header then the kmsg request of the

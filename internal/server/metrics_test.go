@@ -40,7 +40,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("/metrics: %d", code)
 		}
-		if strings.Contains(body, `strata_requests_total{api="Produce"}`) {
+		if strings.Contains(body, `strata_requests_total{api="Produce"}`) && strings.Contains(body, `strata_requests_total{api="Fetch"}`) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
