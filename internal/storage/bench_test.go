@@ -379,7 +379,7 @@ func BenchmarkRecovery(b *testing.B) {
 	b.SetBytes(size)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		os.Remove(filepath.Join(dir, RecoveryPointFile))
+		os.Remove(filepath.Join(filepath.Dir(dir), RecoveryPointFile))
 		l, err := Open(dir, [16]byte{}, benchConfig(false, false), false, Options{Logger: quiet})
 		if err != nil {
 			b.Fatal(err)

@@ -86,7 +86,7 @@ func TestRecoverFlippedByteOlderSegmentFullScan(t *testing.T) {
 	data[30] ^= 0x01
 	os.WriteFile(logs[1], data, 0o644)
 	// Without a recovery point every segment is scanned.
-	os.Remove(filepath.Join(dir, RecoveryPointFile))
+	os.Remove(filepath.Join(filepath.Dir(dir), RecoveryPointFile))
 	l := openTest(t, vfs.Default(), dir, testConfig(), false)
 	defer l.Close()
 	expectPrefix(t, l, want, 1)
@@ -186,11 +186,17 @@ func TestRecoverCompletesSwap(t *testing.T) {
 }
 
 func TestRefuseMalformedCheckpoint(t *testing.T) {
-	dir, _ := buildLog(t, 5)
-	os.WriteFile(filepath.Join(dir, RecoveryPointFile), []byte("0\n1\nnot a line\n"), 0o644)
-	_, err := Open(dir, [16]byte{1, 2, 3}, testConfig(), false, Options{})
-	if !errors.Is(err, ErrBadCheckpoint) {
-		t.Fatalf("want ErrBadCheckpoint, got %v", err)
+	for _, where := range []string{"root", "partition (old layout)"} {
+		dir, _ := buildLog(t, 5)
+		at := filepath.Dir(dir)
+		if where != "root" {
+			at = dir
+		}
+		os.WriteFile(filepath.Join(at, RecoveryPointFile), []byte("0\n1\nnot a line\n"), 0o644)
+		_, err := Open(dir, [16]byte{1, 2, 3}, testConfig(), false, Options{})
+		if !errors.Is(err, ErrBadCheckpoint) {
+			t.Fatalf("%s: want ErrBadCheckpoint, got %v", where, err)
+		}
 	}
 }
 

@@ -46,7 +46,7 @@ func TestLeaderEpochCache(t *testing.T) {
 	// Without the checkpoint, recovery rebuilds it from the batches.
 	l.Close()
 	img.Remove(dir + "/" + LeaderEpochFile)
-	img.Remove(dir + "/" + RecoveryPointFile)
+	img.Remove("/d/" + RecoveryPointFile)
 	l = openTest(t, img, dir, testConfig(), false)
 	check(l, "rebuilt")
 	// DeleteRecords moves the first epoch's start.

@@ -67,6 +67,8 @@ type Log struct {
 
 	syncer    *Syncer
 	ownSyncer bool
+	ck        *dirCheckpoints // root checkpoints of the log dir
+	key       tp
 
 	v atomic.Pointer[view]
 
@@ -83,7 +85,7 @@ type Log struct {
 	synced        writeMark // end of fsynced data
 	logStart      int64
 	recoveryPoint atomic.Int64
-	ckptRecovery  int64 // recovery point last written to the checkpoint
+	ckptRecovery  int64 // recovery point last set in the log dir checkpoint
 	ps            *producerState
 	epochs        epochCache
 	recEpochs     []EpochEntry // epochs seen by recovery (load only)
@@ -211,11 +213,17 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 	} else {
 		l.syncer = opts.Syncer
 	}
-	if err := l.load(topicID, cleanShutdown); err != nil {
+	l.key = tp{topic, part}
+	ck, err := l.syncer.checkpoints(l.fsys, filepath.Dir(filepath.Clean(dir)), opts.Logger, l.ownSyncer)
+	l.ck = ck
+	if err == nil {
+		err = l.load(topicID, cleanShutdown)
+	}
+	if err != nil {
 		l.closeFiles()
 		l.deleter.close()
 		if l.ownSyncer {
-			l.syncer.Close()
+			l.syncer.shutdown() // writes no checkpoint for a log that did not open
 		}
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
@@ -257,11 +265,12 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	if err != nil {
 		return err
 	}
-	rp, err := l.readOffsetCheckpoint(RecoveryPointFile)
-	if err != nil {
-		return err
+	if errNotExist(statErr) {
+		// A new partition: entries of an older partition of that name
+		// (its topic deleted before the files were rewritten) are stale.
+		l.ck.remove(l.key)
 	}
-	ls, err := l.readOffsetCheckpoint(LogStartOffsetFile)
+	rp, ls, err := l.readCheckpoints()
 	if err != nil {
 		return err
 	}
@@ -380,34 +389,80 @@ func (l *Log) scanDir() (bases, snaps []int64, err error) {
 
 func hasSuffix(s, suf string) bool { return len(s) >= len(suf) && s[len(s)-len(suf):] == suf }
 
-func (l *Log) readOffsetCheckpoint(name string) (int64, error) {
-	ents, err := ReadCheckpoint(l.fsys, filepath.Join(l.dir, name))
-	if err != nil {
-		return -1, err
-	}
-	for _, e := range ents {
-		if e.Topic == l.topic && e.Partition == l.partition {
-			return e.Offset, nil
+// readCheckpoints returns the partition's recovery point and log start
+// offset from the log dir's root checkpoints (-1 when absent). Checkpoint
+// files left inside the partition directory by older Strata versions are
+// merged in (the lower recovery point, the higher log start), written to
+// the root files and deleted.
+func (l *Log) readCheckpoints() (rp, ls int64, err error) {
+	rp = l.ck.get(ckRecovery, l.key)
+	ls = l.ck.get(ckLogStart, l.key)
+	var legacy []string
+	for k, name := range ckNames {
+		full := filepath.Join(l.dir, name)
+		ents, err := ReadCheckpoint(l.fsys, full)
+		if err != nil {
+			return -1, -1, err
+		}
+		if _, serr := l.fsys.Stat(full); serr == nil {
+			legacy = append(legacy, full)
+		}
+		for _, e := range ents {
+			if e.Topic != l.topic || e.Partition != l.partition {
+				continue
+			}
+			if k == ckRecovery && (rp < 0 || e.Offset < rp) {
+				rp = e.Offset
+			}
+			if k == ckLogStart && e.Offset > ls {
+				ls = e.Offset
+			}
 		}
 	}
-	return -1, nil
+	if len(legacy) == 0 {
+		return rp, ls, nil
+	}
+	if rp >= 0 {
+		l.ck.set(ckRecovery, l.key, rp)
+	}
+	if ls >= 0 {
+		l.ck.set(ckLogStart, l.key, ls)
+	}
+	if err := l.ck.persistAll(true); err != nil {
+		l.logger.Warn("cannot move partition checkpoints to the log dir root yet", "err", err)
+		return rp, ls, nil
+	}
+	for _, f := range legacy {
+		if err := l.fsys.Remove(f); err != nil && !errNotExist(err) {
+			l.logger.Warn("remove old partition checkpoint", "file", f, "err", err)
+		}
+	}
+	l.logger.Info("moved partition checkpoints to the log dir root", "files", len(legacy))
+	return rp, ls, l.fsys.SyncDir(l.dir)
 }
 
-func (l *Log) writeOffsetCheckpoint(name string, off int64) error {
-	return WriteCheckpoint(l.fsys, filepath.Join(l.dir, name), []CheckpointEntry{{Topic: l.topic, Partition: l.partition, Offset: off}})
+// writeLogStartCheckpoint persists the log start offset in the log dir's
+// log-start-offset-checkpoint at once.
+func (l *Log) writeLogStartCheckpoint(off int64) error {
+	l.ck.set(ckLogStart, l.key, off)
+	return l.ck.persist(ckLogStart, false)
 }
 
-// writeRecoveryCheckpoint persists rp (a segment base below which every
-// segment and its indexes are fsynced) when it advanced.
+// setRecoveryCheckpoint records rp (a segment base below which every
+// segment and its indexes are fsynced) in memory; the syncer's round or
+// Close writes it.
+func (l *Log) setRecoveryCheckpoint(rp int64) {
+	l.ck.set(ckRecovery, l.key, rp)
+	l.ckptRecovery = rp
+}
+
+// writeRecoveryCheckpoint persists rp when it changed.
 func (l *Log) writeRecoveryCheckpoint(rp int64) error {
 	if rp == l.ckptRecovery {
 		return nil
 	}
-	if err := l.writeOffsetCheckpoint(RecoveryPointFile, rp); err != nil {
-		return err
-	}
-	l.ckptRecovery = rp
-	return nil
+	l.setRecoveryCheckpoint(rp)
+	return l.ck.persist(ckRecovery, false)
 }
 
 func (l *Log) writePartitionMetadata(topicID [16]byte) error {
@@ -705,9 +760,7 @@ func (l *Log) finishSync(p syncPrep, err error) {
 		l.publish()
 	}
 	if len(l.closing) == 0 && p.ckpt > l.ckptRecovery && !l.closed && l.failed == nil {
-		if err := l.writeRecoveryCheckpoint(p.ckpt); err != nil {
-			l.fail(err)
-		}
+		l.setRecoveryCheckpoint(p.ckpt) // written at the end of the round
 	}
 }
 
@@ -768,7 +821,11 @@ func (l *Log) Close() error {
 		errs = append(errs, l.closeActiveFiles(l.active, true))
 		errs = append(errs, l.fsys.SyncDir(l.dir))
 		if err := errors.Join(errs...); err == nil {
-			errs = append(errs, l.writeRecoveryCheckpoint(l.mark.leo))
+			// Written by Syncer.Close (once for all logs of the dir).
+			l.setRecoveryCheckpoint(l.mark.leo)
+			if !l.ownSyncer && l.syncer.isClosed() {
+				errs = append(errs, l.ck.persist(ckRecovery, false))
+			}
 		}
 	}
 	l.closed = true
@@ -796,7 +853,11 @@ func (l *Log) Delete() error {
 	if err := l.fsys.RemoveAll(l.dir); err != nil {
 		return fmt.Errorf("delete %s: %w", l.dir, err)
 	}
-	return l.fsys.SyncDir(filepath.Dir(l.dir))
+	if err := l.fsys.SyncDir(filepath.Dir(l.dir)); err != nil {
+		return err
+	}
+	l.ck.remove(l.key)
+	return l.ck.persistAll(false)
 }
 
 // deleter unlinks renamed .deleted files after file.delete.delay.ms. Close

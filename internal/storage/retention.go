@@ -25,7 +25,7 @@ func (l *Log) DeleteRecords(before int64) (newLogStart int64, err error) {
 	if before <= l.logStart {
 		return l.logStart, nil
 	}
-	if err := l.writeOffsetCheckpoint(LogStartOffsetFile, before); err != nil {
+	if err := l.writeLogStartCheckpoint(before); err != nil {
 		return l.logStart, fmt.Errorf("delete records of %s: %v: %w", l.dir, err, kerr.KafkaStorageError)
 	}
 	l.logStart = before
@@ -116,7 +116,7 @@ func (l *Log) deleteSegmentsLocked(dead []*segment, newStart int64) error {
 	cfg := l.cfg.Load()
 	if newStart > l.logStart {
 		l.logStart = newStart
-		if err := l.writeOffsetCheckpoint(LogStartOffsetFile, newStart); err != nil {
+		if err := l.writeLogStartCheckpoint(newStart); err != nil {
 			return l.fail(err)
 		}
 	}

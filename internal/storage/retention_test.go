@@ -83,7 +83,7 @@ func TestRetentionBytesAndDeleteRecordsPersist(t *testing.T) {
 	}
 	// A crash right after: the new log start survives (checkpoint).
 	l.Close()
-	os.Remove(filepath.Join(dir, RecoveryPointFile))
+	os.Remove(filepath.Join(filepath.Dir(dir), RecoveryPointFile))
 	l = openTest(t, vfs.Default(), dir, cfg, false)
 	defer l.Close()
 	if l.LogStartOffset() != ls {

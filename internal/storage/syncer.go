@@ -1,8 +1,11 @@
 package storage
 
 import (
+	"errors"
 	"log/slog"
 	"sync"
+
+	"github.com/strata-io/strata/internal/vfs"
 )
 
 // Syncer batches fdatasync calls: one fsync round covers every write
@@ -18,6 +21,9 @@ type Syncer struct {
 	closed  bool
 	rounds  uint64
 	files   *FileCache // shared by the logs of the dir unless Options.Files is set
+
+	ckMu  sync.Mutex
+	ckpts map[ckKey]*dirCheckpoints // root checkpoint files per log dir
 }
 
 // DefaultDirFileCache is how many closed segments (open descriptor plus
@@ -36,23 +42,92 @@ func NewSyncer(logger *slog.Logger) *Syncer {
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		files:   NewFileCache(DefaultDirFileCache),
+		ckpts:   map[ckKey]*dirCheckpoints{},
 	}
 	go s.run()
 	return s
 }
 
-// Close stops the syncer after a final round.
+// Close stops the syncer after a final round and writes the log dir's
+// recovery-point and log-start-offset checkpoints (call it after closing
+// the logs, so they hold the clean-shutdown recovery points).
 func (s *Syncer) Close() error {
+	if !s.shutdown() {
+		return nil
+	}
+	return s.WriteCheckpoints()
+}
+
+// shutdown stops the goroutine after a final round; false when already
+// closed.
+func (s *Syncer) shutdown() bool {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil
+		return false
 	}
 	s.closed = true
 	s.mu.Unlock()
 	close(s.stop)
 	<-s.done
-	return nil
+	return true
+}
+
+// isClosed reports whether Close was called.
+func (s *Syncer) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// checkpoints returns the root checkpoint registry of log dir dir, loading
+// its files on first use. merge is set for a log's private syncer.
+func (s *Syncer) checkpoints(fsys vfs.FS, dir string, logger *slog.Logger, merge bool) (*dirCheckpoints, error) {
+	k := makeCkKey(fsys, dir)
+	s.ckMu.Lock()
+	c := s.ckpts[k]
+	if c == nil {
+		c = newDirCheckpoints(fsys, dir, logger, merge)
+		s.ckpts[k] = c
+	}
+	s.ckMu.Unlock()
+	return c, c.load()
+}
+
+func (s *Syncer) registries() []*dirCheckpoints {
+	s.ckMu.Lock()
+	defer s.ckMu.Unlock()
+	out := make([]*dirCheckpoints, 0, len(s.ckpts))
+	for _, c := range s.ckpts {
+		if c.isReady() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// WriteCheckpoints rewrites the recovery-point-offset-checkpoint and
+// log-start-offset-checkpoint files at the root of every log dir whose
+// logs use this syncer (the broker calls it every
+// log.flush.offset.checkpoint.interval.ms; Close calls it last).
+func (s *Syncer) WriteCheckpoints() error {
+	var errs []error
+	for _, c := range s.registries() {
+		errs = append(errs, c.persistAll(true))
+	}
+	return errors.Join(errs...)
+}
+
+// persistRecoveryPoints writes the recovery point files that changed
+// during a round (a rolled segment became durable).
+func (s *Syncer) persistRecoveryPoints() {
+	for _, c := range s.registries() {
+		if c.dirty(ckRecovery) {
+			if err := c.persist(ckRecovery, false); err != nil {
+				s.logger.Warn("write recovery point checkpoint", "dir", c.dir, "err", err)
+			}
+		}
+	}
 }
 
 // Rounds returns how many fsync rounds ran (for tests and metrics).
@@ -145,4 +220,5 @@ func (s *Syncer) round() {
 	for i, l := range logs {
 		l.finishSync(preps[i], errs[i])
 	}
+	s.persistRecoveryPoints()
 }

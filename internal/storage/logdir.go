@@ -1,0 +1,229 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"sync"
+
+	"github.com/strata-io/strata/internal/vfs"
+)
+
+// Kafka keeps one recovery-point-offset-checkpoint and one
+// log-start-offset-checkpoint at the root of each log dir, listing every
+// partition of the dir. dirCheckpoints is that pair for one log dir: the
+// logs of the dir (which share a Syncer) set their entries in memory and
+// the files are rewritten whole (tmp + fsync + rename + dir fsync)
+// whenever a value must be durable: the log start offset at once when it
+// advances, the recovery point after rolls and group-commit rounds that
+// completed a rolled segment, and both at Syncer.WriteCheckpoints (the
+// broker's log.flush.offset.checkpoint.interval.ms loop) and Syncer.Close.
+
+// Checkpoint kinds.
+const (
+	ckRecovery = iota
+	ckLogStart
+	ckKinds
+)
+
+var ckNames = [ckKinds]string{RecoveryPointFile, LogStartOffsetFile}
+
+// tp is a topic partition.
+type tp struct {
+	topic     string
+	partition int32
+}
+
+type dirCheckpoints struct {
+	fsys   vfs.FS
+	dir    string
+	logger *slog.Logger
+	// merge: the registry belongs to a single log's private Syncer, so
+	// other logs of the dir may write the files too: a write keeps the
+	// file's entries of partitions this registry never touched.
+	merge bool
+
+	loadOnce sync.Once
+	loadErr  error
+
+	mu        sync.Mutex
+	ready     bool // files loaded without error
+	ents      [ckKinds]map[tp]int64
+	owned     map[tp]bool // partitions set or removed through this registry
+	version   [ckKinds]uint64
+	persisted [ckKinds]uint64
+	writeMu   [ckKinds]sync.Mutex
+}
+
+func newDirCheckpoints(fsys vfs.FS, dir string, logger *slog.Logger, merge bool) *dirCheckpoints {
+	c := &dirCheckpoints{fsys: fsys, dir: dir, logger: logger, merge: merge, owned: map[tp]bool{}}
+	for k := range c.ents {
+		c.ents[k] = map[tp]int64{}
+	}
+	return c
+}
+
+// load reads both files once. Entries of partitions without a directory
+// (a topic deleted before the files were rewritten) are dropped.
+func (c *dirCheckpoints) load() error {
+	c.loadOnce.Do(func() {
+		ents, err := c.fsys.ReadDir(c.dir)
+		if err != nil && !errNotExist(err) {
+			c.loadErr = fmt.Errorf("read log dir %s: %w", c.dir, err)
+			return
+		}
+		present := map[tp]bool{}
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			if t, p, err := ParsePartitionDir(e.Name()); err == nil {
+				present[tp{t, p}] = true
+			}
+		}
+		for k, name := range ckNames {
+			es, err := ReadCheckpoint(c.fsys, filepath.Join(c.dir, name))
+			if err != nil {
+				c.loadErr = err
+				return
+			}
+			c.mu.Lock()
+			for _, e := range es {
+				if key := (tp{e.Topic, e.Partition}); present[key] {
+					c.ents[k][key] = e.Offset
+				}
+			}
+			c.mu.Unlock()
+		}
+		c.mu.Lock()
+		c.ready = true
+		c.mu.Unlock()
+	})
+	return c.loadErr
+}
+
+func (c *dirCheckpoints) isReady() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ready
+}
+
+// get returns the entry of key, -1 when absent.
+func (c *dirCheckpoints) get(kind int, key tp) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.ents[kind][key]; ok {
+		return v
+	}
+	return -1
+}
+
+// set changes an entry in memory (persist makes it durable).
+func (c *dirCheckpoints) set(kind int, key tp, off int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.owned[key] = true
+	if v, ok := c.ents[kind][key]; ok && v == off {
+		return
+	}
+	c.ents[kind][key] = off
+	c.version[kind]++
+}
+
+// remove drops the entries of key (deleted partition or new directory).
+func (c *dirCheckpoints) remove(key tp) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.owned[key] = true
+	for k := range c.ents {
+		if _, ok := c.ents[k][key]; ok {
+			delete(c.ents[k], key)
+			c.version[k]++
+		}
+	}
+}
+
+// dirty reports whether a file lags behind memory.
+func (c *dirCheckpoints) dirty(kind int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.persisted[kind] < c.version[kind]
+}
+
+// persist rewrites the file of kind if memory changed since the last
+// write (or always when force). Concurrent callers share one write.
+func (c *dirCheckpoints) persist(kind int, force bool) error {
+	c.writeMu[kind].Lock()
+	defer c.writeMu[kind].Unlock()
+	c.mu.Lock()
+	v := c.version[kind]
+	if !force && c.persisted[kind] >= v {
+		c.mu.Unlock()
+		return nil
+	}
+	mine := make(map[tp]int64, len(c.ents[kind]))
+	for key, off := range c.ents[kind] {
+		mine[key] = off
+	}
+	owned := make(map[tp]bool, len(c.owned))
+	for key := range c.owned {
+		owned[key] = true
+	}
+	c.mu.Unlock()
+	name := filepath.Join(c.dir, ckNames[kind])
+	if c.merge {
+		old, err := ReadCheckpoint(c.fsys, name)
+		if err != nil {
+			return err
+		}
+		for _, e := range old {
+			if key := (tp{e.Topic, e.Partition}); !owned[key] {
+				mine[key] = e.Offset
+			}
+		}
+	}
+	out := make([]CheckpointEntry, 0, len(mine))
+	for key, off := range mine {
+		out = append(out, CheckpointEntry{Topic: key.topic, Partition: key.partition, Offset: off})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	if err := WriteCheckpoint(c.fsys, name, out); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.persisted[kind] = max(c.persisted[kind], v)
+	c.mu.Unlock()
+	return nil
+}
+
+// persistAll writes both files (force: even when unchanged).
+func (c *dirCheckpoints) persistAll(force bool) error {
+	var errs []error
+	for k := range ckNames {
+		errs = append(errs, c.persist(k, force))
+	}
+	return errors.Join(errs...)
+}
+
+// ckKey identifies a log dir's registry: the dir and, when comparable, the
+// file system (tests run several in-memory file systems side by side).
+type ckKey struct {
+	fs  any
+	dir string
+}
+
+func makeCkKey(fsys vfs.FS, dir string) ckKey {
+	k := ckKey{dir: dir}
+	if t := reflect.TypeOf(fsys); t != nil && t.Comparable() {
+		k.fs = fsys
+	}
+	return k
+}
