@@ -295,35 +295,12 @@ func (b *Broker) unlockAll() {
 	}
 }
 
-// writeCheckpoints writes recovery-point and log-start-offset checkpoint
-// files for every log dir.
+// writeCheckpoints writes the recovery-point and log-start-offset
+// checkpoint files at the root of every log dir (storage owns them).
 func (b *Broker) writeCheckpoints() error {
-	rec := map[string][]checkpointEntry{}
-	start := map[string][]checkpointEntry{}
-	for _, d := range b.dirs {
-		rec[d.path], start[d.path] = nil, nil
-	}
-	for _, t := range b.Topics() {
-		for _, p := range t.Partitions {
-			if p.Log == nil {
-				continue
-			}
-			rec[p.baseDir] = append(rec[p.baseDir], checkpointEntry{t.Name, p.Index, p.Log.RecoveryPoint()})
-			if segs := p.Log.Segments(); len(segs) > 0 && p.Log.LogStartOffset() > segs[0].BaseOffset {
-				start[p.baseDir] = append(start[p.baseDir], checkpointEntry{t.Name, p.Index, p.Log.LogStartOffset()})
-			}
-		}
-	}
 	var errs []error
-	for dir, es := range rec {
-		if err := writeCheckpoint(filepath.Join(dir, recoveryCheckpointName), es); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for dir, es := range start {
-		if err := writeCheckpoint(filepath.Join(dir, startCheckpointName), es); err != nil {
-			errs = append(errs, err)
-		}
+	for _, s := range b.syncers {
+		errs = append(errs, s.WriteCheckpoints())
 	}
 	return errors.Join(errs...)
 }

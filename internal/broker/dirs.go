@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -163,29 +162,6 @@ func removeCleanShutdownMarker(dir string) error {
 func writeCleanShutdownMarker(dir string) error {
 	body, _ := json.Marshal(map[string]int64{"version": 0, "brokerEpoch": 0})
 	return writeFileAtomic(filepath.Join(dir, cleanShutdownName), body)
-}
-
-// checkpointEntry is one "topic partition offset" line.
-type checkpointEntry struct {
-	topic     string
-	partition int32
-	offset    int64
-}
-
-// writeCheckpoint writes a Kafka text offset checkpoint file (version 0).
-func writeCheckpoint(path string, entries []checkpointEntry) error {
-	sort.Slice(entries, func(i, j int) bool {
-		if entries[i].topic != entries[j].topic {
-			return entries[i].topic < entries[j].topic
-		}
-		return entries[i].partition < entries[j].partition
-	})
-	var b strings.Builder
-	fmt.Fprintf(&b, "0\n%d\n", len(entries))
-	for _, e := range entries {
-		fmt.Fprintf(&b, "%s %d %d\n", e.topic, e.partition, e.offset)
-	}
-	return writeFileAtomic(path, []byte(b.String()))
 }
 
 // writeFileAtomic writes path via path.tmp: write, fsync, rename, fsync dir.
