@@ -165,6 +165,10 @@ func (b *Broker) validate() error {
 		return invalidf("invalid configuration: group.min.session.timeout.ms (%s) must not be greater than group.max.session.timeout.ms (%s)",
 			b.Get("group.min.session.timeout.ms"), b.Get("group.max.session.timeout.ms"))
 	}
+	if b.Int64("group.consumer.heartbeat.interval.ms") >= b.Int64("group.consumer.session.timeout.ms") {
+		return invalidf("invalid configuration: group.consumer.heartbeat.interval.ms (%s) must be less than group.consumer.session.timeout.ms (%s)",
+			b.Get("group.consumer.heartbeat.interval.ms"), b.Get("group.consumer.session.timeout.ms"))
+	}
 	if b.Int64("log.cleaner.min.compaction.lag.ms") > b.Int64("log.cleaner.max.compaction.lag.ms") {
 		return invalidf("invalid configuration: log.cleaner.min.compaction.lag.ms (%s) must not be greater than log.cleaner.max.compaction.lag.ms (%s)",
 			b.Get("log.cleaner.min.compaction.lag.ms"), b.Get("log.cleaner.max.compaction.lag.ms"))

@@ -124,6 +124,10 @@ var brokerTable = sortTable(readOnly([]Setting{
 		"Smallest session timeout a consumer may ask for."),
 	def("group.max.session.timeout.ms", TypeInt, "1800000", atLeast(0),
 		"Largest session timeout a consumer may ask for."),
+	def("group.consumer.session.timeout.ms", TypeInt, "45000", atLeast(1),
+		"Session timeout of KIP-848 consumer group members (ConsumerGroupHeartbeat)."),
+	def("group.consumer.heartbeat.interval.ms", TypeInt, "5000", atLeast(1),
+		"Heartbeat interval given to KIP-848 consumer group members; must be below group.consumer.session.timeout.ms."),
 	def("producer.id.expiration.ms", TypeInt, "86400000", atLeast(1),
 		"How long the state of an idle producer id is kept for idempotence."),
 	// Operations.

@@ -332,6 +332,7 @@ func TestLoadBrokerErrors(t *testing.T) {
 		{"", nil, map[string]string{"bogus": "1"}, `unknown broker config "bogus"`},
 		{write("node.id=1\nbroker.id=2\n"), nil, nil, `conflicting values for node.id ("1") and broker.id ("2")`},
 		{"", nil, map[string]string{"group.min.session.timeout.ms": "10", "group.max.session.timeout.ms": "5"}, "group.min.session.timeout.ms (10) must not be greater"},
+		{"", nil, map[string]string{"group.consumer.heartbeat.interval.ms": "45000"}, "group.consumer.heartbeat.interval.ms (45000) must be less than group.consumer.session.timeout.ms (45000)"},
 		{filepath.Join(dir, "missing"), nil, nil, "read config file: open"},
 	}
 	for _, c := range cases {

@@ -77,6 +77,9 @@ func (s *Server) startGroup(host string, port int32) error {
 		OffsetsRetention:              time.Duration(s.cfg.Int64("offsets.retention.minutes")) * time.Minute,
 		OffsetsRetentionCheckInterval: ms("offsets.retention.check.interval.ms"),
 		TopicPartitionExists:          s.broker.PartitionExists,
+		Topics:                        s.groupTopics,
+		ConsumerSessionTimeout:        ms("group.consumer.session.timeout.ms"),
+		ConsumerHeartbeatInterval:     ms("group.consumer.heartbeat.interval.ms"),
 	}, offsetsStore{s.broker}, s.logger.With("component", "group"), s.reg)
 	if err != nil {
 		return fmt.Errorf("group coordinator: %w", err)
@@ -87,4 +90,16 @@ func (s *Server) startGroup(host string, port int32) error {
 	}
 	s.group = g
 	return nil
+}
+
+// groupTopics lists the broker's topics for KIP-848 server-side assignment
+// (setting group.Config.Topics serves ConsumerGroupHeartbeat and
+// ConsumerGroupDescribe).
+func (s *Server) groupTopics() []group.TopicInfo {
+	ts := s.broker.Topics()
+	out := make([]group.TopicInfo, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, group.TopicInfo{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions))})
+	}
+	return out
 }
