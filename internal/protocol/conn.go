@@ -25,6 +25,9 @@ type conn struct {
 	s        *Server
 	nc       net.Conn
 	remote   string
+	// clientID is the client id of the request being handled (set by
+	// dispatch; requests are handled one at a time).
+	clientID string
 	w        *bufio.Writer
 	buf      []byte
 	stopOnce sync.Once
@@ -195,7 +198,18 @@ func (c *conn) dispatch(req request) (reply, error) {
 	if req.msg == nil { // ApiVersions at an unsupported version
 		return reply{msg: c.s.apiVersionsUnsupported()}, nil
 	}
+	c.clientID = req.clientID
 	return c.callHandler(c.s.handlers[req.key], req)
+}
+
+// clientHost is the client's address as Kafka shows it in DescribeGroups
+// ("/" and the IP).
+func (c *conn) clientHost() string {
+	host, _, err := net.SplitHostPort(c.remote)
+	if err != nil {
+		host = c.remote
+	}
+	return "/" + host
 }
 
 // write sends one answer.
