@@ -22,9 +22,9 @@ const readAheadBytes = 16 << 20
 // conn is one client connection: a reader goroutine decodes frames ahead,
 // the serve loop handles them one by one and writes answers in order.
 type conn struct {
-	s        *Server
-	nc       net.Conn
-	remote   string
+	s      *Server
+	nc     net.Conn
+	remote string
 	// clientID is the client id of the request being handled (set by
 	// dispatch; requests are handled one at a time).
 	clientID string
