@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/binary"
+	"fmt"
 
 	"github.com/strata-io/strata/internal/record"
 )
@@ -17,7 +18,15 @@ import (
 // read.
 
 // dedupScanBytes bounds the bytes of batch headers read before a snapshot.
-func dedupScanBytes(cfg *Config) int64 { return max(16<<20, 5*int64(cfg.MaxMessageBytes)) }
+func dedupScanBytes(cfg *Config) int64 { return max(8<<20, 5*int64(cfg.MaxMessageBytes)) }
+
+// Chunks of a segment are read backwards, each starting at an indexed
+// batch at least minChunk after the previous start; one up to
+// maxBulkChunk is read with one ReadAt.
+const (
+	minChunk     = 64 << 10
+	maxBulkChunk = 256 << 10
+)
 
 // backfillProducerBatches completes the dedup window of the producers
 // loaded from the snapshot at snapOff (l.ps) from the batches below it.
@@ -34,6 +43,9 @@ func (l *Log) backfillProducerBatches(snapOff int64) error {
 	found := map[int64][]batchMeta{} // earlier batches per producer, oldest first
 	budget := dedupScanBytes(l.cfg.Load())
 	hdr := make([]byte, record.HeaderSize)
+	var buf []byte
+	chunk := map[int64][]batchMeta{}
+	stop := map[int64]bool{}
 	for i := floorSegment(l.segs, snapOff-1); i >= 0 && len(need) > 0 && budget > 0; i-- {
 		s := l.segs[i]
 		if s.base >= snapOff {
@@ -62,7 +74,7 @@ func (l *Log) backfillProducerBatches(snapOff int64) error {
 			if limit >= 0 && rel > limit {
 				break
 			}
-			if pos > starts[len(starts)-1] && pos < size {
+			if pos >= starts[len(starts)-1]+minChunk && pos < size {
 				starts = append(starts, pos)
 			}
 		}
@@ -71,10 +83,30 @@ func (l *Log) backfillProducerBatches(snapOff int64) error {
 			if c+1 < len(starts) {
 				end = starts[c+1]
 			}
-			chunk := map[int64][]batchMeta{}
-			stop := map[int64]bool{}
+			clear(chunk)
+			clear(stop)
+			// Small chunks (the usual index interval) are read whole: one
+			// read instead of one per batch header.
+			var data []byte
+			if n := end - starts[c]; n <= maxBulkChunk {
+				if int64(cap(buf)) < n {
+					buf = make([]byte, n)
+				}
+				data = buf[:n]
+				if m, err := f.f.ReadAt(data, starts[c]); int64(m) < n {
+					f.Release()
+					return fmt.Errorf("read segment %d at %d: %w", s.base, starts[c], err)
+				}
+			}
 			for pos := starts[c]; pos < end; {
-				h, err := readHeader(f.f, pos, hdr)
+				var h hdrInfo
+				var err error
+				if data != nil && pos-starts[c]+record.HeaderSize <= int64(len(data)) {
+					copy(hdr, data[pos-starts[c]:])
+					h, err = headerInfo(record.Batch(hdr))
+				} else {
+					h, err = readHeader(f.f, pos, hdr)
+				}
 				if err != nil {
 					f.Release()
 					return err
@@ -99,7 +131,7 @@ func (l *Log) backfillProducerBatches(snapOff int64) error {
 			}
 			budget -= end - starts[c]
 			for pid, bs := range chunk {
-				found[pid] = append(bs, found[pid]...)
+				found[pid] = append(append([]batchMeta(nil), bs...), found[pid]...)
 			}
 			for pid, e := range need {
 				if stop[pid] || len(found[pid])+len(e.batches) >= maxBatchesPerProducer {

@@ -3,6 +3,7 @@ package storage
 import (
 	"testing"
 
+	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -78,5 +79,42 @@ func TestDedupWindowAcrossRollAndCrash(t *testing.T) {
 			check(l4, "older snapshot")
 			l4.Close()
 		})
+	}
+}
+
+// BenchmarkOpenIdleProducer is the worst case of the dedup-window rebuild:
+// the snapshot's only producer wrote one batch long ago, followed by 8 MiB
+// of small batches of other clients, so opening reads batch headers back
+// up to the bound (dedupScanBytes).
+func BenchmarkOpenIdleProducer(b *testing.B) {
+	dir := b.TempDir() + "/idle-0"
+	cfg := DefaultConfig()
+	cfg.Durable = false
+	l, err := Open(dir, [16]byte{}, cfg, false, Options{Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := l.Append(mkBatchP(b, 1, "p", 1, 42, 0, 0), AppendOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	small := mkBatch(b, 1, "other-client-value-of-some-length-0123456789", 1)
+	for n := 0; n < 8<<20; n += len(small) {
+		record.Batch(small).SetBaseOffset(0)
+		if _, err := l.Append(small, AppendOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l, err := Open(dir, [16]byte{}, cfg, true, Options{Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		l.Close()
+		b.StartTimer()
 	}
 }
