@@ -26,15 +26,15 @@ import (
 
 // Server is one running broker.
 type Server struct {
-	cfg      *config.Broker
-	logger   *slog.Logger
-	reg      *prometheus.Registry
-	broker   *broker.Broker
-	cleaners []*cleaner.Cleaner
-	group    *group.Coordinator
-	proto    *protocol.Server
-	metrics  *metrics.Server
-	ln       net.Listener
+	cfg     *config.Broker
+	logger  *slog.Logger
+	reg     *prometheus.Registry
+	broker  *broker.Broker
+	cleaner *cleaner.Cleaner
+	group   *group.Coordinator
+	proto   *protocol.Server
+	metrics *metrics.Server
+	ln      net.Listener
 
 	ready    atomic.Bool
 	stopOnce sync.Once
@@ -58,7 +58,7 @@ func New(cfg *config.Broker, logger *slog.Logger) (*Server, error) {
 		b.Close()
 		return nil, fmt.Errorf("register partition metrics: %w", err)
 	}
-	if err := s.buildCleaners(); err != nil {
+	if err := s.buildCleaner(); err != nil {
 		b.Close()
 		return nil, err
 	}
@@ -69,8 +69,10 @@ func New(cfg *config.Broker, logger *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
-// buildCleaners creates one cleaner per log dir over that dir's partitions.
-func (s *Server) buildCleaners() error {
+// buildCleaner creates the one cleaner that serves every log dir: each
+// partition names its log dir, whose cleaner-offset-checkpoint keeps its
+// progress, so the dedupe buffer and the metrics are shared as in Kafka.
+func (s *Server) buildCleaner() error {
 	ccfg := cleaner.Config{
 		Enable:              s.cfg.Bool("log.cleaner.enable"),
 		Threads:             s.cfg.Int("log.cleaner.threads"),
@@ -78,30 +80,24 @@ func (s *Server) buildCleaners() error {
 		IOMaxBytesPerSecond: s.cfg.Float("log.cleaner.io.max.bytes.per.second"),
 		Backoff:             time.Duration(s.cfg.Int64("log.cleaner.backoff.ms")) * time.Millisecond,
 	}
-	for _, dir := range s.broker.LogDirs() {
-		dir := dir
-		src := func() []cleaner.Partition {
-			var out []cleaner.Partition
-			for _, t := range s.broker.Topics() {
-				for _, p := range t.Partitions {
-					if p.BaseDir() == dir && p.Log != nil {
-						out = append(out, cleaner.Partition{Topic: t.Name, Partition: p.Index, Log: p.Log})
-					}
+	src := func() []cleaner.Partition {
+		var out []cleaner.Partition
+		for _, t := range s.broker.Topics() {
+			for _, p := range t.Partitions {
+				if p.Log != nil {
+					out = append(out, cleaner.Partition{Topic: t.Name, Partition: p.Index, Log: p.Log, LogDir: p.BaseDir()})
 				}
 			}
-			return out
 		}
-		var reg prometheus.Registerer = s.reg
-		if len(s.cleaners) > 0 {
-			reg = nil // metrics of the first cleaner only (names would clash)
-		}
-		c, err := cleaner.New(ccfg, dir, src, s.logger.With("component", "cleaner", "dir", dir), reg)
-		if err != nil {
-			return fmt.Errorf("cleaner for %s: %w", dir, err)
-		}
-		s.cleaners = append(s.cleaners, c)
-		s.broker.OnDelete(c.Forget)
+		return out
 	}
+	// The cleaner adds component=cleaner to its log lines itself.
+	c, err := cleaner.New(ccfg, s.broker.LogDirs()[0], src, s.logger, s.reg)
+	if err != nil {
+		return fmt.Errorf("cleaner: %w", err)
+	}
+	s.cleaner = c
+	s.broker.OnDelete(c.Forget)
 	return nil
 }
 
@@ -143,19 +139,15 @@ func (s *Server) Start() error {
 	s.proto = proto
 	if maddr := strings.TrimSpace(s.cfg.Get("strata.metrics.listener")); maddr != "" {
 		s.metrics = metrics.NewServer(maddr, s.reg, s.Ready)
-		if len(s.cleaners) > 0 {
-			h := s.cleaners[0].HTTPHandler()
-			s.metrics.Handle("/v1/compaction", h)
-			s.metrics.Handle("/v1/compaction/", h)
-		}
+		h := s.cleaner.HTTPHandler()
+		s.metrics.Handle("/v1/compaction", h)
+		s.metrics.Handle("/v1/compaction/", h)
 		if err := s.metrics.Start(); err != nil {
 			ln.Close()
 			return err
 		}
 	}
-	for _, c := range s.cleaners {
-		c.Start()
-	}
+	s.cleaner.Start()
 	s.broker.StartLoops()
 	proto.Serve(ln)
 	s.ready.Store(true)
@@ -255,11 +247,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.stopErr
 }
 
-// closeAll stops the cleaners and the coordinator and closes the broker.
+// closeAll stops the cleaner and the coordinator and closes the broker.
 func (s *Server) closeAll() error {
 	var errs []error
-	for _, c := range s.cleaners {
-		errs = append(errs, c.Close())
+	if s.cleaner != nil {
+		errs = append(errs, s.cleaner.Close())
 	}
 	if s.group != nil {
 		errs = append(errs, s.group.Close())

@@ -20,15 +20,24 @@ type testBroker struct {
 	dir string
 	srv *Server
 	ov  map[string]string
+	// logw, when set, receives the broker's log as JSON lines.
+	logw io.Writer
 }
 
 // startBroker starts a broker with overrides over test defaults.
 func startBroker(t testing.TB, dir string, overrides map[string]string) *testBroker {
 	t.Helper()
+	return startBrokerLog(t, dir, overrides, nil)
+}
+
+// startBrokerLog is startBroker with the broker's log written to logw as
+// JSON lines (nil: discarded, or stderr with STRATA_TEST_LOG set).
+func startBrokerLog(t testing.TB, dir string, overrides map[string]string, logw io.Writer) *testBroker {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	tb := &testBroker{t: t, dir: dir, ov: overrides}
+	tb := &testBroker{t: t, dir: dir, ov: overrides, logw: logw}
 	tb.start()
 	t.Cleanup(func() { tb.stop() })
 	return tb
@@ -55,6 +64,9 @@ func (tb *testBroker) start() {
 		w = os.Stderr
 	}
 	logger := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if tb.logw != nil {
+		logger = slog.New(slog.NewJSONHandler(tb.logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	srv, err := New(cfg, logger)
 	if err != nil {
 		tb.t.Fatalf("server.New: %v", err)
