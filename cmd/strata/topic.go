@@ -1,14 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"sort"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func init() { commands = append(commands, newTopicCmd) }
@@ -22,6 +22,7 @@ func newTopicCmd() *cobra.Command {
 	return cmd
 }
 
+// newTopicCreateCmd is `strata topic create <topic>...`.
 func newTopicCreateCmd(o *clientOpts) *cobra.Command {
 	var partitions int32
 	var rf int16
@@ -39,41 +40,35 @@ func newTopicCreateCmd(o *clientOpts) *cobra.Command {
 			for k, v := range kv {
 				cfg[k] = &v
 			}
-			ctx, cancel := o.ctx(cmd)
-			defer cancel()
-			adm, err := o.admin(ctx)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			resps, err := adm.CreateTopics(ctx, partitions, rf, cfg, args...)
-			if err != nil {
-				return fmt.Errorf("create topics: %w", err)
-			}
-			type created struct {
-				Topic      string `json:"topic"`
-				ID         string `json:"id"`
-				Partitions int32  `json:"partitions"`
-			}
-			var out []created
-			for _, t := range args {
-				r := resps[t]
-				if err := kafkaErr("create topic", t, r.Err, r.ErrMessage); err != nil {
-					return err
+			return o.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				resps, err := adm.CreateTopics(ctx, partitions, rf, cfg, args...)
+				if err != nil {
+					return fmt.Errorf("create topics: %w", err)
 				}
-				out = append(out, created{Topic: t, ID: r.ID.String(), Partitions: r.NumPartitions})
-			}
-			if o.output == "json" {
-				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			for _, c := range out {
-				unit := "partitions"
-				if c.Partitions == 1 {
-					unit = "partition"
+				type created struct {
+					Topic      string `json:"topic"`
+					ID         string `json:"id"`
+					Partitions int32  `json:"partitions"`
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "created topic %q with %d %s\n", c.Topic, c.Partitions, unit)
-			}
-			return nil
+				var out []created
+				for _, t := range args {
+					r := resps[t]
+					if err := kafkaErr("create topic", t, r.Err, r.ErrMessage); err != nil {
+						return err
+					}
+					out = append(out, created{Topic: t, ID: r.ID.String(), Partitions: r.NumPartitions})
+				}
+				return o.emit(cmd, out, func(w io.Writer) error {
+					for _, c := range out {
+						unit := "partitions"
+						if c.Partitions == 1 {
+							unit = "partition"
+						}
+						fmt.Fprintf(w, "created topic %q with %d %s\n", c.Topic, c.Partitions, unit)
+					}
+					return nil
+				})
+			})
 		},
 	}
 	cmd.Flags().Int32VarP(&partitions, "partitions", "p", -1, "number of partitions (-1 = broker's num.partitions)")
@@ -82,6 +77,7 @@ func newTopicCreateCmd(o *clientOpts) *cobra.Command {
 	return cmd
 }
 
+// newTopicListCmd is `strata topic list`.
 func newTopicListCmd(o *clientOpts) *cobra.Command {
 	var internal bool
 	cmd := &cobra.Command{
@@ -89,210 +85,37 @@ func newTopicListCmd(o *clientOpts) *cobra.Command {
 		Short: "List topics",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := o.ctx(cmd)
-			defer cancel()
-			adm, err := o.admin(ctx)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			var tds kadm.TopicDetails
-			if internal {
-				tds, err = adm.ListTopicsWithInternal(ctx)
-			} else {
-				tds, err = adm.ListTopics(ctx)
-			}
-			if err != nil {
-				return fmt.Errorf("list topics: %w", err)
-			}
-			type listed struct {
-				Topic      string `json:"topic"`
-				Partitions int    `json:"partitions"`
-				Internal   bool   `json:"internal"`
-			}
-			out := []listed{}
-			for _, td := range tds.Sorted() {
-				out = append(out, listed{Topic: td.Topic, Partitions: len(td.Partitions), Internal: td.IsInternal})
-			}
-			if o.output == "json" {
-				return writeJSON(cmd.OutOrStdout(), out)
-			}
-			t := newTable(cmd.OutOrStdout(), "TOPIC", "PARTITIONS")
-			for _, l := range out {
-				t.row(l.Topic, l.Partitions)
-			}
-			return t.flush()
+			return o.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				var tds kadm.TopicDetails
+				var err error
+				if internal {
+					tds, err = adm.ListTopicsWithInternal(ctx)
+				} else {
+					tds, err = adm.ListTopics(ctx)
+				}
+				if err != nil {
+					return fmt.Errorf("list topics: %w", err)
+				}
+				type listed struct {
+					Topic      string `json:"topic"`
+					Partitions int    `json:"partitions"`
+					Internal   bool   `json:"internal"`
+				}
+				out := []listed{}
+				for _, td := range tds.Sorted() {
+					out = append(out, listed{Topic: td.Topic, Partitions: len(td.Partitions), Internal: td.IsInternal})
+				}
+				return o.emit(cmd, out, func(w io.Writer) error {
+					return writeTable(w, out, func(l listed) []any { return []any{l.Topic, l.Partitions} }, "TOPIC", "PARTITIONS")
+				})
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&internal, "internal", false, "include internal topics (__consumer_offsets)")
 	return cmd
 }
 
-// topicDescription is the JSON shape of `topic describe`.
-type topicDescription struct {
-	Topic      string            `json:"topic"`
-	ID         string            `json:"id"`
-	Internal   bool              `json:"internal"`
-	Configs    []configEntry     `json:"configs"`
-	Partitions []partitionDetail `json:"partitions"`
-}
-
-type configEntry struct {
-	Name   string `json:"name"`
-	Value  string `json:"value"`
-	Source string `json:"source"`
-}
-
-type partitionDetail struct {
-	Partition   int32   `json:"partition"`
-	Leader      int32   `json:"leader"`
-	LeaderEpoch int32   `json:"leader_epoch"`
-	Replicas    []int32 `json:"replicas"`
-	ISR         []int32 `json:"isr"`
-	StartOffset int64   `json:"start_offset"`
-	EndOffset   int64   `json:"end_offset"`
-	SizeBytes   int64   `json:"size_bytes"` // -1 when the broker did not report it
-}
-
-func newTopicDescribeCmd(o *clientOpts) *cobra.Command {
-	var all bool
-	cmd := &cobra.Command{
-		Use:   "describe <topic>",
-		Short: "Show a topic's settings, partitions, offsets and sizes",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			topic := args[0]
-			ctx, cancel := o.ctx(cmd)
-			defer cancel()
-			adm, err := o.admin(ctx)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			tds, err := adm.ListTopicsWithInternal(ctx, topic)
-			if err != nil {
-				return fmt.Errorf("describe topic %q: %w", topic, err)
-			}
-			td, ok := tds[topic]
-			if !ok {
-				return fmt.Errorf("unknown topic %q", topic)
-			}
-			if err := kafkaErr("describe topic", topic, td.Err, ""); err != nil {
-				return err
-			}
-			d := topicDescription{Topic: topic, ID: td.ID.String(), Internal: td.IsInternal, Configs: []configEntry{}}
-			rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-			if err != nil {
-				return fmt.Errorf("describe configs of %q: %w", topic, err)
-			}
-			for _, rc := range rcs {
-				if err := kafkaErr("describe configs of", topic, rc.Err, rc.ErrMessage); err != nil {
-					return err
-				}
-				for _, c := range rc.Configs {
-					if !all && c.Source != kmsg.ConfigSourceDynamicTopicConfig {
-						continue
-					}
-					d.Configs = append(d.Configs, configEntry{Name: c.Key, Value: c.MaybeValue(), Source: configSource(c.Source)})
-				}
-			}
-			sort.Slice(d.Configs, func(i, j int) bool { return d.Configs[i].Name < d.Configs[j].Name })
-			starts, err := adm.ListStartOffsets(ctx, topic)
-			if err != nil {
-				return fmt.Errorf("list start offsets of %q: %w", topic, err)
-			}
-			ends, err := adm.ListEndOffsets(ctx, topic)
-			if err != nil {
-				return fmt.Errorf("list end offsets of %q: %w", topic, err)
-			}
-			sizes := map[int32]int64{}
-			// Name every partition: a topic with an empty partition list
-			// matches nothing in DescribeLogDirs.
-			set := kadm.TopicsSet{}
-			for p := range td.Partitions {
-				set.Add(topic, p)
-			}
-			if dirs, err := adm.DescribeAllLogDirs(ctx, set); err == nil {
-				dirs.Each(func(ld kadm.DescribedLogDir) {
-					for p, dp := range ld.Topics[topic] {
-						sizes[p] += dp.Size
-					}
-				})
-			}
-			for _, p := range td.Partitions.Sorted() {
-				pd := partitionDetail{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
-					Replicas: p.Replicas, ISR: p.ISR, StartOffset: -1, EndOffset: -1, SizeBytes: -1}
-				if lo, ok := starts.Lookup(topic, p.Partition); ok && lo.Err == nil {
-					pd.StartOffset = lo.Offset
-				}
-				if lo, ok := ends.Lookup(topic, p.Partition); ok && lo.Err == nil {
-					pd.EndOffset = lo.Offset
-				}
-				if s, ok := sizes[p.Partition]; ok {
-					pd.SizeBytes = s
-				}
-				d.Partitions = append(d.Partitions, pd)
-			}
-			if o.output == "json" {
-				return writeJSON(cmd.OutOrStdout(), d)
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "Topic: %s  ID: %s  Partitions: %d\n", d.Topic, d.ID, len(d.Partitions))
-			if all {
-				fmt.Fprintln(w, "\nConfigs:")
-			} else {
-				fmt.Fprintln(w, "\nConfigs (set on the topic; --all for every setting):")
-			}
-			if len(d.Configs) == 0 {
-				fmt.Fprintln(w, "  (none)")
-			} else {
-				t := newTable(w, "  NAME", "VALUE", "SOURCE")
-				for _, c := range d.Configs {
-					t.row("  "+c.Name, c.Value, c.Source)
-				}
-				if err := t.flush(); err != nil {
-					return err
-				}
-			}
-			fmt.Fprintln(w)
-			t := newTable(w, "PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "START", "END", "SIZE")
-			for _, p := range d.Partitions {
-				size := "-"
-				if p.SizeBytes >= 0 {
-					size = fmt.Sprint(p.SizeBytes)
-				}
-				t.row(p.Partition, p.Leader, p.LeaderEpoch, ints(p.Replicas), ints(p.ISR), p.StartOffset, p.EndOffset, size)
-			}
-			return t.flush()
-		},
-	}
-	cmd.Flags().BoolVar(&all, "all", false, "show every setting with its source, not only those set on the topic")
-	return cmd
-}
-
-func ints(v []int32) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = fmt.Sprint(n)
-	}
-	return "[" + strings.Join(s, ",") + "]"
-}
-
-// configSource names a DescribeConfigs source the way Kafka's tools do.
-func configSource(s kmsg.ConfigSource) string {
-	switch s {
-	case kmsg.ConfigSourceDynamicTopicConfig:
-		return "topic"
-	case kmsg.ConfigSourceDynamicBrokerConfig, kmsg.ConfigSourceDynamicDefaultBrokerConfig:
-		return "dynamic-broker"
-	case kmsg.ConfigSourceStaticBrokerConfig:
-		return "broker"
-	case kmsg.ConfigSourceDefaultConfig:
-		return "default"
-	}
-	return strings.ToLower(s.String())
-}
-
+// newTopicAlterCmd is `strata topic alter <topic> --set k=v --delete k`.
 func newTopicAlterCmd(o *clientOpts) *cobra.Command {
 	var set, del []string
 	cmd := &cobra.Command{
@@ -316,27 +139,21 @@ func newTopicAlterCmd(o *clientOpts) *cobra.Command {
 				alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
 			}
 			sort.Slice(alters, func(i, j int) bool { return alters[i].Name < alters[j].Name })
-			ctx, cancel := o.ctx(cmd)
-			defer cancel()
-			adm, err := o.admin(ctx)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			resps, err := adm.AlterTopicConfigs(ctx, alters, topic)
-			if err != nil {
-				return fmt.Errorf("alter topic %q: %w", topic, err)
-			}
-			for _, r := range resps {
-				if err := kafkaErr("alter topic", topic, r.Err, r.ErrMessage); err != nil {
-					return err
+			return o.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				resps, err := adm.AlterTopicConfigs(ctx, alters, topic)
+				if err != nil {
+					return fmt.Errorf("alter topic %q: %w", topic, err)
 				}
-			}
-			if o.output == "json" {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"topic": topic, "altered": len(alters)})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "altered topic %q\n", topic)
-			return nil
+				for _, r := range resps {
+					if err := kafkaErr("alter topic", topic, r.Err, r.ErrMessage); err != nil {
+						return err
+					}
+				}
+				return o.emit(cmd, map[string]any{"topic": topic, "altered": len(alters)}, func(w io.Writer) error {
+					fmt.Fprintf(w, "altered topic %q\n", topic)
+					return nil
+				})
+			})
 		},
 	}
 	cmd.Flags().StringArrayVar(&set, "set", nil, "setting to set as key=value (repeatable)")
@@ -344,39 +161,31 @@ func newTopicAlterCmd(o *clientOpts) *cobra.Command {
 	return cmd
 }
 
+// newTopicDeleteCmd is `strata topic delete <topic>...`.
 func newTopicDeleteCmd(o *clientOpts) *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete <topic>...",
 		Short: "Delete topics",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := o.ctx(cmd)
-			defer cancel()
-			adm, err := o.admin(ctx)
-			if err != nil {
-				return err
-			}
-			defer adm.Close()
-			resps, err := adm.DeleteTopics(ctx, args...)
-			if err != nil {
-				return fmt.Errorf("delete topics: %w", err)
-			}
-			for _, t := range args {
-				r, ok := resps[t]
-				if !ok {
-					return fmt.Errorf("delete topic %q: %w", t, kerr.UnknownServerError)
+			return o.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				resps, err := adm.DeleteTopics(ctx, args...)
+				if err != nil {
+					return fmt.Errorf("delete topics: %w", err)
 				}
-				if err := kafkaErr("delete topic", t, r.Err, r.ErrMessage); err != nil {
-					return err
+				for _, t := range args {
+					r, ok := resps[t]
+					if !ok {
+						return fmt.Errorf("delete topic %q: %w", t, kerr.UnknownServerError)
+					}
+					if err := kafkaErr("delete topic", t, r.Err, r.ErrMessage); err != nil {
+						return err
+					}
 				}
-			}
-			if o.output == "json" {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"deleted": args})
-			}
-			for _, t := range args {
-				fmt.Fprintf(cmd.OutOrStdout(), "deleted topic %q\n", t)
-			}
-			return nil
+				return o.emit(cmd, map[string]any{"deleted": args}, func(w io.Writer) error {
+					return printEach(w, "deleted topic %q\n", args)
+				})
+			})
 		},
 	}
 }

@@ -45,9 +45,12 @@ func addClientFlags(cmd *cobra.Command, o *clientOpts) {
 }
 
 // check validates the shared flags.
-func (o *clientOpts) check() error {
-	if o.output != "table" && o.output != "json" {
-		return fmt.Errorf("invalid output format %q: use table or json", o.output)
+func (o *clientOpts) check() error { return checkOutput(o.output) }
+
+// checkOutput validates an -o/--output value.
+func checkOutput(output string) error {
+	if output != "table" && output != "json" {
+		return fmt.Errorf("invalid output format %q: use table or json", output)
 	}
 	return nil
 }
@@ -104,6 +107,69 @@ func (o *clientOpts) ctx(cmd *cobra.Command) (context.Context, context.CancelFun
 	return context.WithTimeout(cmd.Context(), o.timeout)
 }
 
+// withAdmin runs fn with an admin client and a context bounded by
+// --timeout, closing both when fn returns.
+func (o *clientOpts) withAdmin(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error {
+	ctx, cancel := o.ctx(cmd)
+	defer cancel()
+	adm, err := o.admin(ctx)
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	return fn(ctx, adm)
+}
+
+// emit prints v as JSON to stdout with -o json; otherwise text prints the
+// table form to stdout.
+func (o *clientOpts) emit(cmd *cobra.Command, v any, text func(w io.Writer) error) error {
+	if o.output == "json" {
+		return writeJSON(cmd.OutOrStdout(), v)
+	}
+	return text(cmd.OutOrStdout())
+}
+
+// lookupTopic fetches one topic's metadata (internal topics only when
+// internal is set); kind words the errors ("consume", "describe topic").
+func lookupTopic(ctx context.Context, adm *kadm.Client, kind, topic string, internal bool) (kadm.TopicDetail, error) {
+	var tds kadm.TopicDetails
+	var err error
+	if internal {
+		tds, err = adm.ListTopicsWithInternal(ctx, topic)
+	} else {
+		tds, err = adm.ListTopics(ctx, topic)
+	}
+	if err != nil {
+		return kadm.TopicDetail{}, fmt.Errorf("%s %q: %w", kind, topic, err)
+	}
+	td, ok := tds[topic]
+	if !ok {
+		return kadm.TopicDetail{}, fmt.Errorf("unknown topic %q", topic)
+	}
+	if err := kafkaErr(kind, topic, td.Err, ""); err != nil {
+		return kadm.TopicDetail{}, err
+	}
+	return td, nil
+}
+
+// selectPartitions returns the partitions of td listed in only (each must
+// exist), or every partition when only is empty.
+func selectPartitions(td kadm.TopicDetail, only []int32) (map[int32]bool, error) {
+	parts := map[int32]bool{}
+	for _, p := range only {
+		if _, ok := td.Partitions[p]; !ok {
+			return nil, fmt.Errorf("topic %q has no partition %d", td.Topic, p)
+		}
+		parts[p] = true
+	}
+	if len(parts) == 0 {
+		for p := range td.Partitions {
+			parts[p] = true
+		}
+	}
+	return parts, nil
+}
+
 // kafkaErr turns a per-resource Kafka error into the CLI's wording.
 func kafkaErr(kind, name string, err error, msg string) error {
 	if err == nil {
@@ -132,7 +198,10 @@ func kafkaErr(kind, name string, err error, msg string) error {
 // keeping it matchable with errors.Is.
 type kafkaCode struct{ e *kerr.Error }
 
+// Error is the Kafka error's name.
 func (k kafkaCode) Error() string { return k.e.Message }
+
+// Unwrap exposes the kerr error to errors.Is.
 func (k kafkaCode) Unwrap() error { return k.e }
 
 // writeJSON prints v as indented JSON.
@@ -145,12 +214,14 @@ func writeJSON(w io.Writer, v any) error {
 // table is a tab-aligned text table.
 type table struct{ tw *tabwriter.Writer }
 
+// newTable starts a table on w with one header row.
 func newTable(w io.Writer, header ...string) *table {
 	t := &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
 	t.row(anySlice(header)...)
 	return t
 }
 
+// row adds one row, each cell printed with fmt.Sprint.
 func (t *table) row(cells ...any) {
 	parts := make([]string, len(cells))
 	for i, c := range cells {
@@ -159,8 +230,19 @@ func (t *table) row(cells ...any) {
 	fmt.Fprintln(t.tw, strings.Join(parts, "\t"))
 }
 
+// flush aligns and writes the rows.
 func (t *table) flush() error { return t.tw.Flush() }
 
+// writeTable prints one row per item under header.
+func writeTable[T any](w io.Writer, items []T, cells func(T) []any, header ...string) error {
+	t := newTable(w, header...)
+	for _, it := range items {
+		t.row(cells(it)...)
+	}
+	return t.flush()
+}
+
+// anySlice converts strings to cells.
 func anySlice(s []string) []any {
 	out := make([]any, len(s))
 	for i, v := range s {
@@ -180,4 +262,13 @@ func parseKV(items []string, what string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// printEach prints format once per name (write errors ignored, as with
+// the other one-line confirmations).
+func printEach(w io.Writer, format string, names []string) error {
+	for _, n := range names {
+		fmt.Fprintf(w, format, n)
+	}
+	return nil
 }
