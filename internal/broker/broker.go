@@ -168,6 +168,11 @@ func (b *Broker) load() error {
 			}
 		}()
 	}
+	perDir := map[string]int{}
+	for _, j := range jobs {
+		perDir[j.p.baseDir]++
+	}
+	b.logRecoveryPlan(clean, perDir)
 	start := time.Now()
 	for _, j := range jobs {
 		ch <- j
@@ -182,8 +187,32 @@ func (b *Broker) load() error {
 			return err
 		}
 	}
-	b.logger.Info("logs loaded", "topics", len(b.topics), "partitions", len(jobs), "elapsed", time.Since(start))
+	b.logger.Info("logs loaded", "topics", len(b.topics), "partitions", len(jobs),
+		"clean_shutdown", allClean(clean), "elapsed", time.Since(start))
 	return nil
+}
+
+// allClean reports whether every log dir had its clean-shutdown marker.
+func allClean(clean map[string]bool) bool {
+	for _, c := range clean {
+		if !c {
+			return false
+		}
+	}
+	return true
+}
+
+// logRecoveryPlan says per log dir, as Kafka does, whether its partitions
+// are opened after a clean shutdown (recovery skipped) or recovered.
+func (b *Broker) logRecoveryPlan(clean map[string]bool, perDir map[string]int) {
+	for _, d := range b.dirs {
+		if clean[d.path] {
+			b.logger.Info("skipping recovery: clean shutdown marker found", "dir", d.path, "partitions", perDir[d.path])
+		} else {
+			b.logger.Info("recovering partitions: no clean shutdown marker", "dir", d.path, "partitions", perDir[d.path],
+				"threads", b.cfg.Int("num.recovery.threads.per.data.dir"))
+		}
+	}
 }
 
 // openPartition opens one partition's log with its resolved config.
