@@ -50,6 +50,9 @@ func TestMetricsEndpoint(t *testing.T) {
 		`strata_open_connections`, `strata_requests_total{api="Fetch"}`, `strata_topic_bytes_in_total{topic="m"}`, `strata_topic_bytes_out_total{topic="m"}`,
 		`strata_partition_size_bytes{partition="0",topic="m"}`, `strata_partition_high_watermark{partition="0",topic="m"} 1`,
 		`strata_fetch_sendfile_calls_total`,
+		`strata_partition_log_start_offset{partition="0",topic="m"} 0`, `strata_partition_log_end_offset{partition="0",topic="m"} 1`,
+		`strata_group_groups{state="Stable"}`, `strata_group_members`, `strata_group_offset_commits_total`,
+		`strata_cleaner_max_dirty_percent`, `strata_cleaner_rounds_total`, `strata_cleaner_uncleanable_partitions_count`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
