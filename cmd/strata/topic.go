@@ -40,7 +40,7 @@ func newTopicCreateCmd(o *clientOpts) *cobra.Command {
 			for k, v := range kv {
 				cfg[k] = &v
 			}
-			return o.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+			return o.withAdmin(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
 				resps, err := adm.CreateTopics(ctx, partitions, rf, cfg, args...)
 				if err != nil {
 					return fmt.Errorf("create topics: %w", err)
@@ -85,7 +85,7 @@ func newTopicListCmd(o *clientOpts) *cobra.Command {
 		Short: "List topics",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+			return o.withAdmin(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
 				var tds kadm.TopicDetails
 				var err error
 				if internal {
@@ -139,7 +139,7 @@ func newTopicAlterCmd(o *clientOpts) *cobra.Command {
 				alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
 			}
 			sort.Slice(alters, func(i, j int) bool { return alters[i].Name < alters[j].Name })
-			return o.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+			return o.withAdmin(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
 				resps, err := adm.AlterTopicConfigs(ctx, alters, topic)
 				if err != nil {
 					return fmt.Errorf("alter topic %q: %w", topic, err)
@@ -168,7 +168,7 @@ func newTopicDeleteCmd(o *clientOpts) *cobra.Command {
 		Short: "Delete topics",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+			return o.withAdmin(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
 				resps, err := adm.DeleteTopics(ctx, args...)
 				if err != nil {
 					return fmt.Errorf("delete topics: %w", err)

@@ -102,15 +102,10 @@ func (o *clientOpts) admin(ctx context.Context) (*kadm.Client, error) {
 	return adm, nil
 }
 
-// ctx returns a context bounded by --timeout.
-func (o *clientOpts) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(cmd.Context(), o.timeout)
-}
-
-// withAdmin runs fn with an admin client and a context bounded by
-// --timeout, closing both when fn returns.
-func (o *clientOpts) withAdmin(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error {
-	ctx, cancel := o.ctx(cmd)
+// withAdmin runs fn with an admin client and a context that parent and
+// --timeout bound, closing both when fn returns.
+func (o *clientOpts) withAdmin(parent context.Context, fn func(ctx context.Context, adm *kadm.Client) error) error {
+	ctx, cancel := context.WithTimeout(parent, o.timeout)
 	defer cancel()
 	adm, err := o.admin(ctx)
 	if err != nil {

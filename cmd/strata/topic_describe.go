@@ -48,7 +48,7 @@ func newTopicDescribeCmd(o *clientOpts) *cobra.Command {
 		Short: "Show a topic's settings, partitions, offsets and sizes",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+			return o.withAdmin(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
 				d, err := describeTopic(ctx, adm, args[0], all)
 				if err != nil {
 					return err
