@@ -17,6 +17,9 @@ command -v kcat >/dev/null 2>&1 || missing_pkgs+=(kcat)
 /usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || missing_pkgs+=(python3-confluent-kafka)
 /usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || missing_pkgs+=(python3-kafka)
 command -v node >/dev/null 2>&1 || missing_pkgs+=(nodejs)
+command -v Burrow >/dev/null 2>&1 || missing_pkgs+=(burrow)
+# Burrow 1.x cannot start without ZooKeeper; the Burrow test runs this jar.
+[ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1 || missing_pkgs+=(zookeeper)
 if ! command -v npm >/dev/null 2>&1; then
 	# nodejs from some repositories bundles npm; Debian's needs the npm package.
 	missing_pkgs+=(npm)
