@@ -3,13 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -61,98 +58,39 @@ and \n \t \r \\ escapes. -o json prints one JSON object per record.`,
 	return cmd
 }
 
-// startOffset parses --from into a kgo offset.
-func startOffset(from string) (kgo.Offset, error) {
-	switch {
-	case from == "beginning" || from == "earliest":
-		return kgo.NewOffset().AtStart(), nil
-	case from == "end" || from == "latest":
-		return kgo.NewOffset().AtEnd(), nil
-	case strings.HasPrefix(from, "timestamp:"):
-		ms, err := strconv.ParseInt(strings.TrimPrefix(from, "timestamp:"), 10, 64)
-		if err != nil {
-			return kgo.Offset{}, fmt.Errorf("invalid --from %q: timestamp must be unix milliseconds", from)
-		}
-		return kgo.NewOffset().AfterMilli(ms), nil
-	}
-	n, err := strconv.ParseInt(strings.TrimPrefix(from, "offset:"), 10, 64)
-	if err != nil || n < 0 {
-		return kgo.Offset{}, fmt.Errorf("invalid --from %q: use beginning, end, <offset>, offset:<n> or timestamp:<ms>", from)
-	}
-	return kgo.NewOffset().At(n), nil
-}
-
+// runConsume looks the topic up (a clear error for a missing topic, and
+// the end offsets for -e), then prints records until -c, -e or a signal.
 func runConsume(cmd *cobra.Command, o *clientOpts, c *consumeOpts, topic string) error {
-	from, err := startOffset(c.from)
+	pos, err := fromSyntax.parse(c.from)
 	if err != nil {
 		return err
 	}
 	if c.group != "" && len(c.partitions) > 0 {
 		return errors.New("--partition cannot be used with --group")
 	}
-	format := c.format
-	if format == "" {
-		format = "%s\n"
-		if c.keyDelim != "" {
-			format = "%k" + strings.ReplaceAll(c.keyDelim, "%", "%%") + "%s\n"
-		}
-	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	// Look the topic up first: a clear error for a missing topic, and the
-	// end offsets for -e.
-	cctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	adm, err := o.admin(cctx)
-	if err != nil {
-		return err
-	}
-	defer adm.Close()
-	tds, err := adm.ListTopicsWithInternal(cctx, topic)
-	if err != nil {
-		return fmt.Errorf("consume %q: %w", topic, err)
-	}
-	td, ok := tds[topic]
-	if !ok {
-		return fmt.Errorf("unknown topic %q", topic)
-	}
-	if err := kafkaErr("consume", topic, td.Err, ""); err != nil {
-		return err
-	}
-	parts := map[int32]bool{}
-	for _, p := range c.partitions {
-		if _, ok := td.Partitions[p]; !ok {
-			return fmt.Errorf("topic %q has no partition %d", topic, p)
-		}
-		parts[p] = true
-	}
-	if len(parts) == 0 {
-		for p := range td.Partitions {
-			parts[p] = true
-		}
-	}
+	var parts map[int32]bool
 	remaining := map[int32]int64{} // partition -> end offset still to reach (for -e)
-	if c.exitAtEnd {
-		remaining, err = endTargets(cctx, adm, topic, parts, from, c.from, c.group)
+	err = o.withAdmin(ctx, func(ctx context.Context, adm *kadm.Client) error {
+		td, err := lookupTopic(ctx, adm, "consume", topic, true)
 		if err != nil {
 			return err
 		}
+		if parts, err = selectPartitions(td, c.partitions); err != nil {
+			return err
+		}
+		if c.exitAtEnd {
+			remaining, err = endTargets(ctx, adm, topic, parts, pos, c.group)
+		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 
-	// Control records (transaction markers) are not printed, but their
-	// offsets tell -e that a partition whose last offset is a marker is done.
-	opts := []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}
-	if c.group != "" {
-		opts = append(opts, kgo.ConsumerGroup(c.group), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(from), kgo.AutoCommitMarks())
-	} else {
-		m := map[int32]kgo.Offset{}
-		for p := range parts {
-			m[p] = from
-		}
-		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: m}))
-	}
-	cl, err := o.connect(ctx, opts...)
+	cl, err := o.connect(ctx, c.clientOpts(topic, parts, pos.kgoOffset())...)
 	if err != nil {
 		return err
 	}
@@ -164,12 +102,50 @@ func runConsume(cmd *cobra.Command, o *clientOpts, c *consumeOpts, topic string)
 			_ = cl.CommitMarkedOffsets(ctx)
 		}
 	}()
-
 	w := bufio.NewWriter(cmd.OutOrStdout())
 	defer w.Flush()
+	return c.print(ctx, cl, w, topic, o.output == "json", remaining)
+}
+
+// recordFormat is -f, or its default: the value, or key<delim>value with -K.
+func (c *consumeOpts) recordFormat() string {
+	if c.format != "" {
+		return c.format
+	}
+	if c.keyDelim != "" {
+		return "%k" + strings.ReplaceAll(c.keyDelim, "%", "%%") + "%s\n"
+	}
+	return "%s\n"
+}
+
+// clientOpts are the consumer options: as group c.group from the reset
+// position from, or the partitions parts from position from.
+func (c *consumeOpts) clientOpts(topic string, parts map[int32]bool, from kgo.Offset) []kgo.Opt {
+	// Control records (transaction markers) are not printed, but their
+	// offsets tell -e that a partition whose last offset is a marker is done.
+	opts := []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}
+	if c.group != "" {
+		return append(opts, kgo.ConsumerGroup(c.group), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(from), kgo.AutoCommitMarks())
+	}
+	m := map[int32]kgo.Offset{}
+	for p := range parts {
+		m[p] = from
+	}
+	return append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: m}))
+}
+
+// print polls cl and writes records to w until -c records are printed,
+// every partition in remaining reaches its end (-e), or ctx ends (quietly).
+func (c *consumeOpts) print(ctx context.Context, cl *kgo.Client, w *bufio.Writer, topic string, asJSON bool, remaining map[int32]int64) error {
+	format := c.recordFormat()
 	printed := 0
 	done := func() bool {
 		return (c.count > 0 && printed >= c.count) || (c.exitAtEnd && len(remaining) == 0)
+	}
+	reached := func(r *kgo.Record) {
+		if end, ok := remaining[r.Partition]; ok && r.Offset+1 >= end {
+			delete(remaining, r.Partition)
+		}
 	}
 	for !done() {
 		fetches := cl.PollFetches(ctx)
@@ -190,21 +166,17 @@ func runConsume(cmd *cobra.Command, o *clientOpts, c *consumeOpts, topic string)
 				return
 			}
 			if r.Attrs.IsControl() {
-				if end, ok := remaining[r.Partition]; ok && r.Offset+1 >= end {
-					delete(remaining, r.Partition)
-				}
+				reached(r)
 				return
 			}
-			if err := printRecord(w, r, format, o.output == "json"); err != nil && ferr == nil {
+			if err := printRecord(w, r, format, asJSON); err != nil && ferr == nil {
 				ferr = err
 			}
 			printed++
 			if c.group != "" {
 				cl.MarkCommitRecords(r)
 			}
-			if end, ok := remaining[r.Partition]; ok && r.Offset+1 >= end {
-				delete(remaining, r.Partition)
-			}
+			reached(r)
 		})
 		if ferr != nil {
 			return fmt.Errorf("write output: %w", ferr)
@@ -217,34 +189,18 @@ func runConsume(cmd *cobra.Command, o *clientOpts, c *consumeOpts, topic string)
 }
 
 // endTargets returns, for -e, the end offset each partition must reach,
-// leaving out partitions already at their end from the start position.
-func endTargets(ctx context.Context, adm *kadm.Client, topic string, parts map[int32]bool, from kgo.Offset, fromFlag, group string) (map[int32]int64, error) {
+// leaving out partitions already at their end from the start position
+// (or from the group's committed offset).
+func endTargets(ctx context.Context, adm *kadm.Client, topic string, parts map[int32]bool, from position, group string) (map[int32]int64, error) {
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("list end offsets of %q: %w", topic, err)
 	}
-	var starts kadm.ListedOffsets
-	switch {
-	case fromFlag == "beginning" || fromFlag == "earliest":
-		starts, err = adm.ListStartOffsets(ctx, topic)
-	case strings.HasPrefix(fromFlag, "timestamp:"):
-		ms, _ := strconv.ParseInt(strings.TrimPrefix(fromFlag, "timestamp:"), 10, 64)
-		starts, err = adm.ListOffsetsAfterMilli(ctx, ms, topic)
-	case fromFlag == "end" || fromFlag == "latest":
-		starts = ends
-	default:
-		starts = kadm.ListedOffsets{}
-		n := from.EpochOffset().Offset
-		for p := range parts {
-			lo := kadm.ListedOffset{Topic: topic, Partition: p, Offset: n}
-			if starts[topic] == nil {
-				starts[topic] = map[int32]kadm.ListedOffset{}
-			}
-			starts[topic][p] = lo
+	starts := ends
+	if from.kind != atEnd {
+		if starts, err = from.list(ctx, adm, topic, parts); err != nil {
+			return nil, err
 		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list offsets of %q: %w", topic, err)
 	}
 	committed := map[int32]int64{}
 	if group != "" {
@@ -276,111 +232,4 @@ func endTargets(ctx context.Context, adm *kadm.Client, topic string, parts map[i
 		}
 	}
 	return out, nil
-}
-
-// jsonRecord is the -o json shape of one record.
-type jsonRecord struct {
-	Topic     string            `json:"topic"`
-	Partition int32             `json:"partition"`
-	Offset    int64             `json:"offset"`
-	Timestamp int64             `json:"timestamp"`
-	Key       *string           `json:"key"`
-	Value     *string           `json:"value"`
-	Headers   map[string]string `json:"headers,omitempty"`
-}
-
-// printRecord writes one record in the kcat-style format or as JSON.
-func printRecord(w io.Writer, r *kgo.Record, format string, asJSON bool) error {
-	if asJSON {
-		jr := jsonRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli()}
-		if r.Key != nil {
-			k := string(r.Key)
-			jr.Key = &k
-		}
-		if r.Value != nil {
-			v := string(r.Value)
-			jr.Value = &v
-		}
-		if len(r.Headers) > 0 {
-			jr.Headers = map[string]string{}
-			for _, h := range r.Headers {
-				jr.Headers[h.Key] = string(h.Value)
-			}
-		}
-		b, err := json.Marshal(jr)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	}
-	_, err := io.WriteString(w, formatRecord(r, format))
-	return err
-}
-
-// formatRecord expands kcat-style tokens.
-func formatRecord(r *kgo.Record, format string) string {
-	var sb strings.Builder
-	for i := 0; i < len(format); i++ {
-		ch := format[i]
-		if (ch != '%' && ch != '\\') || i+1 == len(format) {
-			sb.WriteByte(ch)
-			continue
-		}
-		i++
-		if ch == '\\' {
-			switch format[i] {
-			case 'n':
-				sb.WriteByte('\n')
-			case 't':
-				sb.WriteByte('\t')
-			case 'r':
-				sb.WriteByte('\r')
-			default:
-				sb.WriteByte(format[i])
-			}
-			continue
-		}
-		switch format[i] {
-		case 't':
-			sb.WriteString(r.Topic)
-		case 'p':
-			sb.WriteString(strconv.Itoa(int(r.Partition)))
-		case 'o':
-			sb.WriteString(strconv.FormatInt(r.Offset, 10))
-		case 'k':
-			sb.Write(r.Key)
-		case 's':
-			sb.Write(r.Value)
-		case 'K':
-			sb.WriteString(strconv.Itoa(lenOrMinus(r.Key)))
-		case 'S':
-			sb.WriteString(strconv.Itoa(lenOrMinus(r.Value)))
-		case 'T':
-			sb.WriteString(strconv.FormatInt(r.Timestamp.UnixMilli(), 10))
-		case 'h':
-			for j, h := range r.Headers {
-				if j > 0 {
-					sb.WriteByte(',')
-				}
-				sb.WriteString(h.Key)
-				sb.WriteByte('=')
-				sb.Write(h.Value)
-			}
-		case '%':
-			sb.WriteByte('%')
-		default:
-			sb.WriteByte('%')
-			sb.WriteByte(format[i])
-		}
-	}
-	return sb.String()
-}
-
-// lenOrMinus is len(b), or -1 for null (as kcat prints it).
-func lenOrMinus(b []byte) int {
-	if b == nil {
-		return -1
-	}
-	return len(b)
 }
