@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -57,11 +58,10 @@ func newBenchCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if o.output == "json" {
-					return writeJSON(cmd.OutOrStdout(), res)
-				}
-				_, err = fmt.Fprintln(cmd.OutOrStdout(), res.String())
-				return err
+				return o.emit(cmd, res, func(w io.Writer) error {
+					_, err := fmt.Fprintln(w, res.String())
+					return err
+				})
 			},
 		}
 	}

@@ -84,8 +84,8 @@ func newCompactionCmd() *cobra.Command {
 
 // call performs one admin API request and prints the JSON result.
 func (o *adminOpts) call(cmd *cobra.Command, method, path string, q url.Values) error {
-	if o.output != "table" && o.output != "json" {
-		return fmt.Errorf("invalid output format %q: use table or json", o.output)
+	if err := checkOutput(o.output); err != nil {
+		return err
 	}
 	base := strings.TrimSuffix(o.admin, "/")
 	if !strings.Contains(base, "://") {
@@ -133,6 +133,8 @@ func (o *adminOpts) call(cmd *cobra.Command, method, path string, q url.Values) 
 	return printRows(cmd.OutOrStdout(), rows, only)
 }
 
+// unwrapURLErr drops a url.Error's method and URL, which the message
+// already names.
 func unwrapURLErr(err error) error {
 	if ue, ok := err.(*url.Error); ok {
 		return ue.Err
@@ -239,11 +241,14 @@ func printRows(w io.Writer, rows []map[string]any, only []string) error {
 	return t.flush()
 }
 
+// hasKey reports whether m has k (even with a null value).
 func hasKey(m map[string]any, k string) bool {
 	_, ok := m[k]
 	return ok
 }
 
+// cellString prints one JSON value as a table cell: "-" when absent,
+// null, "" for an empty string, JSON for objects and arrays.
 func cellString(v any, present bool) string {
 	if !present {
 		return "-"

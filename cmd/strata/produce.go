@@ -49,6 +49,8 @@ func newProduceCmd() *cobra.Command {
 	return cmd
 }
 
+// runProduce sends one record per line of in to topic and waits for
+// every acknowledgement.
 func runProduce(cmd *cobra.Command, o *clientOpts, p *produceOpts, topic string, in io.Reader) error {
 	opts := []kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.UnknownTopicRetries(2)}
 	switch p.acks {
@@ -111,11 +113,11 @@ func runProduce(cmd *cobra.Command, o *clientOpts, p *produceOpts, topic string,
 		}
 		return fmt.Errorf("produce to %q: %w", topic, firstErr)
 	}
-	if o.output == "json" {
-		return writeJSON(cmd.OutOrStdout(), map[string]any{"topic": topic, "records": n})
-	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "produced %d records to %q\n", n, topic)
-	return nil
+	// The table form is a note on stderr, leaving stdout empty.
+	return o.emit(cmd, map[string]any{"topic": topic, "records": n}, func(io.Writer) error {
+		fmt.Fprintf(cmd.ErrOrStderr(), "produced %d records to %q\n", n, topic)
+		return nil
+	})
 }
 
 // record builds one record from an input line.
@@ -147,12 +149,13 @@ func (p *produceOpts) record(line string, hdrs []kgo.RecordHeader) *kgo.Record {
 	return rec
 }
 
+// parseHeaders parses repeated -H key=value flags, keeping their order.
 func parseHeaders(items []string) ([]kgo.RecordHeader, error) {
 	var out []kgo.RecordHeader
 	for _, it := range items {
-		k, v, ok := strings.Cut(it, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("invalid --header %q: expected key=value", it)
+		k, v, err := cutKV(it, "--header")
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, kgo.RecordHeader{Key: k, Value: []byte(v)})
 	}

@@ -134,6 +134,7 @@ func serve(ctx context.Context, cfg *config.Broker, logger *slog.Logger, timeout
 	return nil
 }
 
+// shutdown stops srv within timeout, logging a failure.
 func shutdown(srv *server.Server, timeout time.Duration, logger *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -250,13 +250,22 @@ func anySlice(s []string) []any {
 func parseKV(items []string, what string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, it := range items {
-		k, v, ok := strings.Cut(it, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("invalid %s %q: expected key=value", what, it)
+		k, v, err := cutKV(it, what)
+		if err != nil {
+			return nil, err
 		}
 		out[k] = v
 	}
 	return out, nil
+}
+
+// cutKV splits one key=value flag value; what names the flag in the error.
+func cutKV(item, what string) (string, string, error) {
+	k, v, ok := strings.Cut(item, "=")
+	if !ok || k == "" {
+		return "", "", fmt.Errorf("invalid %s %q: expected key=value", what, item)
+	}
+	return k, v, nil
 }
 
 // printEach prints format once per name (write errors ignored, as with
