@@ -325,9 +325,10 @@ func (l *Log) Roll() error {
 
 // rollLocked closes the active segment and opens a new one at the log end
 // offset. The old segment gets its final time-index entry and trimmed,
-// fsynced indexes; its .log is fsynced by the next group-commit round (as
-// Kafka flushes rolled segments asynchronously), after which the high
-// watermark (durable mode) and the recovery point checkpoint move past it.
+// fsynced indexes. In durable mode its .log is fsynced here, before the
+// next segment gets any byte; otherwise by the next group-commit round (as
+// Kafka flushes rolled segments asynchronously), after which the recovery
+// point checkpoint moves past it.
 // A producer snapshot is taken at the new base.
 func (l *Log) rollLocked() error {
 	old := l.active
@@ -339,9 +340,25 @@ func (l *Log) rollLocked() error {
 		oldFile.Release()
 		return l.fail(err)
 	}
-	if l.dirty {
+	switch {
+	case l.cfg.Load().Durable:
+		// The old segment is made durable before any byte goes to the
+		// next one: otherwise a power cut could keep a later segment's
+		// bytes but lose this one's tail, a gap that recovery cannot tell
+		// from compaction. Usually cheap: group-commit rounds already
+		// synced most of it.
+		err := oldFile.f.Sync()
+		oldFile.Release()
+		if err != nil {
+			return l.fail(fmt.Errorf("roll: fdatasync segment %d: %w", old.base, err))
+		}
+		if l.mark.leo > l.synced.leo {
+			l.synced = l.mark
+			l.recoveryPoint.Store(l.mark.leo)
+		}
+	case l.dirty:
 		l.closing = append(l.closing, oldFile)
-	} else {
+	default:
 		oldFile.Release()
 	}
 	l.dirty = false
