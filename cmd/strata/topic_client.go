@@ -2,17 +2,14 @@ package main
 
 // Shared plumbing of the admin commands (topic, produce, consume, group):
 // connection flags, client construction with a reachability check, error
-// translation and table/JSON output.
+// translation, topic look-up and flag parsing (output is in output.go).
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -46,14 +43,6 @@ func addClientFlags(cmd *cobra.Command, o *clientOpts) {
 
 // check validates the shared flags.
 func (o *clientOpts) check() error { return checkOutput(o.output) }
-
-// checkOutput validates an -o/--output value.
-func checkOutput(output string) error {
-	if output != "table" && output != "json" {
-		return fmt.Errorf("invalid output format %q: use table or json", output)
-	}
-	return nil
-}
 
 // seeds splits --brokers.
 func (o *clientOpts) seeds() []string {
@@ -113,15 +102,6 @@ func (o *clientOpts) withAdmin(parent context.Context, fn func(ctx context.Conte
 	}
 	defer adm.Close()
 	return fn(ctx, adm)
-}
-
-// emit prints v as JSON to stdout with -o json; otherwise text prints the
-// table form to stdout.
-func (o *clientOpts) emit(cmd *cobra.Command, v any, text func(w io.Writer) error) error {
-	if o.output == "json" {
-		return writeJSON(cmd.OutOrStdout(), v)
-	}
-	return text(cmd.OutOrStdout())
 }
 
 // lookupTopic fetches one topic's metadata (internal topics only when
@@ -199,53 +179,6 @@ func (k kafkaCode) Error() string { return k.e.Message }
 // Unwrap exposes the kerr error to errors.Is.
 func (k kafkaCode) Unwrap() error { return k.e }
 
-// writeJSON prints v as indented JSON.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// table is a tab-aligned text table.
-type table struct{ tw *tabwriter.Writer }
-
-// newTable starts a table on w with one header row.
-func newTable(w io.Writer, header ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
-	t.row(anySlice(header)...)
-	return t
-}
-
-// row adds one row, each cell printed with fmt.Sprint.
-func (t *table) row(cells ...any) {
-	parts := make([]string, len(cells))
-	for i, c := range cells {
-		parts[i] = fmt.Sprint(c)
-	}
-	fmt.Fprintln(t.tw, strings.Join(parts, "\t"))
-}
-
-// flush aligns and writes the rows.
-func (t *table) flush() error { return t.tw.Flush() }
-
-// writeTable prints one row per item under header.
-func writeTable[T any](w io.Writer, items []T, cells func(T) []any, header ...string) error {
-	t := newTable(w, header...)
-	for _, it := range items {
-		t.row(cells(it)...)
-	}
-	return t.flush()
-}
-
-// anySlice converts strings to cells.
-func anySlice(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
-}
-
 // parseKV parses repeated k=v flags.
 func parseKV(items []string, what string) (map[string]string, error) {
 	out := map[string]string{}
@@ -266,13 +199,4 @@ func cutKV(item, what string) (string, string, error) {
 		return "", "", fmt.Errorf("invalid %s %q: expected key=value", what, item)
 	}
 	return k, v, nil
-}
-
-// printEach prints format once per name (write errors ignored, as with
-// the other one-line confirmations).
-func printEach(w io.Writer, format string, names []string) error {
-	for _, n := range names {
-		fmt.Fprintf(w, format, n)
-	}
-	return nil
 }
