@@ -60,8 +60,8 @@ func (l *Log) backfillProducerBatches(snapOff int64) error {
 			return err
 		}
 		size := s.size.Load()
-		// Chunk starts: 0 and every indexed batch position, up to the one
-		// holding snapOff-1.
+		// Chunk starts: 0 and indexed batch positions at least minChunk
+		// apart, up to the one holding snapOff-1.
 		starts := []int64{0}
 		ents := oi.snapshot()
 		limit := int64(-1)
