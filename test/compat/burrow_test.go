@@ -55,7 +55,7 @@ func TestBurrowLag(t *testing.T) {
 	}
 	burrowBin := findBurrow(t)
 	zk := startZooKeeper(t)
-	b := startBroker(t, brokerOpts{})
+	b := startBroker(t, brokerOpts{extra: burrowBrokerSettings(nil)})
 	if minV := listOffsetsMinVersion(t, b.Addr()); minV > 0 {
 		t.Skipf("BURROW LIMITATION: Burrow 1.2.1 fetches end offsets with ListOffsets v0 regardless of kafka-version "+
 			"(core/internal/cluster/kafka_cluster.go builds a bare sarama.OffsetRequest; fixed in Burrow 1.9.4), and the broker "+
@@ -82,7 +82,9 @@ func TestBurrowLagListOffsetsV0Shim(t *testing.T) {
 	if err != nil {
 		t.Fatalf("shim listen: %v", err)
 	}
-	b := startBroker(t, brokerOpts{extra: map[string]string{"advertised.listeners": "PLAINTEXT://" + ln.Addr().String()}})
+	b := startBroker(t, brokerOpts{extra: burrowBrokerSettings(map[string]string{
+		"advertised.listeners": "PLAINTEXT://" + ln.Addr().String(),
+	})})
 	shim := startListOffsetsShim(t, ln, b.Addr())
 	runBurrowLag(t, burrowBin, zk, ln.Addr().String())
 	n := shim.upgraded.Load()
@@ -90,6 +92,23 @@ func TestBurrowLagListOffsetsV0Shim(t *testing.T) {
 		t.Errorf("Burrow sent no ListOffsets v0 request: TestBurrowLag should run without the shim")
 	}
 	t.Logf("shim upgraded %d ListOffsets v0 requests to v1", n)
+}
+
+// burrowBrokerSettings are the broker settings of the Burrow tests plus extra.
+// Burrow's sarama 1.22 looks up the starting offset of each
+// __consumer_offsets partition on the same connection as its long-polling
+// Fetch, so each lookup waits up to the Fetch max wait (250 ms): with Kafka's
+// default 50 partitions Burrow needs about 15 s before it reads any commit (as
+// it would from Kafka). Five partitions keep the test short.
+func burrowBrokerSettings(extra map[string]string) map[string]string {
+	m := map[string]string{
+		"offsets.topic.num.partitions":     "5",
+		"group.initial.rebalance.delay.ms": "0",
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
 }
 
 // runBurrowLag is the Burrow scenario; kafka is the bootstrap address every
@@ -136,7 +155,9 @@ func runBurrowLag(t *testing.T, burrowBin, zk, kafka string) {
 
 	// Burrow drops a commit for a partition whose end offset it has not
 	// fetched yet, so start it (and wait for the end offsets) first.
+	start := time.Now()
 	bw := startBurrow(t, burrowBin, zk, kafka)
+	t.Logf("Burrow HTTP up after %v", time.Since(start).Round(time.Millisecond))
 	waitFor(t, "Burrow end offsets of "+topic, time.Minute, func() error {
 		var resp struct {
 			Offsets []int64 `json:"offsets"`
@@ -154,6 +175,7 @@ func runBurrowLag(t *testing.T, burrowBin, zk, kafka string) {
 	for p, o := range commits {
 		offsets[topic][p] = kgo.EpochOffset{Epoch: epochs[p], Offset: o}
 	}
+	t.Logf("Burrow has the end offsets after %v", time.Since(start).Round(time.Millisecond))
 	var commitErr error
 	member.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		commitErr = err
@@ -227,6 +249,10 @@ func runBurrowLag(t *testing.T, burrowBin, zk, kafka string) {
 		}
 		return nil
 	})
+	t.Logf("Burrow reports the lag after %v", time.Since(start).Round(time.Millisecond))
+	if os.Getenv("STRATA_BURROW_LOG") != "" {
+		t.Log(bw.out.String())
+	}
 	for _, p := range last.Status.Partitions {
 		t.Logf("Burrow: %s/%d committed %d lag %d status %s", p.Topic, p.Partition, p.End.Offset, p.CurrentLag, p.Status)
 	}
@@ -357,7 +383,7 @@ func startZooKeeper(t *testing.T) string {
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	host, port, _ := net.SplitHostPort(addr)
-	cfg := fmt.Sprintf("tickTime=2000\ndataDir=%s\nclientPort=%s\nclientPortAddress=%s\nadmin.enableServer=false\n",
+	cfg := fmt.Sprintf("tickTime=2000\ndataDir=%s\nclientPort=%s\nclientPortAddress=%s\nadmin.enableServer=false\n4lw.commands.whitelist=srvr\n",
 		filepath.Join(dir, "data"), port, host)
 	cfgPath := filepath.Join(dir, "zoo.cfg")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
@@ -369,11 +395,22 @@ func startZooKeeper(t *testing.T) string {
 		if err := zk.exited(); err != nil {
 			t.Fatal(err)
 		}
+		// The port opens before ZooKeeper serves sessions; its "srvr"
+		// command reports the mode only once it does.
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
 			return err
 		}
-		return c.Close()
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte("srvr")); err != nil {
+			return err
+		}
+		out, err := io.ReadAll(c)
+		if !strings.Contains(string(out), "Mode: standalone") {
+			return fmt.Errorf("srvr: %q (%v)", out, err)
+		}
+		return nil
 	})
 	return addr
 }
