@@ -3,8 +3,10 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/strata-io/strata/internal/broker"
+	"github.com/strata-io/strata/internal/storage"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -16,12 +18,16 @@ const (
 	listMaxTimestamp = -3
 )
 
-// handleListOffsets (key 2, v1-7) answers earliest (-2), latest (-1, the
+// handleListOffsets (key 2, v0-7) answers earliest (-2), latest (-1, the
 // high watermark), max timestamp (-3) and first-offset-at-or-after
-// timestamp queries.
+// timestamp queries. v0 is Kafka's legacy offset list (handleListOffsetsV0),
+// served although Kafka 4.0 dropped it because Burrow 1.2.1 sends only v0.
 func (s *Server) handleListOffsets(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	if req.Version == 0 {
+		return s.handleListOffsetsV0(req, resp), nil
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
@@ -69,6 +75,91 @@ func (s *Server) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartiti
 		return -1, -1, -1, nil
 	}
 	return o, t, p.LeaderEpoch, nil
+}
+
+// handleListOffsetsV0 answers Kafka's legacy "offsets before" query
+// (ListOffsets v0, still sent by Burrow 1.2.1 and other sarama-era tools):
+// each partition gets a descending list of at most MaxNumOffsets offsets.
+func (s *Server) handleListOffsetsV0(req *kmsg.ListOffsetsRequest, resp *kmsg.ListOffsetsResponse) reply {
+	nowMs := time.Now().UnixMilli()
+	for _, rt := range req.Topics {
+		st := kmsg.NewListOffsetsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewListOffsetsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			offs, err := s.listOffsetsV0(rt.Topic, rp, nowMs)
+			sp.ErrorCode = errCode(err)
+			sp.OldStyleOffsets = offs
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply{msg: resp}
+}
+
+func (s *Server) listOffsetsV0(topic string, rp kmsg.ListOffsetsRequestTopicPartition, nowMs int64) ([]int64, error) {
+	p, err := s.b.Partition(topic, rp.Partition)
+	if err != nil {
+		return nil, err
+	}
+	if rp.MaxNumOffsets < 0 {
+		return nil, fmt.Errorf("max num offsets %d: %w", rp.MaxNumOffsets, kerr.InvalidRequest)
+	}
+	l := p.Log
+	return legacyOffsetsBefore(l.Segments(), l.LogStartOffset(), l.LogEndOffset(), l.HighWatermark(),
+		nowMs, rp.Timestamp, int(rp.MaxNumOffsets)), nil
+}
+
+// legacyOffsetsBefore is Kafka's v0 offset list. The candidates are each
+// segment's base offset (raised to the log start offset), stamped with the
+// segment's largest timestamp (Kafka uses the file's mtime; storage reports
+// the mtime only for a segment without timestamps), plus the log end offset
+// stamped now when the active segment holds data. Latest (-1) starts from
+// the last candidate, earliest (-2) from the first, any other timestamp from
+// the last candidate stamped at or before it; from there the offsets are
+// listed downwards, at most maxNum of them. As Kafka does for consumers,
+// offsets above the high watermark are replaced by the high watermark (the
+// readable end of this follower-less log). Unlike Kafka, repeated offsets
+// (segments wholly below the log start offset, or the high watermark equal
+// to a base offset) are listed once, so the list is strictly descending.
+func legacyOffsetsBefore(segs []storage.SegmentInfo, logStart, leo, hw, nowMs, ts int64, maxNum int) []int64 {
+	type candidate struct{ offset, ms int64 }
+	cands := make([]candidate, 0, len(segs)+1)
+	for _, sg := range segs {
+		cands = append(cands, candidate{max(sg.BaseOffset, logStart), sg.LargestTimestamp})
+	}
+	if n := len(segs); n == 0 || segs[n-1].Size > 0 {
+		cands = append(cands, candidate{leo, nowMs})
+	}
+	start := len(cands) - 1
+	switch ts {
+	case listLatest:
+	case listEarliest:
+		start = 0
+	default:
+		for start >= 0 && cands[start].ms > ts {
+			start--
+		}
+	}
+	var out []int64
+	for i := start; i >= 0 && len(out) < maxNum; i-- {
+		if o := cands[i].offset; len(out) == 0 || o < out[len(out)-1] {
+			out = append(out, o)
+		}
+	}
+	if len(out) > 0 && out[0] > hw {
+		i := 0
+		for i < len(out) && out[i] > hw {
+			i++
+		}
+		rest := out[i:]
+		if len(rest) > 0 && rest[0] == hw {
+			rest = rest[1:]
+		}
+		out = append([]int64{hw}, rest...)
+	}
+	return out
 }
 
 // checkLeaderEpoch validates a client's current leader epoch (-1 = none).
