@@ -3,7 +3,6 @@ package compat
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,8 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"text/template"
 	"time"
@@ -45,10 +42,9 @@ const (
 //
 // Burrow 1.2.1 asks for end offsets with ListOffsets v0 whatever its
 // kafka-version setting (fixed upstream in Burrow 1.9.4, commit 18dc676).
-// Strata serves ListOffsets from v1 (Kafka 4.0's baseline, KIP-896), as Kafka
-// 4.0 does, so the test skips with BURROW LIMITATION while the broker does not
-// advertise v0; TestBurrowLagListOffsetsV0Shim runs the same check through a
-// proxy that upgrades just those requests.
+// Kafka 4.0 no longer serves v0 (KIP-896); Strata does, for this client, so
+// the test fails if the broker stops advertising it or Burrow logs a failed
+// offset fetch.
 func TestBurrowLag(t *testing.T) {
 	if targetKfake() {
 		t.Skip("kfake has no __consumer_offsets topic for Burrow to read")
@@ -57,53 +53,14 @@ func TestBurrowLag(t *testing.T) {
 	zk := startZooKeeper(t)
 	b := startBroker(t, brokerOpts{extra: burrowBrokerSettings(nil)})
 	if minV := listOffsetsMinVersion(t, b.Addr()); minV > 0 {
-		// Confirm the cause from Burrow's own log before skipping.
-		bw := startBurrow(t, burrowBin, zk, b.Addr())
-		var line string
-		waitFor(t, "Burrow failing to fetch end offsets", 30*time.Second, func() error {
-			for _, l := range strings.Split(bw.out.String(), "\n") {
-				if strings.Contains(l, "failed to fetch offsets from broker") {
-					line = l
-					return nil
-				}
-			}
-			return fmt.Errorf("no \"failed to fetch offsets from broker\" in Burrow's log")
-		})
-		t.Skipf("BURROW LIMITATION: Burrow 1.2.1 fetches end offsets with ListOffsets v0 regardless of kafka-version "+
-			"(core/internal/cluster/kafka_cluster.go builds a bare sarama.OffsetRequest; fixed in Burrow 1.9.4), and the broker "+
-			"serves ListOffsets from v%d (Kafka 4.0 baseline, KIP-896), so it closes Burrow's connection and Burrow never "+
-			"learns end offsets or stores commits. Burrow: %s. TestBurrowLagListOffsetsV0Shim proves the rest of the path",
-			minV, strings.TrimSpace(line))
+		t.Fatalf("broker serves ListOffsets from v%d: Burrow 1.2.1 fetches end offsets with v0 only", minV)
 	}
-	runBurrowLag(t, burrowBin, zk, b.Addr())
-}
-
-// TestBurrowLagListOffsetsV0Shim runs TestBurrowLag's check with every client
-// going through listOffsetsShim (the broker advertises the shim's address):
-// Burrow's ListOffsets v0 requests reach Strata as v1, every other request
-// (Metadata v5, Fetch v4 of __consumer_offsets, the group's requests) passes
-// byte for byte. It shows that Burrow 1.2.1 reads Strata's end offsets and
-// decodes its __consumer_offsets records into the exact lag.
-func TestBurrowLagListOffsetsV0Shim(t *testing.T) {
-	if targetKfake() {
-		t.Skip("kfake has no __consumer_offsets topic for Burrow to read")
+	bw := runBurrowLag(t, burrowBin, zk, b.Addr())
+	for _, l := range strings.Split(bw.out.String(), "\n") {
+		if strings.Contains(l, "failed to fetch offsets from broker") {
+			t.Errorf("Burrow: %s", l)
+		}
 	}
-	burrowBin := findBurrow(t)
-	zk := startZooKeeper(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("shim listen: %v", err)
-	}
-	b := startBroker(t, brokerOpts{extra: burrowBrokerSettings(map[string]string{
-		"advertised.listeners": "PLAINTEXT://" + ln.Addr().String(),
-	})})
-	shim := startListOffsetsShim(t, ln, b.Addr())
-	runBurrowLag(t, burrowBin, zk, ln.Addr().String())
-	n := shim.upgraded.Load()
-	if n == 0 {
-		t.Errorf("Burrow sent no ListOffsets v0 request: TestBurrowLag should run without the shim")
-	}
-	t.Logf("shim upgraded %d ListOffsets v0 requests to v1", n)
 }
 
 // burrowBrokerSettings are the broker settings of the Burrow tests plus extra.
@@ -124,8 +81,8 @@ func burrowBrokerSettings(extra map[string]string) map[string]string {
 }
 
 // runBurrowLag is the Burrow scenario; kafka is the bootstrap address every
-// client (and Burrow) uses.
-func runBurrowLag(t *testing.T, burrowBin, zk, kafka string) {
+// client (and Burrow) uses. It returns the Burrow it ran.
+func runBurrowLag(t *testing.T, burrowBin, zk, kafka string) *burrowProc {
 	const (
 		topic   = "burrow-lag"
 		group   = "burrow-lag-group"
@@ -272,6 +229,7 @@ func runBurrowLag(t *testing.T, burrowBin, zk, kafka string) {
 	if n := bw.decodeFailures(); n != "" {
 		t.Logf("Burrow could not decode some __consumer_offsets records (lag unaffected):\n%s", n)
 	}
+	return bw
 }
 
 // burrowLag is Burrow's /v3/kafka/<cluster>/consumer/<group>/lag answer.
@@ -566,162 +524,4 @@ func listOffsetsMinVersion(t *testing.T, addr string) int16 {
 	}
 	t.Fatalf("broker does not advertise ListOffsets")
 	return 0
-}
-
-// listOffsetsShim is a TCP proxy in front of a broker. It sends ListOffsets
-// v0 requests on as v1 and turns the v1 answers back into v0 (the single
-// offset becomes the old-style offset list); every other frame passes
-// unchanged. It stops when the test ends.
-type listOffsetsShim struct {
-	t        *testing.T
-	ln       net.Listener
-	target   string
-	upgraded atomic.Int64
-
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
-}
-
-func startListOffsetsShim(t *testing.T, ln net.Listener, target string) *listOffsetsShim {
-	s := &listOffsetsShim{t: t, ln: ln, target: target}
-	s.wg.Add(1)
-	go s.accept()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		s.mu.Lock()
-		for _, c := range s.conns {
-			_ = c.Close()
-		}
-		s.mu.Unlock()
-		s.wg.Wait()
-	})
-	return s
-}
-
-func (s *listOffsetsShim) track(c net.Conn) {
-	s.mu.Lock()
-	s.conns = append(s.conns, c)
-	s.mu.Unlock()
-}
-
-func (s *listOffsetsShim) accept() {
-	defer s.wg.Done()
-	for {
-		client, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		server, err := net.Dial("tcp", s.target)
-		if err != nil {
-			_ = client.Close()
-			continue
-		}
-		s.track(client)
-		s.track(server)
-		var mu sync.Mutex
-		pending := map[int32]bool{} // correlation ids of upgraded requests
-		s.wg.Add(2)
-		go func() {
-			defer s.wg.Done()
-			defer server.Close()
-			s.pipe(client, server, func(f []byte) []byte {
-				out, corr, ok := upgradeListOffsetsV0(f)
-				if ok {
-					mu.Lock()
-					pending[corr] = true
-					mu.Unlock()
-					s.upgraded.Add(1)
-				}
-				return out
-			})
-		}()
-		go func() {
-			defer s.wg.Done()
-			defer client.Close()
-			s.pipe(server, client, func(f []byte) []byte {
-				if len(f) < 4 {
-					return f
-				}
-				corr := int32(binary.BigEndian.Uint32(f))
-				mu.Lock()
-				up := pending[corr]
-				delete(pending, corr)
-				mu.Unlock()
-				if !up {
-					return f
-				}
-				return downgradeListOffsetsV1(f)
-			})
-		}()
-	}
-}
-
-// pipe copies size-prefixed frames from src to dst through rewrite.
-func (s *listOffsetsShim) pipe(src, dst net.Conn, rewrite func([]byte) []byte) {
-	var size [4]byte
-	for {
-		if _, err := io.ReadFull(src, size[:]); err != nil {
-			return
-		}
-		n := binary.BigEndian.Uint32(size[:])
-		if n > 100<<20 {
-			return
-		}
-		f := make([]byte, n)
-		if _, err := io.ReadFull(src, f); err != nil {
-			return
-		}
-		f = rewrite(f)
-		out := binary.BigEndian.AppendUint32(nil, uint32(len(f)))
-		if _, err := dst.Write(append(out, f...)); err != nil {
-			return
-		}
-	}
-}
-
-// upgradeListOffsetsV0 rewrites a ListOffsets v0 request frame (without its
-// size) as v1 and reports its correlation id; other frames come back as is.
-func upgradeListOffsetsV0(f []byte) ([]byte, int32, bool) {
-	// Request header v1: api key, version, correlation id, client id.
-	if len(f) < 10 || int16(binary.BigEndian.Uint16(f)) != int16(kmsg.ListOffsets) || binary.BigEndian.Uint16(f[2:]) != 0 {
-		return f, 0, false
-	}
-	corr := int32(binary.BigEndian.Uint32(f[4:]))
-	hdr := 10
-	if l := int16(binary.BigEndian.Uint16(f[8:])); l > 0 {
-		hdr += int(l)
-	}
-	if hdr > len(f) {
-		return f, 0, false
-	}
-	req := kmsg.NewListOffsetsRequest()
-	req.Version = 0
-	if err := req.ReadFrom(f[hdr:]); err != nil {
-		return f, 0, false
-	}
-	req.Version = 1
-	out := append([]byte(nil), f[:hdr]...)
-	binary.BigEndian.PutUint16(out[2:], 1)
-	return req.AppendTo(out), corr, true
-}
-
-// downgradeListOffsetsV1 rewrites a ListOffsets v1 response frame (without
-// its size) as v0.
-func downgradeListOffsetsV1(f []byte) []byte {
-	resp := kmsg.NewListOffsetsResponse()
-	resp.Version = 1
-	if err := resp.ReadFrom(f[4:]); err != nil {
-		return f
-	}
-	resp.Version = 0
-	for i := range resp.Topics {
-		for j := range resp.Topics[i].Partitions {
-			p := &resp.Topics[i].Partitions[j]
-			if p.ErrorCode == 0 {
-				p.OldStyleOffsets = []int64{p.Offset}
-			}
-		}
-	}
-	return resp.AppendTo(append([]byte(nil), f[:4]...))
 }
