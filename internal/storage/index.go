@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 )
 
@@ -76,6 +77,20 @@ func lookupOffsetIndex(buf []byte, rel int64) (int32, int32) {
 	}
 	e := buf[found*offsetEntrySize:]
 	return int32(binary.BigEndian.Uint32(e)), int32(binary.BigEndian.Uint32(e[4:]))
+}
+
+// lastIndexedPos returns the largest position <= maxPos among the offset
+// index entries in buf (positions are non-decreasing), or -1 when none. It
+// does not allocate.
+func lastIndexedPos(buf []byte, maxPos int64) int64 {
+	n := len(buf) / offsetEntrySize
+	i := sort.Search(n, func(i int) bool {
+		return int64(int32(binary.BigEndian.Uint32(buf[i*offsetEntrySize+4:]))) > maxPos
+	})
+	if i == 0 {
+		return -1
+	}
+	return int64(int32(binary.BigEndian.Uint32(buf[(i-1)*offsetEntrySize+4:])))
 }
 
 // ParseOffsetIndex validates the bytes of an .index file against the size

@@ -84,7 +84,7 @@ func (l *Log) read(v *view, offset, maxBytes int64, minOneBatch bool) (ReadResul
 			_, p := lookupOffsetIndex(oi.snapshot(), offset-s.base)
 			pos = int64(p)
 		}
-		start, end, err := scanRange(f, hdr, pos, limit, offset, maxBytes, minOneBatch)
+		start, end, err := scanRange(f, hdr, oi.snapshot(), pos, limit, offset, maxBytes, minOneBatch)
 		if err != nil {
 			f.Release()
 			return res, fmt.Errorf("read %s segment %d: %w", l.dir, s.base, err)
@@ -106,7 +106,11 @@ func (l *Log) read(v *view, offset, maxBytes int64, minOneBatch bool) (ReadResul
 // scanRange walks batch headers from pos (a batch start) to find the first
 // batch with lastOffset >= offset, then extends over whole batches while
 // they fit in maxBytes. start is -1 when no batch qualifies below limit.
-func scanRange(f *SegmentFile, hdr []byte, pos, limit, offset, maxBytes int64, minOne bool) (start, end int64, err error) {
+// Once the first batch is found, the sparse offset index (idx, whose
+// positions are batch starts) lets it skip ahead to the last indexed batch
+// start within both limit and maxBytes: every batch before that position
+// fits, so only the headers after it are read.
+func scanRange(f *SegmentFile, hdr, idx []byte, pos, limit, offset, maxBytes int64, minOne bool) (start, end int64, err error) {
 	start = -1
 	for pos < limit {
 		h, err := readHeader(f.f, pos, hdr)
@@ -122,6 +126,11 @@ func scanRange(f *SegmentFile, hdr []byte, pos, limit, offset, maxBytes int64, m
 					}
 					return start, start, nil
 				}
+				pos += h.size
+				if p := lastIndexedPos(idx, min(limit, start+maxBytes)); p > pos {
+					pos = p
+				}
+				continue
 			}
 		} else if pos+h.size-start > maxBytes {
 			break
