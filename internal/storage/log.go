@@ -669,11 +669,14 @@ func (l *Log) closeFiles() {
 	}
 }
 
-// fail records a storage failure: later appends return KafkaStorageError.
+// fail records a storage failure (called with l.mu held): later appends
+// return KafkaStorageError, and WaitDurable callers are woken to see it
+// instead of waiting out their timeout.
 func (l *Log) fail(err error) error {
 	if l.failed == nil {
 		l.failed = err
 		l.logger.Error("log failed", "err", err)
+		l.notifyHW()
 	}
 	return fmt.Errorf("%s: %v: %w", l.dir, err, kerr.KafkaStorageError)
 }
@@ -743,8 +746,7 @@ func (l *Log) finishSync(p syncPrep, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
-		l.fail(fmt.Errorf("fdatasync: %w", err))
-		l.notifyHW()
+		l.fail(fmt.Errorf("fdatasync: %w", err)) // wakes WaitDurable callers
 		return
 	}
 	for _, f := range p.closed {
