@@ -122,13 +122,13 @@ func (s *Server) readPartition(p *broker.Partition, rp *sessionPart, fr *fetchRe
 	limit := min(int64(rp.maxBytes), *remaining)
 	minOne := fr.version >= 3 && fr.bytes == 0
 	if limit <= 0 && !minOne {
-		fp.hw, fp.lso, fp.logStart = p.Log.HighWatermark(), p.Log.HighWatermark(), p.Log.LogStartOffset()
+		fp.setOffsets(p)
 		return
 	}
 	res, err := p.Read(rp.offset, max(limit, 0), minOne)
 	if err != nil {
 		fp.errorCode = errCode(err)
-		fp.hw, fp.lso, fp.logStart = p.Log.HighWatermark(), p.Log.HighWatermark(), p.Log.LogStartOffset()
+		fp.setOffsets(p)
 		if fp.errorCode == kerr.UnknownServerError.Code {
 			s.logger.Warn("fetch read failed", "topic", p.Topic, "partition", p.Index, "offset", rp.offset, "err", err)
 		}
@@ -143,6 +143,14 @@ func (s *Server) readPartition(p *broker.Partition, rp *sessionPart, fr *fetchRe
 	}
 	fr.bytes += fp.size
 	*remaining -= fp.size
+}
+
+// setOffsets fills the high watermark, last stable offset and log start
+// offset of an answer without records, loading the high watermark once so
+// the last stable offset can never exceed it.
+func (fp *fetchPart) setOffsets(p *broker.Partition) {
+	hw := p.Log.HighWatermark()
+	fp.hw, fp.lso, fp.logStart = hw, hw, p.Log.LogStartOffset()
 }
 
 // waitAny blocks until one channel is closed (true), or d passes or ctx
