@@ -201,6 +201,24 @@ func (c *Coordinator) lockGroup(id string, create bool) *group {
 	}
 }
 
+// lockExisting is lockGroup for requests about an existing group: it
+// answers CoordinatorLoadInProgress while loading, InvalidGroupID for an
+// empty id and missing (the caller's code) for an unknown group, else
+// returns the group locked and 0.
+func (c *Coordinator) lockExisting(id string, missing int16) (*group, int16) {
+	switch {
+	case !c.loaded.Load():
+		return nil, kerr.CoordinatorLoadInProgress.Code
+	case id == "":
+		return nil, kerr.InvalidGroupID.Code
+	}
+	g := c.lockGroup(id, false)
+	if g == nil {
+		return nil, missing
+	}
+	return g, 0
+}
+
 // removeGroup marks g Dead and forgets it. Called with g.mu held.
 func (c *Coordinator) removeGroup(g *group) {
 	for _, m := range g.members {

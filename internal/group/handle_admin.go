@@ -121,15 +121,9 @@ func (c *Coordinator) deleteGroups(ctx context.Context, r *kmsg.DeleteGroupsRequ
 // deleteGroup writes tombstones for an Empty group's metadata and offsets,
 // then forgets it.
 func (c *Coordinator) deleteGroup(ctx context.Context, id string) int16 {
-	switch {
-	case !c.loaded.Load():
-		return kerr.CoordinatorLoadInProgress.Code
-	case id == "":
-		return kerr.InvalidGroupID.Code
-	}
-	g := c.lockGroup(id, false)
+	g, code := c.lockExisting(id, kerr.GroupIDNotFound.Code)
 	if g == nil {
-		return kerr.GroupIDNotFound.Code
+		return code
 	}
 	defer g.mu.Unlock()
 	if g.state != stateEmpty || len(g.members) > 0 {

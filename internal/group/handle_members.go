@@ -127,17 +127,9 @@ func (c *Coordinator) joinGroup(ctx context.Context, r *kmsg.JoinGroupRequest) (
 
 func (c *Coordinator) syncGroup(ctx context.Context, r *kmsg.SyncGroupRequest) (kmsg.Response, error) {
 	resp := r.ResponseKind().(*kmsg.SyncGroupResponse)
-	switch {
-	case !c.loaded.Load():
-		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
-		return resp, nil
-	case r.Group == "":
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		return resp, nil
-	}
-	g := c.lockGroup(r.Group, false)
+	g, code := c.lockExisting(r.Group, kerr.UnknownMemberID.Code)
 	if g == nil {
-		resp.ErrorCode = kerr.UnknownMemberID.Code
+		resp.ErrorCode = code
 		return resp, nil
 	}
 	p := syncParams{
@@ -182,17 +174,9 @@ func (c *Coordinator) syncGroup(ctx context.Context, r *kmsg.SyncGroupRequest) (
 
 func (c *Coordinator) heartbeat(r *kmsg.HeartbeatRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
-	switch {
-	case !c.loaded.Load():
-		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
-		return resp
-	case r.Group == "":
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		return resp
-	}
-	g := c.lockGroup(r.Group, false)
+	g, code := c.lockExisting(r.Group, kerr.UnknownMemberID.Code)
 	if g == nil {
-		resp.ErrorCode = kerr.UnknownMemberID.Code
+		resp.ErrorCode = code
 		return resp
 	}
 	resp.ErrorCode = g.heartbeatReq(r.MemberID, r.InstanceID, r.Generation)

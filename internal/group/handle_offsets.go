@@ -253,17 +253,9 @@ func (c *Coordinator) offsetFetch(r *kmsg.OffsetFetchRequest) kmsg.Response {
 
 func (c *Coordinator) offsetDelete(ctx context.Context, r *kmsg.OffsetDeleteRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
-	switch {
-	case !c.loaded.Load():
-		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
-		return resp
-	case r.Group == "":
-		resp.ErrorCode = kerr.InvalidGroupID.Code
-		return resp
-	}
-	g := c.lockGroup(r.Group, false)
+	g, code := c.lockExisting(r.Group, kerr.GroupIDNotFound.Code)
 	if g == nil {
-		resp.ErrorCode = kerr.GroupIDNotFound.Code
+		resp.ErrorCode = code
 		return resp
 	}
 	defer c.unlock(ctx, g)
