@@ -15,8 +15,12 @@ import (
 // watermark or log start offset, an error).
 
 const (
-	maxFetchSessions   = 1000            // max.incremental.fetch.session.cache.slots
-	fetchSessionIdle   = 2 * time.Minute // an unused session is evicted after this
+	maxFetchSessions = 1000            // max.incremental.fetch.session.cache.slots
+	fetchSessionIdle = 2 * time.Minute // an unused session is evicted after this
+	// fetchSessionSweep is how often idle sessions are looked for (the
+	// sweep walks every session under the cache lock, so not per fetch);
+	// a full cache is always swept before a new session is refused.
+	fetchSessionSweep  = time.Second
 	finalEpoch         = -1
 	initialEpoch       = 0
 	sessionlessSession = 0
@@ -55,6 +59,7 @@ type fetchSessions struct {
 	byID  map[int32]*fetchSession
 	inUse map[int32]bool // sessions a fetch is currently running on
 	nowFn func() time.Time
+	swept time.Time // last idle sweep
 }
 
 func newFetchSessions() *fetchSessions {
@@ -195,9 +200,14 @@ func (fs *fetchSessions) closeLocked(id int32) {
 	delete(fs.inUse, id)
 }
 
-// evictLocked drops sessions idle for longer than fetchSessionIdle.
+// evictLocked drops sessions idle for longer than fetchSessionIdle, at
+// most once per fetchSessionSweep unless the cache is full.
 func (fs *fetchSessions) evictLocked() {
 	now := fs.nowFn()
+	if now.Sub(fs.swept) < fetchSessionSweep && len(fs.byID) < maxFetchSessions {
+		return
+	}
+	fs.swept = now
 	for id, s := range fs.byID {
 		if !fs.inUse[id] && now.Sub(s.lastUsed) > fetchSessionIdle {
 			delete(fs.byID, id)
