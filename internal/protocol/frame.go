@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -17,9 +18,27 @@ const minFrame = 2 + 2 + 4 + 2
 // errFrame marks a framing or decoding failure: the connection is closed.
 var errFrame = errors.New("malformed request")
 
+// frameChunk is the most readFrame allocates for a frame before any of its
+// body has arrived, and the size of the pooled chunks that stage the first
+// half of larger frames.
+const frameChunk = 1 << 20
+
+// frameChunks recycles staging chunks (*[frameChunk]byte). Staged bytes are
+// always copied out before a chunk goes back, so no request aliases one.
+var frameChunks sync.Pool
+
 // readFrame reads one size-prefixed request body into a fresh buffer
 // (decoded requests alias it). Sizes below minFrame or above maxBytes are
 // framing errors.
+//
+// A frame of up to frameChunk bytes is read into one allocation of its
+// size. A larger frame costs memory only in proportion to what the peer
+// actually sends: its first half is staged in pooled chunks as it arrives,
+// and only once half the frame is in hand is the whole frame allocated
+// (at most twice what was received), the staged bytes copied in once and
+// the rest read in place. A huge length prefix followed by nothing (or by
+// a trickle) therefore costs at most a chunk plus three times the bytes
+// sent, and once the chunk pool is warm, a chunk plus twice the bytes sent.
 func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
 	var size [4]byte
 	if _, err := io.ReadFull(r, size[:]); err != nil {
@@ -32,24 +51,50 @@ func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
 	if n > maxBytes {
 		return nil, fmt.Errorf("%w: frame size %d exceeds socket.request.max.bytes %d", errFrame, n, maxBytes)
 	}
-	// Grow with the bytes that actually arrive, so a huge length prefix
-	// followed by nothing does not allocate the whole size up front.
-	const step = 1 << 20
-	buf := make([]byte, 0, min(int(n), step))
-	for len(buf) < int(n) {
-		chunk := min(int(n)-len(buf), step)
-		if cap(buf)-len(buf) < chunk {
-			grown := make([]byte, len(buf), min(int(n), 2*cap(buf)+chunk))
-			copy(grown, buf)
-			buf = grown
+	if n <= frameChunk {
+		buf := make([]byte, n)
+		if got, err := io.ReadFull(r, buf); err != nil {
+			return nil, truncated(got, int(n), err)
 		}
-		m, err := io.ReadFull(r, buf[len(buf):len(buf)+chunk])
-		buf = buf[:len(buf)+m]
+		return buf, nil
+	}
+	var room [8]*[frameChunk]byte
+	staged := room[:0]
+	defer recycle(&staged)
+	got := 0
+	for 2*got < int(n) {
+		c, _ := frameChunks.Get().(*[frameChunk]byte)
+		if c == nil {
+			c = new([frameChunk]byte)
+		}
+		staged = append(staged, c)
+		m, err := io.ReadFull(r, c[:min(frameChunk, int(n)-got)])
+		got += m
 		if err != nil {
-			return nil, fmt.Errorf("%w: truncated frame: got %d of %d bytes: %v", errFrame, len(buf), n, err)
+			return nil, truncated(got, int(n), err)
 		}
 	}
+	buf := make([]byte, n)
+	off := 0
+	for _, c := range staged {
+		off += copy(buf[off:got], c[:])
+	}
+	if m, err := io.ReadFull(r, buf[got:]); err != nil {
+		return nil, truncated(got+m, int(n), err)
+	}
 	return buf, nil
+}
+
+// recycle returns staging chunks to the pool.
+func recycle(staged *[]*[frameChunk]byte) {
+	for _, c := range *staged {
+		frameChunks.Put(c)
+	}
+}
+
+// truncated is the error for a frame whose body ended early.
+func truncated(got, n int, err error) error {
+	return fmt.Errorf("%w: truncated frame: got %d of %d bytes: %v", errFrame, got, n, err)
 }
 
 // header is a decoded request header (v1 or v2).
