@@ -160,7 +160,8 @@ func (m *cmember) subscription(ix topicIndex) []string {
 	if m.regex != "" {
 		if re, err := regexp.Compile("^(?:" + m.regex + ")$"); err == nil {
 			for name := range ix.byName {
-				if !strings.HasPrefix(name, "__") && re.MatchString(name) {
+				// Like Kafka, every topic is matched, internal ones too.
+				if re.MatchString(name) {
 					set[name] = true
 				}
 			}

@@ -222,3 +222,14 @@ func TestAssignors(t *testing.T) {
 		t.Fatalf("range: x=%s y=%s", r["x"].key(), r["y"].key())
 	}
 }
+
+// TestConsumerRegexMatchesInternalTopics: Kafka resolves a member's
+// subscribed regex against every topic name, internal ones included
+// (franz-go's Test848RegexBrokerResolves relies on it).
+func TestConsumerRegexMatchesInternalTopics(t *testing.T) {
+	ix := newTopicIndex([]TopicInfo{topicT, {Name: "__consumer_offsets", ID: [16]byte{9}, Partitions: 50}, {Name: "tt", ID: [16]byte{3}, Partitions: 1}})
+	m := &cmember{regex: `t|__consumer_offsets`}
+	if got := fmt.Sprint(m.subscription(ix)); got != "[__consumer_offsets t]" {
+		t.Fatalf("regex subscription = %s, want [__consumer_offsets t] (full match, internal topics included)", got)
+	}
+}
