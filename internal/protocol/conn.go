@@ -153,9 +153,12 @@ func (c *conn) writeLoop(out <-chan pending) {
 			if p.rep.fetch != nil {
 				p.rep.fetch.release()
 			}
+			recycleProduce(p.req)
 			continue
 		}
-		if err := c.write(p.req, p.rep); err != nil {
+		err := c.write(p.req, p.rep)
+		recycleProduce(p.req)
+		if err != nil {
 			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
 				c.s.logger.Info("closing connection: write failed", "remote", c.remote, "api_key", p.req.key, "err", err)
 			}
@@ -164,6 +167,17 @@ func (c *conn) writeLoop(out <-chan pending) {
 			continue
 		}
 		c.s.metrics.observe(p.req.key, time.Since(p.start))
+	}
+}
+
+// recycleProduce recycles a produce request's frame once its answer is
+// written (or dropped): the records, which alias the frame, have been
+// written to the log by then and nothing keeps them (TestRecycledFrames
+// checks). Other requests are left alone: some keep byte fields that alias
+// their frame (a group's member metadata and assignments, for example).
+func recycleProduce(req request) {
+	if req.key == 0 && req.msg != nil {
+		recycleFrame(req.body)
 	}
 }
 
@@ -188,6 +202,7 @@ func (c *conn) readLoop(out chan<- request) {
 			return
 		}
 		req.size = len(body)
+		req.body = body
 		c.hold(req.size)
 		out <- req
 	}

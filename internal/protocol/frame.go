@@ -23,6 +23,59 @@ var errFrame = errors.New("malformed request")
 // half of larger frames.
 const frameChunk = 1 << 20
 
+// Frame buffers of more than frameClass/2 and up to maxRecycledFrame bytes
+// are allocated with their capacity rounded up to a multiple of frameClass,
+// so that the buffer of a fully handled produce request can be recycled
+// (recycleFrame) for a later frame of the same class, sparing the
+// allocation, its page faults and the staging copy.
+const (
+	frameClass       = 1 << 20
+	maxRecycledFrame = 16 << 20
+)
+
+// frameBufs[k] recycles frame buffers of capacity (k+1)*frameClass.
+var frameBufs [maxRecycledFrame / frameClass]sync.Pool
+
+// recycleHook, when set (tests only), sees each frame buffer about to be
+// recycled.
+var recycleHook func([]byte)
+
+// frameCap is the capacity to allocate for an n-byte frame: n rounded up
+// to its class when frames of that size are recycled.
+func frameCap(n int) int {
+	if n <= frameClass/2 || n > maxRecycledFrame {
+		return n
+	}
+	return (n + frameClass - 1) / frameClass * frameClass
+}
+
+// recycledFrame returns a recycled buffer for an n-byte frame, or nil.
+func recycledFrame(n int) []byte {
+	if n <= frameClass/2 || n > maxRecycledFrame {
+		return nil
+	}
+	b, _ := frameBufs[frameCap(n)/frameClass-1].Get().(*[]byte)
+	if b == nil {
+		return nil
+	}
+	return (*b)[:n]
+}
+
+// recycleFrame makes buf available to a later frame. The caller guarantees
+// nothing references buf any more: the request decoded from it (whose
+// fields may alias it) has been handled and answered.
+func recycleFrame(buf []byte) {
+	c := cap(buf)
+	if c%frameClass != 0 || c > maxRecycledFrame || c <= frameClass/2 {
+		return
+	}
+	buf = buf[:c]
+	if recycleHook != nil {
+		recycleHook(buf)
+	}
+	frameBufs[c/frameClass-1].Put(&buf)
+}
+
 // frameChunks recycles staging chunks (*[frameChunk]byte). Staged bytes are
 // always copied out before a chunk goes back, so no request aliases one.
 var frameChunks sync.Pool
@@ -31,14 +84,17 @@ var frameChunks sync.Pool
 // (decoded requests alias it). Sizes below minFrame or above maxBytes are
 // framing errors.
 //
-// A frame of up to frameChunk bytes is read into one allocation of its
-// size. A larger frame costs memory only in proportion to what the peer
+// A recycled buffer of the frame's class is used when one is available
+// (no allocation, so no exposure to a lying peer). Otherwise a frame of up
+// to frameChunk bytes is read into one allocation of its size (rounded up
+// to its class, see frameCap). A larger frame costs memory only in proportion to what the peer
 // actually sends: its first half is staged in pooled chunks as it arrives,
 // and only once half the frame is in hand is the whole frame allocated
 // (at most twice what was received), the staged bytes copied in once and
 // the rest read in place. A huge length prefix followed by nothing (or by
-// a trickle) therefore costs at most a chunk plus three times the bytes
-// sent, and once the chunk pool is warm, a chunk plus twice the bytes sent.
+// a trickle) therefore costs at most two chunks plus three times the bytes
+// sent, and once the chunk pool is warm, two chunks plus twice the bytes
+// sent.
 func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
 	var size [4]byte
 	if _, err := io.ReadFull(r, size[:]); err != nil {
@@ -51,8 +107,15 @@ func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
 	if n > maxBytes {
 		return nil, fmt.Errorf("%w: frame size %d exceeds socket.request.max.bytes %d", errFrame, n, maxBytes)
 	}
+	if buf := recycledFrame(int(n)); buf != nil {
+		if got, err := io.ReadFull(r, buf); err != nil {
+			recycleFrame(buf)
+			return nil, truncated(got, int(n), err)
+		}
+		return buf, nil
+	}
 	if n <= frameChunk {
-		buf := make([]byte, n)
+		buf := make([]byte, n, frameCap(int(n)))
 		if got, err := io.ReadFull(r, buf); err != nil {
 			return nil, truncated(got, int(n), err)
 		}
@@ -74,7 +137,7 @@ func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
 			return nil, truncated(got, int(n), err)
 		}
 	}
-	buf := make([]byte, n)
+	buf := make([]byte, n, frameCap(int(n)))
 	off := 0
 	for _, c := range staged {
 		off += copy(buf[off:got], c[:])
@@ -110,6 +173,7 @@ type request struct {
 	header
 	msg  kmsg.Request // nil when the version is unsupported (ApiVersions answers it anyway)
 	size int          // frame bytes, held against the connection's read-ahead budget
+	body []byte       // the frame msg was decoded from (its fields may alias it)
 }
 
 // decodeRequest parses a request body: header then the kmsg request of the
