@@ -80,21 +80,21 @@ func recycleFrame(buf []byte) {
 // always copied out before a chunk goes back, so no request aliases one.
 var frameChunks sync.Pool
 
-// readFrame reads one size-prefixed request body into a fresh buffer
-// (decoded requests alias it). Sizes below minFrame or above maxBytes are
-// framing errors.
+// readFrame reads one size-prefixed request body into a buffer of its own
+// (decoded requests alias it; see recycleFrame for when it may be reused).
+// Sizes below minFrame or above maxBytes are framing errors.
 //
-// A recycled buffer of the frame's class is used when one is available
-// (no allocation, so no exposure to a lying peer). Otherwise a frame of up
-// to frameChunk bytes is read into one allocation of its size (rounded up
-// to its class, see frameCap). A larger frame costs memory only in proportion to what the peer
-// actually sends: its first half is staged in pooled chunks as it arrives,
-// and only once half the frame is in hand is the whole frame allocated
-// (at most twice what was received), the staged bytes copied in once and
-// the rest read in place. A huge length prefix followed by nothing (or by
-// a trickle) therefore costs at most two chunks plus three times the bytes
-// sent, and once the chunk pool is warm, two chunks plus twice the bytes
-// sent.
+// A recycled buffer of the frame's class is used when one is available:
+// no allocation, so nothing for a lying peer to exploit. Otherwise a frame
+// of up to frameChunk bytes is read into one allocation of its size
+// (rounded up to its class, see frameCap). A larger frame costs memory
+// only in proportion to what the peer actually sends: its first half is
+// staged in pooled chunks as it arrives, and only once half the frame is
+// in hand is the whole frame allocated (at most twice what was received),
+// the staged bytes copied in once and the rest read in place. A huge
+// length prefix followed by nothing (or by a trickle) therefore costs at
+// most two chunks plus three times the bytes sent, and once the chunk pool
+// is warm, two chunks plus twice the bytes sent.
 func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
 	var size [4]byte
 	if _, err := io.ReadFull(r, size[:]); err != nil {
