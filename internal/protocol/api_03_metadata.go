@@ -52,6 +52,11 @@ func (s *Server) handleMetadata(_ context.Context, _ *conn, kreq kmsg.Request) (
 			t, err = s.b.CreateTopic(broker.CreateTopicRequest{Name: *rt.Topic, NumPartitions: -1, ReplicationFactor: -1})
 			if errors.Is(err, kerr.TopicAlreadyExists) {
 				t, err = s.b.Topic(*rt.Topic), nil
+			} else if err == nil {
+				// As in Kafka, the request that auto-creates a topic is
+				// answered LEADER_NOT_AVAILABLE without partitions; clients
+				// retry and find it on their next metadata request.
+				err = kerr.LeaderNotAvailable
 			}
 			if err != nil {
 				mt := kmsg.NewMetadataResponseTopic()
