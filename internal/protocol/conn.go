@@ -153,11 +153,11 @@ func (c *conn) writeLoop(out <-chan pending) {
 			if p.rep.fetch != nil {
 				p.rep.fetch.release()
 			}
-			recycleProduce(p.req)
+			c.recycleProduce(p.req)
 			continue
 		}
 		err := c.write(p.req, p.rep)
-		recycleProduce(p.req)
+		c.recycleProduce(p.req)
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
 				c.s.logger.Info("closing connection: write failed", "remote", c.remote, "api_key", p.req.key, "err", err)
@@ -175,9 +175,9 @@ func (c *conn) writeLoop(out <-chan pending) {
 // written to the log by then and nothing keeps them (TestRecycledFrames
 // checks). Other requests are left alone: some keep byte fields that alias
 // their frame (a group's member metadata and assignments, for example).
-func recycleProduce(req request) {
+func (c *conn) recycleProduce(req request) {
 	if req.key == 0 && req.msg != nil {
-		recycleFrame(req.body)
+		c.s.frames.recycleFrame(req.body)
 	}
 }
 
@@ -188,7 +188,7 @@ func (c *conn) readLoop(out chan<- request) {
 		if !c.acquire() {
 			return
 		}
-		body, err := readFrame(br, c.s.cfg.MaxRequestBytes)
+		body, err := c.s.frames.readFrame(br, c.s.cfg.MaxRequestBytes)
 		if err != nil {
 			if errors.Is(err, errFrame) {
 				c.s.logger.Warn("closing connection: bad request frame", "remote", c.remote, "err", err)

@@ -33,12 +33,18 @@ const (
 	maxRecycledFrame = 16 << 20
 )
 
-// frameBufs[k] recycles frame buffers of capacity (k+1)*frameClass.
-var frameBufs [maxRecycledFrame / frameClass]sync.Pool
-
-// recycleHook, when set (tests only), sees each frame buffer about to be
-// recycled.
-var recycleHook func([]byte)
+// framePool holds one server's recyclable frame buffers and staging chunks.
+// The zero value is ready to use.
+type framePool struct {
+	// bufs[k] recycles frame buffers of capacity (k+1)*frameClass.
+	bufs [maxRecycledFrame / frameClass]sync.Pool
+	// chunks recycles staging chunks (*[frameChunk]byte). Staged bytes are
+	// always copied out before a chunk goes back, so no request aliases one.
+	chunks sync.Pool
+	// onRecycle, when set (tests only, before serving), sees each frame
+	// buffer about to be recycled.
+	onRecycle func([]byte)
+}
 
 // frameCap is the capacity to allocate for an n-byte frame: n rounded up
 // to its class when frames of that size are recycled.
@@ -50,11 +56,11 @@ func frameCap(n int) int {
 }
 
 // recycledFrame returns a recycled buffer for an n-byte frame, or nil.
-func recycledFrame(n int) []byte {
+func (p *framePool) recycledFrame(n int) []byte {
 	if n <= frameClass/2 || n > maxRecycledFrame {
 		return nil
 	}
-	b, _ := frameBufs[frameCap(n)/frameClass-1].Get().(*[]byte)
+	b, _ := p.bufs[frameCap(n)/frameClass-1].Get().(*[]byte)
 	if b == nil {
 		return nil
 	}
@@ -64,21 +70,17 @@ func recycledFrame(n int) []byte {
 // recycleFrame makes buf available to a later frame. The caller guarantees
 // nothing references buf any more: the request decoded from it (whose
 // fields may alias it) has been handled and answered.
-func recycleFrame(buf []byte) {
+func (p *framePool) recycleFrame(buf []byte) {
 	c := cap(buf)
 	if c%frameClass != 0 || c > maxRecycledFrame || c <= frameClass/2 {
 		return
 	}
 	buf = buf[:c]
-	if recycleHook != nil {
-		recycleHook(buf)
+	if p.onRecycle != nil {
+		p.onRecycle(buf)
 	}
-	frameBufs[c/frameClass-1].Put(&buf)
+	p.bufs[c/frameClass-1].Put(&buf)
 }
-
-// frameChunks recycles staging chunks (*[frameChunk]byte). Staged bytes are
-// always copied out before a chunk goes back, so no request aliases one.
-var frameChunks sync.Pool
 
 // readFrame reads one size-prefixed request body into a buffer of its own
 // (decoded requests alias it; see recycleFrame for when it may be reused).
@@ -95,7 +97,7 @@ var frameChunks sync.Pool
 // length prefix followed by nothing (or by a trickle) therefore costs at
 // most two chunks plus three times the bytes sent, and once the chunk pool
 // is warm, two chunks plus twice the bytes sent.
-func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
+func (p *framePool) readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
 	var size [4]byte
 	if _, err := io.ReadFull(r, size[:]); err != nil {
 		return nil, err
@@ -107,9 +109,9 @@ func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
 	if n > maxBytes {
 		return nil, fmt.Errorf("%w: frame size %d exceeds socket.request.max.bytes %d", errFrame, n, maxBytes)
 	}
-	if buf := recycledFrame(int(n)); buf != nil {
+	if buf := p.recycledFrame(int(n)); buf != nil {
 		if got, err := io.ReadFull(r, buf); err != nil {
-			recycleFrame(buf)
+			p.recycleFrame(buf)
 			return nil, truncated(got, int(n), err)
 		}
 		return buf, nil
@@ -123,10 +125,10 @@ func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
 	}
 	var room [8]*[frameChunk]byte
 	staged := room[:0]
-	defer recycle(&staged)
+	defer func() { p.putChunks(staged) }()
 	got := 0
 	for 2*got < int(n) {
-		c, _ := frameChunks.Get().(*[frameChunk]byte)
+		c, _ := p.chunks.Get().(*[frameChunk]byte)
 		if c == nil {
 			c = new([frameChunk]byte)
 		}
@@ -148,10 +150,10 @@ func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
 	return buf, nil
 }
 
-// recycle returns staging chunks to the pool.
-func recycle(staged *[]*[frameChunk]byte) {
-	for _, c := range *staged {
-		frameChunks.Put(c)
+// putChunks returns staging chunks to the pool.
+func (p *framePool) putChunks(staged []*[frameChunk]byte) {
+	for _, c := range staged {
+		p.chunks.Put(c)
 	}
 }
 

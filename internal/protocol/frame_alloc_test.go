@@ -56,12 +56,13 @@ func allocatedBy(f func()) uint64 {
 // chunks as fresh allocations (a cold pool): at most the bytes sent plus a
 // chunk while staging, then the frame buffer, at most twice the bytes sent.
 func TestReadFrameTrickleBoundedAlloc(t *testing.T) {
+	frames := new(framePool)
 	const announced = 100 << 20
 	for _, sent := range []int{0, 10 << 10, 3 << 20, 10 << 20, 50<<20 + 1} {
 		t.Run(fmt.Sprintf("sent=%d", sent), func(t *testing.T) {
 			var err error
 			got := allocatedBy(func() {
-				_, err = readFrame(newTrickle(announced, sent), announced)
+				_, err = frames.readFrame(newTrickle(announced, sent), announced)
 			})
 			if !errors.Is(err, errFrame) {
 				t.Fatalf("truncated frame: err %v", err)
@@ -77,6 +78,7 @@ func TestReadFrameTrickleBoundedAlloc(t *testing.T) {
 // TestReadFrameContents checks frame bytes arrive intact across the sizes
 // where the reader changes strategy.
 func TestReadFrameContents(t *testing.T) {
+	frames := new(framePool)
 	for _, n := range []int{minFrame, 1000, 1<<20 - 1, 1 << 20, 1<<20 + 1, 3<<20 + 7, 6 << 20} {
 		body := make([]byte, n)
 		for i := range body {
@@ -86,7 +88,7 @@ func TestReadFrameContents(t *testing.T) {
 		stream = append(stream, body...)
 		stream = append(stream, 0, 0, 0, 10) // next frame's prefix stays unread
 		r := bytes.NewReader(stream)
-		got, err := readFrame(r, 8<<20)
+		got, err := frames.readFrame(r, 8<<20)
 		if err != nil || !bytes.Equal(got, body) {
 			t.Fatalf("size %d: err %v, equal %v", n, err, bytes.Equal(got, body))
 		}
@@ -98,6 +100,7 @@ func TestReadFrameContents(t *testing.T) {
 
 // BenchmarkReadFrame reads one frame of each size from memory.
 func BenchmarkReadFrame(b *testing.B) {
+	frames := new(framePool)
 	for _, size := range []int{1 << 10, 64 << 10, 1 << 20, 6 << 20} {
 		b.Run(fmt.Sprintf("size=%dKiB", size>>10), func(b *testing.B) {
 			stream := binary.BigEndian.AppendUint32(nil, uint32(size))
@@ -107,7 +110,7 @@ func BenchmarkReadFrame(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				r.Reset(stream)
-				if _, err := readFrame(r, 100<<20); err != nil {
+				if _, err := frames.readFrame(r, 100<<20); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -124,11 +127,11 @@ func BenchmarkReadFrame(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				r.Reset(stream)
-				buf, err := readFrame(r, 100<<20)
+				buf, err := frames.readFrame(r, 100<<20)
 				if err != nil {
 					b.Fatal(err)
 				}
-				recycleFrame(buf)
+				frames.recycleFrame(buf)
 			}
 		})
 	}

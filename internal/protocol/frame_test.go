@@ -114,16 +114,16 @@ func TestReadFrameLimits(t *testing.T) {
 		b := binary.BigEndian.AppendUint32(nil, uint32(n))
 		return bytes.NewReader(append(b, body...))
 	}
-	if _, err := readFrame(frame(-1, nil), 100); !errors.Is(err, errFrame) {
+	if _, err := new(framePool).readFrame(frame(-1, nil), 100); !errors.Is(err, errFrame) {
 		t.Errorf("negative size: %v", err)
 	}
-	if _, err := readFrame(frame(101, make([]byte, 101)), 100); !errors.Is(err, errFrame) {
+	if _, err := new(framePool).readFrame(frame(101, make([]byte, 101)), 100); !errors.Is(err, errFrame) {
 		t.Errorf("oversized: %v", err)
 	}
-	if _, err := readFrame(frame(50, make([]byte, 20)), 100); !errors.Is(err, errFrame) {
+	if _, err := new(framePool).readFrame(frame(50, make([]byte, 20)), 100); !errors.Is(err, errFrame) {
 		t.Errorf("truncated: %v", err)
 	}
-	if b, err := readFrame(frame(50, make([]byte, 50)), 100); err != nil || len(b) != 50 {
+	if b, err := new(framePool).readFrame(frame(50, make([]byte, 50)), 100); err != nil || len(b) != 50 {
 		t.Errorf("exact: %v %d", err, len(b))
 	}
 }
@@ -157,7 +157,7 @@ func FuzzReadFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		r := bytes.NewReader(stream)
 		for {
-			b, err := readFrame(r, 1<<16)
+			b, err := new(framePool).readFrame(r, 1<<16)
 			if err != nil {
 				return
 			}

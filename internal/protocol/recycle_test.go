@@ -23,13 +23,6 @@ import (
 // its content).
 func TestRecycledFrames(t *testing.T) {
 	var recycled atomic.Int64
-	recycleHook = func(b []byte) {
-		for i := range b {
-			b[i] = 0xA5
-		}
-		recycled.Add(1)
-	}
-	t.Cleanup(func() { recycleHook = nil })
 
 	dir := t.TempDir()
 	cfg, err := config.LoadBroker("", nil, map[string]string{"log.dirs": dir, "strata.metrics.listener": ""})
@@ -49,6 +42,12 @@ func TestRecycledFrames(t *testing.T) {
 	srv, err := New(Config{Broker: b, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
+	}
+	srv.frames.onRecycle = func(b []byte) {
+		for i := range b {
+			b[i] = 0xA5
+		}
+		recycled.Add(1)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

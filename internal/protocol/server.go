@@ -70,6 +70,7 @@ type Server struct {
 	wg       sync.WaitGroup
 	closing  atomic.Bool
 	sendfile sendfileStats
+	frames   framePool // recyclable frame buffers of this server's connections
 }
 
 // New builds a server; Listen binds it.
