@@ -13,8 +13,6 @@ import (
 	"github.com/strata-io/strata/internal/bench"
 )
 
-func init() { commands = append(commands, newBenchCmd) }
-
 // newBenchCmd is `strata bench produce|consume|e2e`.
 func newBenchCmd() *cobra.Command {
 	o := &clientOpts{}

@@ -17,8 +17,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newCompactionCmd) }
-
 // adminOpts are the flags of commands that use the broker's HTTP admin API
 // (served on strata.metrics.listener).
 type adminOpts struct {

@@ -15,8 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-func init() { commands = append(commands, newConsumeCmd) }
-
 // consumeOpts are the flags of `strata consume`.
 type consumeOpts struct {
 	from       string

@@ -13,8 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-func init() { commands = append(commands, newGroupCmd) }
-
 // newGroupCmd is `strata group list|describe|reset-offsets|delete`.
 func newGroupCmd() *cobra.Command {
 	o := &clientOpts{}

@@ -11,8 +11,6 @@ import (
 	"github.com/strata-io/strata/internal/logtool"
 )
 
-func init() { commands = append(commands, newLogCmd) }
-
 // Exit statuses of the log commands: 0 sound, 1 problems found (or an
 // unreadable path), 2 usage error.
 const exitUsage = 2

@@ -18,7 +18,7 @@ func main() {
 }
 
 // newRootCmd assembles the command tree. Each command group lives in its
-// own file (serve.go, topic.go, ...), owned by whoever builds that feature.
+// own file (serve.go, topic.go, ...).
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "strata",
@@ -26,12 +26,15 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	for _, add := range commands {
-		root.AddCommand(add())
-	}
+	root.AddCommand(
+		newServeCmd(),
+		newTopicCmd(),
+		newProduceCmd(),
+		newConsumeCmd(),
+		newGroupCmd(),
+		newCompactionCmd(),
+		newLogCmd(),
+		newBenchCmd(),
+	)
 	return root
 }
-
-// commands is appended to by each command file's init function, so command
-// files can be added without touching this one.
-var commands []func() *cobra.Command

@@ -14,8 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-func init() { commands = append(commands, newProduceCmd) }
-
 // produceOpts are the flags of `strata produce`.
 type produceOpts struct {
 	keyDelim  string

@@ -17,8 +17,6 @@ import (
 	"github.com/strata-io/strata/internal/server"
 )
 
-func init() { commands = append(commands, newServeCmd) }
-
 // newServeCmd is `strata serve`: one flag per broker setting (named like
 // the setting, defaults from the table), plus --config and
 // --shutdown-timeout.

@@ -11,8 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-func init() { commands = append(commands, newTopicCmd) }
-
 // newTopicCmd is `strata topic create|list|describe|alter|delete`.
 func newTopicCmd() *cobra.Command {
 	o := &clientOpts{}

@@ -48,12 +48,12 @@ func GaugeVec(reg prometheus.Registerer, subsystem, name, help string, labels ..
 	return g
 }
 
-// LatencyBuckets are histogram buckets in seconds from 50µs to ~26s.
-var LatencyBuckets = prometheus.ExponentialBuckets(0.00005, 2, 20)
+// LatencyBuckets returns histogram buckets in seconds from 50µs to ~26s.
+func LatencyBuckets() []float64 { return prometheus.ExponentialBuckets(0.00005, 2, 20) }
 
 // HistogramVec creates and registers a labelled histogram (seconds).
 func HistogramVec(reg prometheus.Registerer, subsystem, name, help string, labels ...string) *prometheus.HistogramVec {
-	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help, Buckets: LatencyBuckets}, labels)
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help, Buckets: LatencyBuckets()}, labels)
 	reg.MustRegister(h)
 	return h
 }
