@@ -59,7 +59,7 @@ func TestRecycledFrames(t *testing.T) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.ProducerBatchMaxBytes(900<<10), kgo.ProducerLinger(20*time.Millisecond),
-		kgo.MaxBufferedBytes(64<<20), kgo.DefaultProduceTopic("r"),
+		kgo.MaxBufferedBytes(64<<20), kgo.DefaultProduceTopic("r"), kgo.RecordDeliveryTimeout(time.Minute),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	if err != nil {
 		t.Fatal(err)

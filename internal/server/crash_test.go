@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -58,27 +59,30 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 	if addr == "" {
 		t.Fatal("child broker did not start")
 	}
+	// RecordDeliveryTimeout bounds how long a record waits for a dead
+	// broker, so nothing below can block forever once the child is killed.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("crash"), kgo.AllowAutoTopicCreation(),
-		kgo.RequiredAcks(kgo.AllISRAcks()))
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var mu sync.Mutex
 	acked := map[string]bool{}
-	results := make(chan string, 10000)
-	stop := make(chan struct{})
+	ackCount := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		for i := 0; ctx.Err() == nil; i++ {
 			v := strconv.Itoa(i)
-			cl.Produce(context.Background(), &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
+			// Produce blocks while the client's buffer is full; the
+			// cancelled context releases it.
+			cl.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(r *kgo.Record, err error) {
 				if err == nil {
-					results <- string(r.Value)
+					mu.Lock()
+					acked[string(r.Value)] = true
+					mu.Unlock()
 				}
 			})
 			if i%100 == 99 {
@@ -86,31 +90,24 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 			}
 		}
 	}()
-	deadline := time.After(1500 * time.Millisecond)
-collect:
-	for {
-		select {
-		case v := <-results:
-			acked[v] = true
-		case <-deadline:
-			break collect
-		}
+	// Wait for the auto-created topic to take writes (a client may wait
+	// for its next metadata refresh, and CI machines are slow), then keep
+	// producing for a while before the kill.
+	start := time.Now()
+	for ackCount() == 0 && time.Since(start) < time.Minute {
+		time.Sleep(10 * time.Millisecond)
 	}
+	t.Logf("first acknowledgement after %v", time.Since(start))
+	time.Sleep(1500 * time.Millisecond)
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	close(stop)
+	cancel()
 	<-done
-	cl.Close()
-	for drained := false; !drained; {
-		select {
-		case v := <-results:
-			acked[v] = true
-		default:
-			drained = true
-		}
-	}
+	cl.Close() // fails whatever is still buffered; those were never acknowledged
+	mu.Lock()
+	defer mu.Unlock()
 	if len(acked) == 0 {
 		t.Fatal("nothing acknowledged before the kill")
 	}
