@@ -281,7 +281,7 @@ func (c *Cleaner) cleanFilthiest(w *worker) bool {
 		if err != nil {
 			c.logger.Error("read cleaner checkpoint", "topic", p.Topic, "partition", p.Partition, "err", err)
 		}
-		cl := computeCleanable(l.Segments(), l.LogStartOffset(), l.LogEndOffset(), l.HighWatermark(), ck, l.Config(), nowMs)
+		cl := computeCleanable(l.Segments(), l.LogStartOffset(), l.LogEndOffset(), l.LastStableOffset(), ck, l.Config(), nowMs)
 		c.met.observePartition(k, cl, nowMs)
 		c.mu.Lock()
 		st := c.state(k)

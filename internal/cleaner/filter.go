@@ -19,9 +19,19 @@ type filter struct {
 	// producerLast maps each active producer id to the last offset of its
 	// last data batch; that batch is kept (empty if need be).
 	producerLast map[int64]int64
+	// producerEpoch maps each producer id with live state to its current
+	// epoch: a marker of a producer without a data batch in producerLast
+	// is kept (empty if need be) when it carries that epoch (fencing).
+	producerEpoch map[int64]int16
 	// upper is the round's end offset: a batch ending right below it is
 	// kept (empty if need be), as Kafka does since KAFKA-17076.
 	upper int64
+	// txn follows the transactions of the pass; nil when storage cannot
+	// list aborted transactions: transactional data and markers are then
+	// copied unchanged.
+	txn *txnTracker
+	// markers says which transaction markers may be removed.
+	markers markerPolicy
 
 	stats roundStats
 	// Scratch buffers reused across batches.
@@ -45,6 +55,10 @@ type roundStats struct {
 	BatchesEmptied    int64
 	BatchesDropped    int64
 	HorizonsStamped   int64
+	// AbortedRemoved counts records of aborted transactions removed.
+	AbortedRemoved int64
+	// MarkersRemoved counts transaction markers removed.
+	MarkersRemoved int64
 }
 
 func (s *roundStats) add(o roundStats) {
@@ -58,6 +72,8 @@ func (s *roundStats) add(o roundStats) {
 	s.BatchesEmptied += o.BatchesEmptied
 	s.BatchesDropped += o.BatchesDropped
 	s.HorizonsStamped += o.HorizonsStamped
+	s.AbortedRemoved += o.AbortedRemoved
+	s.MarkersRemoved += o.MarkersRemoved
 }
 
 // apply returns what to write for batch b: b itself (unchanged, copied
@@ -67,11 +83,21 @@ func (s *roundStats) add(o roundStats) {
 func (f *filter) apply(b record.Batch) ([]byte, error) {
 	n := int(b.NumRecords())
 	f.stats.RecordsRead += int64(n)
-	// Control batches (transaction markers) are never deduplicated by key,
-	// and transactional data is not touched while the cleaner has no view
-	// of aborted transactions (see docs/compaction.md).
-	if b.IsControl() || b.IsTransactional() || b.Magic() != record.MagicV2 {
+	if b.Magic() != record.MagicV2 {
+		return b, nil // no producer state, no transactions, no horizon
+	}
+	if b.IsControl() {
+		// Control batches (transaction markers) are never deduplicated by
+		// key.
+		return f.applyControl(b)
+	}
+	if f.txn == nil && b.IsTransactional() {
+		// No view of aborted transactions: leave transactional data alone.
 		return b, nil
+	}
+	if f.txn != nil && f.txn.dataBatch(b) {
+		// Records of aborted transactions are removed regardless of keys.
+		return f.dropAll(b, n, true)
 	}
 	if n == 0 { // an empty batch left by an earlier cleaning
 		if f.retainEmpty(b) {
@@ -138,20 +164,47 @@ func (f *filter) apply(b record.Batch) ([]byte, error) {
 	if len(kept) == n && !needHorizon {
 		return b, nil // storage's SegmentWriter checks its CRC
 	}
-	if len(kept) > 0 || f.retainEmpty(b) {
-		// Never build new bytes (with a fresh CRC) from a corrupt batch.
-		if err := record.ValidateStored(b); err != nil {
-			return nil, fmt.Errorf("batch at offset %d: %w", base, err)
-		}
-	}
 	if len(kept) == 0 {
-		if f.retainEmpty(b) {
-			f.stats.BatchesEmptied++
-			f.out = appendEmptyBatch(f.out[:0], b)
-			return f.out, nil
-		}
+		return f.dropAll(b, 0, false)
+	}
+	return f.rebuild(b, kept, needHorizon)
+}
+
+// dropAll removes every record of b: it returns the 61-byte empty form of
+// b when b must stay (retainEmpty), else nil. n records are counted as
+// removed (aborted tells whether they belong to an aborted transaction).
+func (f *filter) dropAll(b record.Batch, n int, aborted bool) ([]byte, error) {
+	f.stats.RecordsRemoved += int64(n)
+	if aborted {
+		f.stats.AbortedRemoved += int64(n)
+	}
+	if !f.retainEmpty(b) {
 		f.stats.BatchesDropped++
 		return nil, nil
+	}
+	if b.NumRecords() == 0 {
+		return b, nil // already empty
+	}
+	// Never build new bytes (with a fresh CRC) from a corrupt batch.
+	if err := record.ValidateStored(b); err != nil {
+		return nil, fmt.Errorf("batch at offset %d: %w", b.BaseOffset(), err)
+	}
+	f.stats.BatchesEmptied++
+	f.out = appendEmptyBatch(f.out[:0], b)
+	return f.out, nil
+}
+
+// rebuild returns b with only the kept records (in order), stamped with a
+// delete horizon of nowMs + delete.retention.ms when needHorizon. Every
+// header field but the length, attributes (horizon bit), base timestamp,
+// max timestamp, count and CRC is kept: base offset, last offset delta,
+// producer id/epoch/base sequence, transactional/control bits, leader
+// epoch, codec.
+func (f *filter) rebuild(b record.Batch, kept []rawRecord, needHorizon bool) ([]byte, error) {
+	base := b.BaseOffset()
+	// Never build new bytes (with a fresh CRC) from a corrupt batch.
+	if err := record.ValidateStored(b); err != nil {
+		return nil, fmt.Errorf("batch at offset %d: %w", base, err)
 	}
 	attrs := b.Attributes()
 	oldBase := b.BaseTimestamp()
@@ -202,12 +255,19 @@ func (f *filter) apply(b record.Batch) ([]byte, error) {
 // retainEmpty reports whether b must stay (as an empty batch) even when
 // none of its records survive: the last batch of an active idempotent
 // producer (so the next leader or a restart rebuilds its sequence state
-// and it never sees OUT_OF_ORDER_SEQUENCE_NUMBER), or the batch ending the
-// round.
+// and it never sees OUT_OF_ORDER_SEQUENCE_NUMBER), a marker with the
+// current epoch of an active producer that has no data batch in its
+// state (fencing), or the batch ending the round.
 func (f *filter) retainEmpty(b record.Batch) bool {
 	last := b.LastOffset()
 	if pid := b.ProducerID(); pid >= 0 {
-		if lo, ok := f.producerLast[pid]; ok && lo == last {
+		if lo, ok := f.producerLast[pid]; ok {
+			if lo == last {
+				return true
+			}
+		} else if ep, ok := f.producerEpoch[pid]; ok && b.IsControl() && b.ProducerEpoch() == ep {
+			// The producer has no data batch left in its state: its
+			// marker carries its latest epoch.
 			return true
 		}
 	}

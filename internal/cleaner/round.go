@@ -87,7 +87,7 @@ func (c *Cleaner) cleanLog(ctx context.Context, w *worker, l *storage.Log, ckpt 
 	res := roundResult{Start: start, Forced: force}
 	cfg := l.Config()
 	segs := l.Segments()
-	cl := computeCleanable(segs, l.LogStartOffset(), l.LogEndOffset(), l.HighWatermark(), ckpt, cfg, nowMs)
+	cl := computeCleanable(segs, l.LogStartOffset(), l.LogEndOffset(), l.LastStableOffset(), ckpt, cfg, nowMs)
 	res.Cleanable = cl
 	res.FirstDirty = cl.FirstDirty
 	if !force && !cl.eligible(cfg.MinCleanableDirtyRatio) {
@@ -119,6 +119,16 @@ func (c *Cleaner) cleanLog(ctx context.Context, w *worker, l *storage.Log, ckpt 
 		producerLast:      l.ActiveProducerLastBatches(),
 		upper:             end,
 	}
+	last := groups[len(groups)-1]
+	if aborted, ok := abortedTransactions(l, groups[0][0].BaseOffset, last[len(last)-1].NextOffset); ok {
+		// One pass over every group in offset order, so a marker sees the
+		// batches of its transaction in earlier groups.
+		f.txn = newTxnTracker(aborted)
+		if epochs, ok := producerEpochs(l); ok {
+			f.producerEpoch = epochs
+			f.markers = markerPolicy{commit: true, abort: removeAbortMarkers}
+		}
+	}
 	for _, g := range groups {
 		if err := c.cleanGroup(ctx, w, l, g, f, &res); err != nil {
 			res.Stats.add(f.stats)
@@ -133,7 +143,9 @@ func (c *Cleaner) cleanLog(ctx context.Context, w *worker, l *storage.Log, ckpt 
 }
 
 // buildMap puts every keyed record of [FirstDirty, FirstUncleanable) into
-// m until it is full. m.Latest() ends as the last offset covered: the end
+// m until it is full, except records of aborted transactions (the range
+// ends at or below the last stable offset, so every transaction in it is
+// decided). m.Latest() ends as the last offset covered: the end
 // of the range, or the offset before the first record that did not fit
 // (map full mid-segment is fine, KAFKA-3894). After a fully mapped segment
 // Latest is the segment's last offset even across offset holes
@@ -141,6 +153,10 @@ func (c *Cleaner) cleanLog(ctx context.Context, w *worker, l *storage.Log, ckpt 
 func (c *Cleaner) buildMap(ctx context.Context, w *worker, l *storage.Log, segs []storage.SegmentInfo, cl cleanable, m *OffsetMap, res *roundResult) error {
 	m.SetLatest(cl.FirstDirty - 1)
 	errFull := errors.New("map full")
+	var txn *txnTracker // nil: transactional data is not mapped
+	if aborted, ok := abortedTransactions(l, cl.FirstDirty, cl.FirstUncleanable); ok {
+		txn = newTxnTracker(aborted)
+	}
 	for _, s := range segs {
 		if s.Active || s.NextOffset <= cl.FirstDirty || s.BaseOffset >= cl.FirstUncleanable {
 			continue
@@ -152,7 +168,18 @@ func (c *Cleaner) buildMap(ctx context.Context, w *worker, l *storage.Log, segs 
 			if err := record.ValidateStored(b); err != nil {
 				return fmt.Errorf("segment %d batch at offset %d: %w", s.BaseOffset, b.BaseOffset(), err)
 			}
-			if !b.IsControl() && !b.IsTransactional() && b.NumRecords() > 0 {
+			// Control batches only move the transaction state; records of
+			// aborted transactions never enter the map.
+			mapIt := !b.IsControl() && b.NumRecords() > 0
+			switch {
+			case txn == nil:
+				mapIt = mapIt && !b.IsTransactional()
+			case b.IsControl():
+				txn.controlBatch(b)
+			case txn.dataBatch(b):
+				mapIt = false
+			}
+			if mapIt {
 				base := b.BaseOffset()
 				data, err := batchRecords(b)
 				if err != nil {

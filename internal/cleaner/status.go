@@ -53,7 +53,7 @@ func (c *Cleaner) Status(topic string) []PartitionStatus {
 		cfg := l.Config()
 		ls, leo := l.LogStartOffset(), l.LogEndOffset()
 		ck, _ := c.checkpointOf(p) // a bad file shows as no checkpoint; rounds report the error
-		cl := computeCleanable(l.Segments(), ls, leo, l.HighWatermark(), ck, cfg, now.UnixMilli())
+		cl := computeCleanable(l.Segments(), ls, leo, l.LastStableOffset(), ck, cfg, now.UnixMilli())
 		s := PartitionStatus{
 			Topic: p.Topic, Partition: p.Partition,
 			FirstDirtyOffset: cl.FirstDirty, FirstUncleanable: cl.FirstUncleanable,
