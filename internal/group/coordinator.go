@@ -24,6 +24,12 @@ type Storage interface {
 	// offsets 0-based; the log assigns real offsets) to __consumer_offsets
 	// partition p; returns after fsync.
 	Append(ctx context.Context, partition int32, batch []byte) error
+	// AppendTxn is Append for a transactional offset commit: batch carries
+	// the producer's id and epoch, the isTransactional attribute and
+	// baseSequence -1. The log checks the producer epoch (no sequence
+	// checks) and opens the producer's transaction in partition p, so the
+	// marker that later ends it also bounds the last stable offset.
+	AppendTxn(ctx context.Context, partition int32, batch []byte) error
 	// Log returns partition p's log for replay at Load.
 	Log(partition int32) *storage.Log
 }
@@ -60,6 +66,16 @@ type Config struct {
 	ConsumerSessionTimeout time.Duration
 	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms (5s).
 	ConsumerHeartbeatInterval time.Duration
+	// Transactions enables the group side of Kafka transactions:
+	// TxnOffsetCommit is served and FindCoordinator with key type 1
+	// (transaction) answers this node. False keeps both unavailable.
+	Transactions bool
+	// VerifyTxn, when set, is asked before a TxnOffsetCommit is written
+	// whether __consumer_offsets partition p was added to the producer's
+	// ongoing transaction (AddOffsetsToTxn, KIP-890 part 1). A non-nil
+	// error wrapping a kerr error (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH,
+	// PRODUCER_FENCED, ...) is answered for every partition of the request.
+	VerifyTxn func(transactionalID string, pid int64, epoch int16, partition int32) error
 }
 
 // Coordinator is the group coordinator for every group (Strata is one
@@ -74,9 +90,16 @@ type Coordinator struct {
 	loaded atomic.Bool
 	closed atomic.Bool
 
-	mu          sync.Mutex // guards groups and expiryTimer
+	order atomic.Int64 // log order of the last offset commit stored (see offset.order)
+
+	mu          sync.Mutex // guards groups, expiryTimer, txnGroups and early
 	groups      map[string]*group
 	expiryTimer Timer
+	// txnGroups lists, per producer id, the groups holding its pending
+	// transactional offsets (Kafka's openGroupsForProducer).
+	txnGroups map[int64]map[string]bool
+	// early holds transaction completions reported before Load finished.
+	early []txnCompletion
 }
 
 // NewCoordinator builds a coordinator; call Load before serving requests
@@ -112,7 +135,7 @@ func NewCoordinator(cfg Config, store Storage, logger *slog.Logger, reg promethe
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Coordinator{cfg: cfg, store: store, logger: logger, groups: map[string]*group{}}
+	c := &Coordinator{cfg: cfg, store: store, logger: logger, groups: map[string]*group{}, txnGroups: map[int64]map[string]bool{}}
 	c.env = &env{
 		clock:        cfg.Clock,
 		initialDelay: cfg.InitialRebalanceDelay,
@@ -235,7 +258,11 @@ func (c *Coordinator) removeGroup(g *group) {
 	c.mu.Lock()
 	if c.groups[g.id] == g {
 		delete(c.groups, g.id)
+		for pid := range g.txn {
+			c.indexTxn(pid, g.id, false)
+		}
 	}
+	g.txn = nil
 	c.mu.Unlock()
 }
 
@@ -248,6 +275,7 @@ func (c *Coordinator) Load(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		r.nextPartition()
 		fn := func(b []byte) error { return r.applyBatch(record.Batch(b)) }
 		var err error
 		if rp, ok := c.store.(Replayer); ok {
@@ -259,26 +287,40 @@ func (c *Coordinator) Load(ctx context.Context) error {
 			return fmt.Errorf("load __consumer_offsets-%d: %w", p, err)
 		}
 	}
+	c.order.Store(r.order)
 	c.mu.Lock()
+	pending := 0
 	for id, lg := range r.groups {
-		if lg.meta == nil && len(lg.offsets) == 0 {
+		if lg.meta == nil && len(lg.offsets) == 0 && len(lg.txn) == 0 {
 			continue
 		}
 		g := newGroup(id, c.env)
 		g.offsets = lg.offsets
+		if len(lg.txn) > 0 {
+			g.txn = lg.txn
+			for pid := range lg.txn {
+				c.indexTxn(pid, id, true)
+			}
+			pending += len(lg.txn)
+		}
 		if lg.meta != nil {
 			g.restore(lg.meta)
 		}
 		c.groups[id] = g
 	}
 	n := len(c.groups)
-	c.mu.Unlock()
+	early := c.early
+	c.early = nil
 	c.loaded.Store(true)
+	c.mu.Unlock()
+	for _, e := range early {
+		c.CompleteTxn(e.partition, e.pid, e.commit)
+	}
 	c.scheduleExpiry()
 	if r.skipped > 0 {
 		c.logger.Warn("skipped undecodable __consumer_offsets records", "count", r.skipped, "last_err", r.lastErr)
 	}
-	c.logger.Info("loaded consumer groups", "groups", n, "records", r.records, "took", time.Since(start))
+	c.logger.Info("loaded consumer groups", "groups", n, "records", r.records, "pending_txn_commits", pending, "took", time.Since(start))
 	return nil
 }
 
@@ -377,6 +419,9 @@ func (c *Coordinator) APIVersions() map[int16][2]int16 {
 		kmsg.DeleteGroups.Int16():    {0, 3},
 		kmsg.OffsetDelete.Int16():    {0, 0},
 	}
+	if c.cfg.Transactions {
+		vs[kmsg.TxnOffsetCommit.Int16()] = [2]int16{0, 4}
+	}
 	if c.cfg.Topics != nil {
 		vs[kmsg.ConsumerGroupHeartbeat.Int16()] = [2]int16{0, 1}
 		vs[kmsg.ConsumerGroupDescribe.Int16()] = [2]int16{0, 1}
@@ -406,6 +451,8 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Respon
 		return c.offsetCommit(ctx, r), nil
 	case *kmsg.OffsetFetchRequest:
 		return c.offsetFetch(r), nil
+	case *kmsg.TxnOffsetCommitRequest:
+		return c.txnOffsetCommit(ctx, r), nil
 	case *kmsg.ListGroupsRequest:
 		return c.listGroups(r), nil
 	case *kmsg.DescribeGroupsRequest:

@@ -29,7 +29,7 @@ func (c *Coordinator) expireOffsets() {
 			continue
 		}
 		ks := g.expiredOffsets(now, c.cfg.OffsetsRetention)
-		dropGroup := g.state == stateEmpty && g.isEmpty() && len(ks) == len(g.offsets)
+		dropGroup := g.state == stateEmpty && g.isEmpty() && len(ks) == len(g.offsets) && len(g.txn) == 0
 		if len(ks) > 0 || dropGroup {
 			if err := c.appendRecords(context.Background(), g.id, g.tombstones(ks, dropGroup)); err != nil {
 				c.logger.Warn("store offset expiry", "group", g.id, "err", err)

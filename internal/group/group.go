@@ -100,6 +100,10 @@ type offset struct {
 	metadata    string
 	commitMs    int64
 	expireMs    int64 // -1 = expiry by group retention rules
+	// order is the commit's position in its __consumer_offsets partition
+	// (increasing in log order): when a transaction commits, its offset
+	// replaces a plain commit only if it was written later (Kafka's rule).
+	order int64
 }
 
 // group is one group's state. Every field is guarded by mu. Methods never do
@@ -126,6 +130,10 @@ type group struct {
 	newMemberAdded bool
 
 	offsets map[tp]offset
+	// txn holds transactional offsets written but not yet committed or
+	// aborted, by producer id (Kafka's pending transactional offsets):
+	// invisible to OffsetFetch until the transaction's marker.
+	txn map[int64]map[tp]offset
 
 	// consumer is set for KIP-848 ("consumer" protocol) groups; members,
 	// static and pending then stay empty.

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 
@@ -138,12 +139,20 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) int16 {
 	return 0
 }
 
-// tombstones returns null-value records for the given offsets (all
-// offsets when ks is nil) and, with withGroup, the group metadata.
+// tombstones returns null-value records for the given offsets (when ks is
+// nil: all offsets, committed or pending in a transaction) and, with
+// withGroup, the group metadata.
 func (g *group) tombstones(ks []tp, withGroup bool) []record.Record {
 	if ks == nil {
 		for k := range g.offsets {
 			ks = append(ks, k)
+		}
+		for _, m := range g.txn {
+			for k := range m {
+				if _, ok := g.offsets[k]; !ok && !slices.Contains(ks, k) {
+					ks = append(ks, k)
+				}
+			}
 		}
 	}
 	sortTPs(ks)

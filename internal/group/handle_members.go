@@ -30,6 +30,10 @@ func (c *Coordinator) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.Find
 		case 0:
 			co.NodeID, co.Host, co.Port = c.cfg.NodeID, c.cfg.Host, c.cfg.Port
 		case 1:
+			if c.cfg.Transactions {
+				co.NodeID, co.Host, co.Port = c.cfg.NodeID, c.cfg.Host, c.cfg.Port
+				break
+			}
 			co.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			msg := "Strata has no transaction coordinator"
 			co.ErrorMessage = &msg

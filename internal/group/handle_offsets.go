@@ -114,7 +114,7 @@ func (c *Coordinator) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequ
 		}
 		return resp
 	}
-	g.applyCommit(offs)
+	g.applyCommit(offs, c.nextOrder())
 	c.m.commits.Add(float64(len(offs)))
 	return resp
 }
@@ -134,16 +134,28 @@ type fetchedTopic struct {
 	partitions []kmsg.OffsetFetchResponseGroupTopicPartition
 }
 
-// fetchOffsets answers OffsetFetch for one group; topics nil means all.
-func (c *Coordinator) fetchOffsets(id string, topics map[string][]int32, order []string) ([]fetchedTopic, int16) {
+// fetchOffsets answers OffsetFetch for one group; topics nil means all
+// (the partitions with a committed offset). With requireStable, a
+// partition with pending transactional offsets answers
+// UNSTABLE_OFFSET_COMMIT instead of its committed offset (KIP-447).
+func (c *Coordinator) fetchOffsets(id string, topics map[string][]int32, order []string, requireStable bool) ([]fetchedTopic, int16) {
 	if !c.loaded.Load() {
 		return nil, kerr.CoordinatorLoadInProgress.Code
 	}
 	var offs map[tp]offset
+	var unstable map[tp]bool
 	if g := c.lockGroup(id, false); g != nil {
 		offs = make(map[tp]offset, len(g.offsets))
 		for k, o := range g.offsets {
 			offs[k] = o
+		}
+		if requireStable && len(g.txn) > 0 {
+			unstable = map[tp]bool{}
+			for _, m := range g.txn {
+				for k := range m {
+					unstable[k] = true
+				}
+			}
 		}
 		g.mu.Unlock()
 	}
@@ -152,8 +164,11 @@ func (c *Coordinator) fetchOffsets(id string, topics map[string][]int32, order [
 		rp.Partition = k.partition
 		rp.Offset, rp.LeaderEpoch = -1, -1
 		md := ""
-		if o, ok := offs[k]; ok {
+		if o, ok := offs[k]; ok && !unstable[k] {
 			rp.Offset, rp.LeaderEpoch, md = o.offset, o.leaderEpoch, o.metadata
+		}
+		if unstable[k] {
+			rp.ErrorCode = kerr.UnstableOffsetCommit.Code
 		}
 		rp.Metadata = &md
 		return rp
@@ -199,7 +214,7 @@ func (c *Coordinator) offsetFetch(r *kmsg.OffsetFetchRequest) kmsg.Response {
 					topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 				}
 			}
-			ft, code := c.fetchOffsets(rg.Group, topics, order)
+			ft, code := c.fetchOffsets(rg.Group, topics, order, r.RequireStable)
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group, g.ErrorCode = rg.Group, code
 			for _, t := range ft {
@@ -222,7 +237,7 @@ func (c *Coordinator) offsetFetch(r *kmsg.OffsetFetchRequest) kmsg.Response {
 			topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 		}
 	}
-	ft, code := c.fetchOffsets(r.Group, topics, order)
+	ft, code := c.fetchOffsets(r.Group, topics, order, r.Version >= 7 && r.RequireStable)
 	if code != 0 && r.Version < 2 {
 		// No top-level error code before v2: report it per partition.
 		for _, t := range order {
@@ -243,7 +258,7 @@ func (c *Coordinator) offsetFetch(r *kmsg.OffsetFetchRequest) kmsg.Response {
 		rt.Topic = t.topic
 		for _, p := range t.partitions {
 			rp := kmsg.NewOffsetFetchResponseTopicPartition()
-			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata
+			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata, rp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -280,7 +295,7 @@ func (c *Coordinator) offsetDelete(ctx context.Context, r *kmsg.OffsetDeleteRequ
 			case !c.partitionExists(t.Topic, p.Partition):
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
-				if _, ok := g.offsets[k]; ok {
+				if _, ok := g.offsets[k]; ok || g.hasPending(k) {
 					recs = append(recs, record.Record{Key: offsetKey(g.id, k)})
 					gone = append(gone, k)
 				}
@@ -300,6 +315,7 @@ func (c *Coordinator) offsetDelete(ctx context.Context, r *kmsg.OffsetDeleteRequ
 	}
 	for _, k := range gone {
 		delete(g.offsets, k)
+		dropPending(g.txn, k)
 	}
 	return resp
 }

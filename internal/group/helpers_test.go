@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"testing"
@@ -91,6 +92,7 @@ type memStore struct {
 	parts   map[int32][][]byte
 	next    map[int32]int64
 	fail    error
+	failTxn error // returned by AppendTxn only (e.g. a fenced producer)
 	appends int
 }
 
@@ -113,6 +115,45 @@ func (s *memStore) Append(_ context.Context, p int32, batch []byte) error {
 	s.parts[p] = append(s.parts[p], b)
 	s.appends++
 	return nil
+}
+
+func (s *memStore) AppendTxn(ctx context.Context, p int32, batch []byte) error {
+	s.mu.Lock()
+	err := s.failTxn
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if b := record.Batch(batch); !b.IsTransactional() || b.ProducerID() < 0 || b.BaseSequence() != -1 {
+		return fmt.Errorf("AppendTxn of a batch with attributes %#x, producer id %d, base sequence %d", b.Attributes(), b.ProducerID(), b.BaseSequence())
+	}
+	return s.Append(ctx, p, batch)
+}
+
+// marker appends a COMMIT or ABORT control batch of producer pid, as the
+// broker does for the transaction coordinator.
+func (s *memStore) marker(p int32, pid int64, epoch int16, commit bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := markerBatch(pid, epoch, commit)
+	record.Batch(b).SetBaseOffset(s.next[p])
+	s.next[p]++
+	s.parts[p] = append(s.parts[p], b)
+	return nil
+}
+
+// markerBatch builds a transaction marker batch (kafka-internals §2.4).
+func markerBatch(pid int64, epoch int16, commit bool) []byte {
+	typ := record.ControlAbort
+	if commit {
+		typ = record.ControlCommit
+	}
+	h := record.BatchHeader{Attributes: record.AttrControl | record.AttrTransactional, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: -1}
+	b, err := record.Build(h, []record.Record{record.EndTxnMarker(typ, 0)})
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 func (s *memStore) Log(int32) *storage.Log { return nil }
@@ -152,6 +193,8 @@ type harness struct {
 	clk   *fakeClock
 	store *memStore
 	cfg   Config
+	// backend, when set, is the Storage instead of store (real logs).
+	backend Storage
 }
 
 func testConfig(clk *fakeClock) Config {
@@ -178,7 +221,11 @@ func newHarness(t *testing.T, mod func(*Config)) *harness {
 // start builds a coordinator over the harness store and loads it.
 func (h *harness) start() {
 	h.t.Helper()
-	c, err := NewCoordinator(h.cfg, h.store, nil, nil)
+	var st Storage = h.store
+	if h.backend != nil {
+		st = h.backend
+	}
+	c, err := NewCoordinator(h.cfg, st, nil, nil)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -43,6 +43,24 @@ func (s *logStore) Append(ctx context.Context, p int32, batch []byte) error {
 	return s.logs[p].WaitDurable(ctx, res.LastOffset+1)
 }
 
+func (s *logStore) AppendTxn(ctx context.Context, p int32, batch []byte) error {
+	res, err := s.logs[p].Append(batch, storage.AppendOptions{RequireKeys: true, Coordinator: true})
+	if err != nil {
+		return err
+	}
+	return s.logs[p].WaitDurable(ctx, res.LastOffset+1)
+}
+
+// marker appends a transaction marker to partition p and waits for it to be
+// durable, as the broker's WriteMarkers does.
+func (s *logStore) marker(p int32, pid int64, epoch int16, commit bool) error {
+	res, err := s.logs[p].Append(markerBatch(pid, epoch, commit), storage.AppendOptions{Coordinator: true})
+	if err != nil {
+		return err
+	}
+	return s.logs[p].WaitDurable(context.Background(), res.LastOffset+1)
+}
+
 func (s *logStore) Log(p int32) *storage.Log { return s.logs[p] }
 
 func (s *logStore) close(t *testing.T) {

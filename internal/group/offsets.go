@@ -44,9 +44,11 @@ func (g *group) validateCommit(memberID string, instanceID *string, generation i
 	return 0
 }
 
-// applyCommit records committed offsets after they are stored.
-func (g *group) applyCommit(offs map[tp]offset) {
+// applyCommit records committed offsets after they are stored; order is
+// their position in the log (see offset.order).
+func (g *group) applyCommit(offs map[tp]offset, order int64) {
 	for k, o := range offs {
+		o.order = order
 		g.offsets[k] = o
 	}
 }
@@ -78,7 +80,9 @@ func (g *group) expiredOffsets(now time.Time, retention time.Duration) []tp {
 		case subsKnown && !subscribed[k.topic]:
 			expired = nowMs >= o.commitMs+ret
 		}
-		if expired {
+		// An offset with a pending transactional commit stays until the
+		// transaction ends (Kafka).
+		if expired && !g.hasPending(k) {
 			out = append(out, k)
 		}
 	}
@@ -86,7 +90,7 @@ func (g *group) expiredOffsets(now time.Time, retention time.Duration) []tp {
 }
 
 // removable reports whether the group can be dropped entirely: Empty, no
-// members and no offsets left.
+// members, no offsets and no pending transactional offsets left.
 func (g *group) removable() bool {
-	return g.state == stateEmpty && g.isEmpty() && len(g.offsets) == 0
+	return g.state == stateEmpty && g.isEmpty() && len(g.offsets) == 0 && len(g.txn) == 0
 }

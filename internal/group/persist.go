@@ -86,16 +86,28 @@ func groupValue(g *group) []byte {
 // buildBatch wraps key/value records into one uncompressed v2 batch with
 // offsets from 0 (the log assigns the real ones).
 func buildBatch(now time.Time, recs []record.Record) ([]byte, error) {
+	return build(now, recs, -1, -1, 0)
+}
+
+// buildTxnBatch is buildBatch for transactional offset commits: the
+// producer's id and epoch, the isTransactional attribute and baseSequence
+// -1, as Kafka's group coordinator writes them.
+func buildTxnBatch(now time.Time, pid int64, epoch int16, recs []record.Record) ([]byte, error) {
+	return build(now, recs, pid, epoch, record.AttrTransactional)
+}
+
+func build(now time.Time, recs []record.Record, pid int64, epoch int16, attrs int16) ([]byte, error) {
 	for i := range recs {
 		recs[i].OffsetDelta = int32(i)
 	}
 	ts := now.UnixMilli()
 	h := record.BatchHeader{
+		Attributes:      attrs,
 		LastOffsetDelta: int32(len(recs) - 1),
 		BaseTimestamp:   ts,
 		MaxTimestamp:    ts,
-		ProducerID:      -1,
-		ProducerEpoch:   -1,
+		ProducerID:      pid,
+		ProducerEpoch:   epoch,
 		BaseSequence:    -1,
 	}
 	b, err := record.Build(h, recs)
@@ -109,30 +121,45 @@ func buildBatch(now time.Time, recs []record.Record) ([]byte, error) {
 type loadedGroup struct {
 	meta    *kmsg.GroupMetadataValue
 	offsets map[tp]offset
+	txn     map[int64]map[tp]offset // pending transactional offsets by producer id
 }
 
 // replayer folds __consumer_offsets records into the latest state per key.
+// Transactional offsets are held per producer until their partition's
+// marker: COMMIT applies them (unless a later plain commit exists), ABORT
+// drops them; those without a marker stay pending.
 type replayer struct {
 	groups  map[string]*loadedGroup
 	records int
 	skipped int // undecodable records or batches (written by other tools)
 	lastErr error
+	order   int64 // log order of the last record folded
+	// open lists, per producer id, the groups holding its pending offsets
+	// in the partition being replayed.
+	open map[int64]map[string]bool
 }
 
-func newReplayer() *replayer { return &replayer{groups: map[string]*loadedGroup{}} }
+func newReplayer() *replayer {
+	return &replayer{groups: map[string]*loadedGroup{}, open: map[int64]map[string]bool{}}
+}
+
+// nextPartition starts the replay of another partition: markers there
+// complete only that partition's transactional offsets.
+func (r *replayer) nextPartition() { r.open = map[int64]map[string]bool{} }
 
 func (r *replayer) group(id string) *loadedGroup {
 	lg := r.groups[id]
 	if lg == nil {
-		lg = &loadedGroup{offsets: map[tp]offset{}}
+		lg = &loadedGroup{offsets: map[tp]offset{}, txn: map[int64]map[tp]offset{}}
 		r.groups[id] = lg
 	}
 	return lg
 }
 
-// apply folds one record. Keys of other versions (KIP-848 and transaction
-// records Strata does not write) are skipped.
-func (r *replayer) apply(key, value []byte) error {
+// apply folds one record; pid is the producer id of a transactional batch,
+// else -1. Keys of other versions (KIP-848 records Strata does not write)
+// are skipped.
+func (r *replayer) apply(key, value []byte, pid int64) error {
 	if len(key) < 2 {
 		return fmt.Errorf("__consumer_offsets key of %d bytes", len(key))
 	}
@@ -147,6 +174,7 @@ func (r *replayer) apply(key, value []byte) error {
 		at := tp{k.Topic, k.Partition}
 		if value == nil {
 			delete(lg.offsets, at)
+			dropPending(lg.txn, at)
 			return nil
 		}
 		var v kmsg.OffsetCommitValue
@@ -160,7 +188,20 @@ func (r *replayer) apply(key, value []byte) error {
 		if v.Version == 1 {
 			o.expireMs = v.ExpireTimestamp
 		}
-		lg.offsets[at] = o
+		r.order++
+		o.order = r.order
+		if pid < 0 {
+			lg.offsets[at] = o
+			return nil
+		}
+		if lg.txn[pid] == nil {
+			lg.txn[pid] = map[tp]offset{}
+		}
+		lg.txn[pid][at] = o
+		if r.open[pid] == nil {
+			r.open[pid] = map[string]bool{}
+		}
+		r.open[pid][k.Group] = true
 	case 2:
 		var k kmsg.GroupMetadataKey
 		if err := k.ReadFrom(key); err != nil {
@@ -182,15 +223,22 @@ func (r *replayer) apply(key, value []byte) error {
 	return nil
 }
 
-// applyBatch folds every record of one batch (control batches skipped).
-// Records Strata cannot decode are counted and skipped rather than failing
-// the whole load: they can only come from other writers of the topic.
+// applyBatch folds every record of one batch. A transaction marker
+// completes its producer's pending offsets; other control batches are
+// skipped. Records Strata cannot decode are counted and skipped rather than
+// failing the whole load: they can only come from other writers of the
+// topic.
 func (r *replayer) applyBatch(b record.Batch) error {
 	if b.IsControl() {
+		r.applyControl(b)
 		return nil
 	}
+	pid := int64(-1)
+	if b.IsTransactional() {
+		pid = b.ProducerID()
+	}
 	err := b.ForEachRecord(func(rec *record.Record) error {
-		if err := r.apply(rec.Key, rec.Value); err != nil {
+		if err := r.apply(rec.Key, rec.Value, pid); err != nil {
 			r.skipped++
 			r.lastErr = err
 		}
@@ -201,6 +249,65 @@ func (r *replayer) applyBatch(b record.Batch) error {
 		r.lastErr = err
 	}
 	return nil
+}
+
+// applyControl folds a control batch: COMMIT and ABORT markers end their
+// producer's transaction in this partition.
+func (r *replayer) applyControl(b record.Batch) {
+	if !b.IsTransactional() {
+		return
+	}
+	var typ record.ControlType = -1
+	err := b.ForEachRecord(func(rec *record.Record) error {
+		t, err := record.ParseControlKey(rec.Key)
+		typ = t
+		return err
+	})
+	if err != nil {
+		r.skipped++
+		r.lastErr = fmt.Errorf("decode control batch at %d: %w", b.BaseOffset(), err)
+		return
+	}
+	if typ != record.ControlCommit && typ != record.ControlAbort {
+		return
+	}
+	pid := b.ProducerID()
+	for id := range r.open[pid] {
+		lg := r.groups[id]
+		pend := lg.txn[pid]
+		delete(lg.txn, pid)
+		if typ == record.ControlCommit {
+			applyTxnOffsets(lg.offsets, pend)
+		}
+	}
+	delete(r.open, pid)
+}
+
+// applyTxnOffsets moves a committed transaction's offsets into offs, each
+// unless offs holds a commit written later in the log (Kafka keeps the most
+// recent record of a key when plain and transactional commits mix). It
+// returns how many were applied.
+func applyTxnOffsets(offs, pend map[tp]offset) int {
+	n := 0
+	for k, o := range pend {
+		if cur, ok := offs[k]; ok && cur.order > o.order {
+			continue
+		}
+		offs[k] = o
+		n++
+	}
+	return n
+}
+
+// dropPending removes k from every producer's pending offsets (a tombstone
+// of the key deletes them too, as in Kafka).
+func dropPending(txn map[int64]map[tp]offset, k tp) {
+	for pid, m := range txn {
+		delete(m, k)
+		if len(m) == 0 {
+			delete(txn, pid)
+		}
+	}
 }
 
 // Replayer is implemented by Storage values that are not backed by a

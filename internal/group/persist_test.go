@@ -26,8 +26,9 @@ func FuzzReplay(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 200}, []byte{0, 3})
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		r := newReplayer()
-		_ = r.apply(key, value)
-		_ = r.apply(key, nil)
+		_ = r.apply(key, value, -1)
+		_ = r.apply(key, value, 7)
+		_ = r.apply(key, nil, -1)
 	})
 }
 
@@ -39,11 +40,21 @@ func FuzzReplayBatch(f *testing.F) {
 	}
 	f.Add(b)
 	f.Add(b[:30])
+	o := offset{offset: 5, leaderEpoch: 1, metadata: "x", commitMs: 10, expireMs: -1}
+	tb, err := buildTxnBatch(time.Unix(1, 0), 7, 0, []record.Record{{Key: offsetKey("g", tp{"t", 1}), Value: offsetValue(o)}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(tb)
+	f.Add(markerBatch(7, 0, true))
+	f.Add(markerBatch(7, 0, false))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < record.HeaderSize {
 			return
 		}
-		_ = newReplayer().applyBatch(record.Batch(data))
+		r := newReplayer()
+		_ = r.applyBatch(tb)
+		_ = r.applyBatch(record.Batch(data))
 	})
 }
 
