@@ -130,6 +130,7 @@ type producer struct {
 	id    int64
 	epoch int16
 	seq   int32
+	txn   bool // transactional batches
 }
 
 var noProducer = producer{id: -1, epoch: -1, seq: -1}
@@ -141,8 +142,12 @@ func clientBatch(codec record.Compression, p producer, ts int64, kvs []kv) []byt
 		recs[i] = record.Record{TimestampDelta: int64(i), OffsetDelta: int32(i), Key: x.key, Value: x.val,
 			Headers: []record.Header{{Key: "n", Value: []byte(fmt.Sprint(i))}}}
 	}
+	attrs := int16(codec)
+	if p.txn {
+		attrs |= record.AttrTransactional
+	}
 	b, err := record.Build(record.BatchHeader{
-		Attributes: int16(codec), LastOffsetDelta: int32(len(kvs) - 1), BaseTimestamp: ts,
+		Attributes: attrs, LastOffsetDelta: int32(len(kvs) - 1), BaseTimestamp: ts,
 		MaxTimestamp: ts + int64(len(kvs)-1), ProducerID: p.id, ProducerEpoch: p.epoch, BaseSequence: p.seq,
 		PartitionLeaderEpoch: -1,
 	}, recs)
@@ -205,6 +210,11 @@ func readLog(t fatalf, l *storage.Log) ([]stored, []record.Batch) {
 				}
 				cp := append(record.Batch(nil), b...)
 				batches = append(batches, cp)
+				if b.IsControl() { // transaction markers are not data
+					off = b.LastOffset() + 1
+					progressed = true
+					continue
+				}
 				base, bts := b.BaseOffset(), b.BaseTimestamp()
 				err = b.ForEachRecord(func(r *record.Record) error {
 					o := base + int64(r.OffsetDelta)
