@@ -54,6 +54,9 @@ type ReadResult struct {
 	HighWatermark  int64
 	LogStartOffset int64
 	LogEndOffset   int64
+	// LastStableOffset is the log's last stable offset when the read ran
+	// (min of the open transactions' first offsets and the high watermark).
+	LastStableOffset int64
 }
 
 // Release releases every chunk.
@@ -72,4 +75,21 @@ type SegmentInfo struct {
 	LargestTimestamp int64 // max record timestamp (or file mtime when none)
 	FirstTimestamp   int64 // max timestamp of the first batch, -1 when none
 	Active           bool
+}
+
+// AbortedTxn is one .txnindex entry (Kafka's AbortedTxn: version int16 = 0 |
+// producerId int64 | firstOffset int64 | lastOffset int64 |
+// lastStableOffset int64; 34 bytes, big endian, no header). LastOffset is
+// the offset of the ABORT marker; LastStableOffset the partition's last
+// stable offset right after the abort completed.
+type AbortedTxn struct{ ProducerID, FirstOffset, LastOffset, LastStableOffset int64 }
+
+// ProducerInfo is one producer's live state (DescribeProducers).
+type ProducerInfo struct {
+	ProducerID            int64
+	Epoch                 int16
+	LastSequence          int32 // -1 when no data batch is remembered
+	LastTimestamp         int64
+	CoordinatorEpoch      int32 // -1 until a marker was written
+	CurrentTxnStartOffset int64 // -1 = no open transaction
 }

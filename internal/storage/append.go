@@ -18,7 +18,11 @@ type AppendOptions struct {
 	// with a null key: set for compacted topics.
 	RequireKeys bool
 	// Coordinator marks an append by the broker itself (transaction
-	// markers): control batches are accepted and baseOffset is not checked.
+	// markers, the group coordinator's transactional offset commits):
+	// control batches are accepted, baseOffset is not checked, and data
+	// batches of a producer id may have baseSequence -1: they get no
+	// sequence checks (only the producer epoch is checked) and still open
+	// the producer's transaction when transactional.
 	Coordinator bool
 }
 
@@ -64,7 +68,11 @@ func (e *AppendError) Unwrap() error { return e.Err }
 // everything or nothing. Errors wrap kerr codes: CorruptMessage,
 // MessageTooLarge, RecordListTooLarge, InvalidRecord, InvalidTimestamp,
 // OutOfOrderSequenceNumber, InvalidProducerEpoch, DuplicateSequenceNumber,
-// KafkaStorageError. It returns once the bytes are written to the file
+// InvalidTxnState (a non-transactional batch from a producer whose
+// transaction is open), TransactionCoordinatorFenced (a marker from an
+// older coordinator epoch), KafkaStorageError. A transactional data batch
+// opens its producer's transaction in this partition; a COMMIT/ABORT
+// control batch (Coordinator only, see AppendMarker) closes it. It returns once the bytes are written to the file
 // (acks=1 meaning); call WaitDurable for acks=all.
 func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 	res := AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
@@ -90,28 +98,64 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 	nowT := l.now()
 	nowMs := nowT.UnixMilli()
 
-	// Idempotence: staged so a rejected request changes nothing.
+	// Producer state (idempotence, transactions): staged so a rejected
+	// request changes nothing. Offsets are known up front: the batches go
+	// at the log end offset in order (a roll does not move it).
 	pt := l.ps.begin()
+	var done []completedTxn
+	off := l.mark.leo
 	for i, b := range batches {
+		base := off
+		off += int64(b.LastOffsetDelta()) + 1
 		pid := b.ProducerID()
-		if pid < 0 || b.IsControl() {
+		if pid < 0 {
 			continue
 		}
+		if b.IsControl() {
+			m, ok, err := parseMarker(b)
+			if err != nil {
+				return res, fmt.Errorf("append to %s: batch %d: %w", l.dir, i, err)
+			}
+			if !ok {
+				continue
+			}
+			if err := pt.checkMarker(pid, b.ProducerEpoch(), m); err != nil {
+				return res, fmt.Errorf("append to %s: %w", l.dir, err)
+			}
+			if first := pt.applyMarker(pid, b.ProducerEpoch(), m, nowMs); first >= 0 {
+				done = append(done, completedTxn{pid: pid, first: first, last: base, abort: !m.commit})
+			}
+			continue
+		}
+		epoch := b.ProducerEpoch()
 		first := b.BaseSequence()
 		last := seqAdd(first, int64(b.LastOffsetDelta()))
-		dup, err := pt.check(pid, b.ProducerEpoch(), first, last)
-		if err != nil {
-			return res, fmt.Errorf("append to %s: %w", l.dir, err)
-		}
-		if dup != nil {
-			if len(batches) == 1 {
-				res.BaseOffset, res.LastOffset, res.Duplicate = dup.firstOffset, dup.lastOffset, true
-				return res, nil
+		if opts.Coordinator {
+			// Coordinator-origin data (transactional offset commits):
+			// no sequence numbers, only the epoch is checked.
+			if err := pt.checkEpoch(pid, epoch); err != nil {
+				return res, fmt.Errorf("append to %s: %w", l.dir, err)
 			}
-			return res, fmt.Errorf("append to %s: batch %d of producer %d is a duplicate inside a multi-batch request: %w", l.dir, i, pid, kerr.DuplicateSequenceNumber)
+		} else {
+			dup, err := pt.check(pid, epoch, first, last)
+			if err != nil {
+				return res, fmt.Errorf("append to %s: %w", l.dir, err)
+			}
+			if dup != nil {
+				if len(batches) == 1 {
+					res.BaseOffset, res.LastOffset, res.Duplicate = dup.firstOffset, dup.lastOffset, true
+					return res, nil
+				}
+				return res, fmt.Errorf("append to %s: batch %d of producer %d is a duplicate inside a multi-batch request: %w", l.dir, i, pid, kerr.DuplicateSequenceNumber)
+			}
 		}
-		// Offsets are known only below; record with placeholders now.
-		pt.record(pid, b.ProducerEpoch(), batchMeta{firstSeq: first, lastSeq: last, firstOffset: -1, lastOffset: -1}, nowMs)
+		if !b.IsTransactional() && pt.txnOpen(pid) {
+			return res, fmt.Errorf("append to %s: non-transactional batch from producer %d while its transaction is open: %w", l.dir, pid, kerr.InvalidTxnState)
+		}
+		pt.record(pid, epoch, batchMeta{firstSeq: first, lastSeq: last, firstOffset: base, lastOffset: off - 1}, nowMs)
+		if b.IsTransactional() {
+			pt.openTxn(pid, base)
+		}
 	}
 
 	// Roll if needed (kafka-internals §3.1), then assign offsets in place.
@@ -120,7 +164,7 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 	if err := l.maybeRollForAppend(int64(len(records)), first.MaxTimestamp(), incomingLast, nowMs, cfg); err != nil {
 		return res, fmt.Errorf("append to %s: %w", l.dir, err)
 	}
-	off := l.mark.leo
+	off = l.mark.leo
 	res.BaseOffset = off
 	if l.epochs.assign(opts.LeaderEpoch, off) {
 		if err := l.writeEpochCheckpoint(); err != nil {
@@ -138,19 +182,6 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 		off = b.LastOffset() + 1
 	}
 	res.LastOffset = off - 1
-	// Fix the staged producer batches' offsets.
-	for _, b := range batches {
-		if pid := b.ProducerID(); pid >= 0 && !b.IsControl() {
-			e := pt.get(pid)
-			for i := range e.batches {
-				bm := &e.batches[i]
-				if bm.firstSeq == b.BaseSequence() && bm.firstOffset == -1 {
-					bm.firstOffset, bm.lastOffset = b.BaseOffset(), b.LastOffset()
-				}
-			}
-		}
-		pt.applyTxn(b)
-	}
 
 	s := l.active
 	pos := s.size.Load()
@@ -181,6 +212,9 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 	pt.commit()
 	l.mark = writeMark{leo: off, base: s.base, pos: p}
 	l.dirty = true
+	if err := l.completeTxns(done); err != nil {
+		return res, err
+	}
 	l.publish()
 
 	switch {
@@ -246,8 +280,11 @@ func (l *Log) validate(records []byte, cfg *Config, opts AppendOptions) ([]recor
 				return nil, fmt.Errorf("batch %d: baseOffset %d, producers must send 0: %w", len(batches), b.BaseOffset(), kerr.InvalidRecord)
 			}
 		}
-		if b.ProducerID() >= 0 && b.BaseSequence() < 0 && !b.IsControl() {
+		if b.ProducerID() >= 0 && b.BaseSequence() < 0 && !b.IsControl() && !opts.Coordinator {
 			return nil, fmt.Errorf("batch %d: producer id %d with baseSequence %d: %w", len(batches), b.ProducerID(), b.BaseSequence(), kerr.InvalidRecord)
+		}
+		if b.IsTransactional() && b.ProducerID() < 0 {
+			return nil, fmt.Errorf("batch %d: transactional batch without a producer id: %w", len(batches), kerr.InvalidRecord)
 		}
 		if !cfg.LogAppendTime && !b.IsControl() {
 			if ts := b.MaxTimestamp(); ts >= 0 && (nowMs-ts > cfg.TimestampBeforeMaxMs || ts-nowMs > cfg.TimestampAfterMaxMs) {

@@ -41,7 +41,8 @@ type SegmentWriter struct {
 	next    int64
 	done    bool
 	aborted bool
-	swapped bool // renamed to .swap and the directory synced: the swap is decided
+	swapped bool         // renamed to .swap and the directory synced: the swap is decided
+	txns    []AbortedTxn // carried from the replaced segments' .txnindex
 }
 
 // NewCleanedSegment starts a cleaner output segment with the given base.
@@ -96,7 +97,7 @@ func (w *SegmentWriter) Abort() error {
 	w.aborted = true
 	w.f.Close()
 	var errs []error
-	for _, suf := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+	for _, suf := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
 		for _, state := range []string{CleanedSuffix, SwapSuffix} {
 			if err := w.l.fsys.Remove(w.seg.path(suf + state)); err != nil && !errNotExist(err) {
 				errs = append(errs, err)
@@ -106,7 +107,8 @@ func (w *SegmentWriter) Abort() error {
 	return errors.Join(errs...)
 }
 
-// finish writes the index files and fsyncs all three .cleaned files.
+// finish writes the index files and fsyncs the .cleaned files (a
+// .txnindex only when it has entries).
 func (w *SegmentWriter) finish() error {
 	if w.done {
 		return nil
@@ -115,6 +117,10 @@ func (w *SegmentWriter) finish() error {
 	if err := w.f.Sync(); err != nil {
 		return err
 	}
+	if err := writeTxnIndex(w.l.fsys, w.seg.path(TxnIndexSuffix+CleanedSuffix), w.txns); err != nil {
+		return err
+	}
+	w.seg.setAbortedTxns(w.txns)
 	if err := writeIndexFile(w.l.fsys, w.seg.path(IndexSuffix+CleanedSuffix), w.seg.oi.buf); err != nil {
 		return err
 	}
@@ -132,8 +138,11 @@ func (w *SegmentWriter) finish() error {
 
 // ReplaceSegments atomically (crash-safe: .cleaned fsynced -> .swap ->
 // originals .deleted -> strip .swap) replaces the closed segments whose
-// base offsets are in old with the finished writers' segments. Readers
-// holding old files keep reading them until released.
+// base offsets are in old with the finished writers' segments. The
+// replaced segments' .txnindex entries are carried over: each goes to the
+// last replacement whose base is <= its LastOffset (the first replacement
+// when none is), so READ_COMMITTED readers keep filtering aborted data the
+// cleaner left. Readers holding old files keep reading them until released.
 func (l *Log) ReplaceSegments(old []int64, replacements []*SegmentWriter) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -165,6 +174,17 @@ func (l *Log) ReplaceSegments(old []int64, replacements []*SegmentWriter) error 
 			return fmt.Errorf("replace segments of %s: replacement [%d,%d) outside [%d,%d) or overlapping", l.dir, w.seg.base, w.next, old[0], rangeEnd)
 		}
 	}
+	dead := l.segs[first : first+len(old)]
+	// The replaced segments' aborted transactions move to the replacements.
+	var carried []AbortedTxn
+	for _, s := range dead {
+		carried = append(carried, s.abortedTxns()...)
+	}
+	for i, ents := range distributeTxns(carried, reps) {
+		if !reps[i].done {
+			reps[i].txns = ents
+		}
+	}
 	// 1. Cleaned files complete and durable.
 	for _, w := range reps {
 		if err := w.finish(); err != nil {
@@ -172,7 +192,6 @@ func (l *Log) ReplaceSegments(old []int64, replacements []*SegmentWriter) error 
 		}
 	}
 	// Keep the old segments readable through the renames.
-	dead := l.segs[first : first+len(old)]
 	for _, s := range dead {
 		if err := s.pin(); err != nil {
 			return fmt.Errorf("replace segments of %s: %w", l.dir, err)
@@ -185,8 +204,11 @@ func (l *Log) ReplaceSegments(old []int64, replacements []*SegmentWriter) error 
 	}
 	// 2. .cleaned -> .swap in descending offset order, then fsync the dir.
 	for i := len(reps) - 1; i >= 0; i-- {
-		for _, suf := range []string{TimeIndexSuffix, IndexSuffix, LogSuffix} {
+		for _, suf := range []string{TxnIndexSuffix, TimeIndexSuffix, IndexSuffix, LogSuffix} {
 			p := reps[i].seg.path(suf)
+			if suf == TxnIndexSuffix && len(reps[i].txns) == 0 {
+				continue
+			}
 			if err := l.fsys.Rename(p+CleanedSuffix, p+SwapSuffix); err != nil {
 				unpin()
 				return fmt.Errorf("replace segments of %s: %w", l.dir, err)
@@ -219,8 +241,11 @@ func (l *Log) ReplaceSegments(old []int64, replacements []*SegmentWriter) error 
 	}
 	// 4. Strip .swap and fsync the directory.
 	for _, w := range reps {
-		for _, suf := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+		for _, suf := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
 			p := w.seg.path(suf)
+			if suf == TxnIndexSuffix && len(w.txns) == 0 {
+				continue
+			}
 			if err := l.fsys.Rename(p+SwapSuffix, p); err != nil {
 				unpin()
 				return l.fail(fmt.Errorf("replace segments: %w", err))

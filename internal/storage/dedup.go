@@ -123,8 +123,11 @@ func (l *Log) backfillProducerBatches(snapOff int64) error {
 						chunk[pid] = chunk[pid][:0]
 						stop[pid] = true
 					case !b.IsControl():
-						first := b.BaseSequence()
-						chunk[pid] = append(chunk[pid], batchMeta{firstSeq: first, lastSeq: seqAdd(first, int64(b.LastOffsetDelta())), firstOffset: h.base, lastOffset: h.last})
+						first, last := b.BaseSequence(), seqAdd(b.BaseSequence(), int64(b.LastOffsetDelta()))
+						if first < 0 {
+							first, last = -1, -1 // coordinator-origin batch
+						}
+						chunk[pid] = append(chunk[pid], batchMeta{firstSeq: first, lastSeq: last, firstOffset: h.base, lastOffset: h.last})
 					}
 				}
 				pos += h.size

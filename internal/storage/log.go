@@ -42,6 +42,7 @@ type view struct {
 	hwBase   int64 // base of the segment holding the high watermark
 	hwPos    int64 // byte position of the high watermark in that segment
 	logStart int64
+	unstable int64 // first offset of the oldest undecided transaction, -1 = none
 }
 
 // writeMark is where the log ends after a write: offset and position.
@@ -98,6 +99,14 @@ type Log struct {
 	failed    error
 	closed    bool
 	deleter   *deleter
+	// completing holds transactions whose marker is not yet below the high
+	// watermark: they keep the last stable offset at their first offset.
+	completing []completedTxn
+	// rebuildTxnFrom (load only) is the base of the first segment whose
+	// .txnindex must be rebuilt from the log (-1 = none).
+	rebuildTxnFrom int64
+	txnFiles       map[int64]bool // bases with a .txnindex file (load only)
+	lsoPos         atomic.Pointer[lsoMark]
 }
 
 // Dir returns the partition directory path.
@@ -134,7 +143,8 @@ func (l *Log) Size() int64 {
 }
 
 // HighWatermarkChanged returns a channel closed the next time the high
-// watermark advances (for long-poll fetches).
+// watermark advances or the last stable offset moves (for long-poll
+// fetches).
 func (l *Log) HighWatermarkChanged() <-chan struct{} {
 	l.hwMu.Lock()
 	defer l.hwMu.Unlock()
@@ -164,9 +174,10 @@ func (l *Log) publishView(truncated bool) {
 		// Never move backwards (e.g. switching to Durable at run time).
 		hw = writeMark{leo: old.hw, base: old.hwBase, pos: old.hwPos}
 	}
-	nv := &view{segs: l.segs, leo: l.mark.leo, hw: hw.leo, hwBase: hw.base, hwPos: hw.pos, logStart: l.logStart}
+	nv := &view{segs: l.segs, leo: l.mark.leo, hw: hw.leo, hwBase: hw.base, hwPos: hw.pos, logStart: l.logStart,
+		unstable: l.firstUnstable(hw.leo)}
 	l.v.Store(nv)
-	if old == nil || nv.hw > old.hw {
+	if old == nil || nv.hw > old.hw || nv.lso() != old.lso() {
 		l.notifyHW()
 	}
 }
@@ -204,6 +215,8 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 		fsys: opts.FS, logger: opts.Logger.With("partition", filepath.Base(dir)), now: opts.Now, opts: opts,
 		hwCh: make(chan struct{}),
 		ps:   newProducerState(),
+
+		rebuildTxnFrom: -1,
 	}
 	l.cfg.Store(&cfg)
 	l.deleter = newDeleter(l.fsys, l.logger)
@@ -344,6 +357,7 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 		return err
 	}
 	l.recEpochs = nil
+	l.loadTxnIndexes()
 	return l.loadProducerState(snaps, leo)
 }
 
@@ -355,6 +369,7 @@ func (l *Log) scanDir() (bases, snaps []int64, err error) {
 		return nil, nil, err
 	}
 	logs := map[int64]bool{}
+	l.txnFiles = map[int64]bool{}
 	var idx []string
 	for _, e := range ents {
 		name := e.Name()
@@ -369,7 +384,12 @@ func (l *Log) scanDir() (bases, snaps []int64, err error) {
 				logs[b] = true
 				bases = append(bases, b)
 			}
-		case hasSuffix(name, IndexSuffix), hasSuffix(name, TimeIndexSuffix), hasSuffix(name, TxnIndexSuffix):
+		case hasSuffix(name, TxnIndexSuffix):
+			idx = append(idx, name)
+			if b, ok := parseBase(name); ok {
+				l.txnFiles[b] = true
+			}
+		case hasSuffix(name, IndexSuffix), hasSuffix(name, TimeIndexSuffix):
 			idx = append(idx, name)
 		case hasSuffix(name, SnapshotSuffix):
 			if b, ok := parseBase(name); ok {
@@ -528,6 +548,11 @@ func (l *Log) createSegmentFiles(s *segment) error {
 		}
 		f.Close()
 	}
+	// A new segment has no aborted transactions yet.
+	if err := l.fsys.Remove(s.path(TxnIndexSuffix)); err != nil && !errNotExist(err) {
+		return fmt.Errorf("remove leftover %s: %w", s.path(TxnIndexSuffix), err)
+	}
+	s.setAbortedTxns(nil)
 	return nil
 }
 
@@ -640,6 +665,10 @@ func (l *Log) closeActiveFiles(s *segment, syncLog bool) error {
 	errs := []error{
 		writeIndexFile(l.fsys, s.path(IndexSuffix), oi.snapshot()),
 		writeIndexFile(l.fsys, s.path(TimeIndexSuffix), ti.snapshot()),
+	}
+	if ents := s.abortedTxns(); len(ents) > 0 {
+		// Appended unsynced as aborts happened; now whole and durable.
+		errs = append(errs, writeIndexFile(l.fsys, s.path(TxnIndexSuffix), EncodeTxnIndex(ents)))
 	}
 	if s.file != nil {
 		errs = append(errs, s.file.f.Truncate(s.size.Load()))

@@ -59,10 +59,35 @@ func (e *producerEntry) add(b batchMeta) {
 // producerState is one partition's idempotent-producer table. It is only
 // touched by the partition's writer (under Log.mu).
 type producerState struct {
-	m map[int64]*producerEntry
+	m    map[int64]*producerEntry
+	open map[int64]int64 // producer id -> first offset of its open transaction
 }
 
-func newProducerState() *producerState { return &producerState{m: map[int64]*producerEntry{}} }
+func newProducerState() *producerState {
+	return &producerState{m: map[int64]*producerEntry{}, open: map[int64]int64{}}
+}
+
+// reindexOpen rebuilds the open-transaction set from the table.
+func (ps *producerState) reindexOpen() {
+	clear(ps.open)
+	for pid, e := range ps.m {
+		if e.txnFirstOffset >= 0 {
+			ps.open[pid] = e.txnFirstOffset
+		}
+	}
+}
+
+// firstOpen returns the first offset of the oldest open transaction, or
+// -1 when none is open.
+func (ps *producerState) firstOpen() int64 {
+	first := int64(-1)
+	for _, off := range ps.open {
+		if first < 0 || off < first {
+			first = off
+		}
+	}
+	return first
+}
 
 // producerTxn stages changes of one Append so that a rejected request
 // leaves the table untouched.
@@ -90,7 +115,13 @@ func (t *producerTxn) put(e *producerEntry) {
 func (t *producerTxn) commit() {
 	for pid, e := range t.changed {
 		t.ps.m[pid] = e
+		if e.txnFirstOffset >= 0 {
+			t.ps.open[pid] = e.txnFirstOffset
+		} else {
+			delete(t.ps.open, pid)
+		}
 	}
+	clear(t.changed)
 }
 
 // nextSeq is seq+1 wrapping at MaxInt32 as Kafka does.
@@ -158,6 +189,9 @@ func (t *producerTxn) record(pid int64, epoch int16, b batchMeta, now int64) {
 		e.epoch = epoch
 		e.batches = e.batches[:0]
 	}
+	if b.firstSeq < 0 {
+		b.firstSeq, b.lastSeq = -1, -1 // coordinator-origin batch: no sequence
+	}
 	e.add(b)
 	e.lastTimestamp = now
 	t.put(e)
@@ -177,29 +211,101 @@ func (t *producerTxn) mut(pid int64) *producerEntry {
 	return c
 }
 
-// applyTxn tracks open transactions: a transactional data batch opens one
-// (its first offset is kept until the marker), a control batch (COMMIT or
-// ABORT marker written by the coordinator) closes it. b has its final
-// offsets.
-func (t *producerTxn) applyTxn(b record.Batch) {
-	pid := b.ProducerID()
-	if pid < 0 {
-		return
+// checkEpoch rejects a batch whose epoch is older than the producer's
+// (the only check of coordinator-origin data batches, which carry no
+// sequence numbers).
+func (t *producerTxn) checkEpoch(pid int64, epoch int16) error {
+	if e := t.get(pid); e != nil && epoch < e.epoch {
+		return fmt.Errorf("producer %d epoch %d older than %d: %w", pid, epoch, e.epoch, kerr.InvalidProducerEpoch)
 	}
-	switch {
-	case b.IsControl():
-		if e := t.mut(pid); e != nil {
-			e.txnFirstOffset = -1
-			if ep := b.ProducerEpoch(); ep > e.epoch {
-				e.epoch = ep
-				e.batches = e.batches[:0]
-			}
-		}
-	case b.IsTransactional():
-		if e := t.mut(pid); e != nil && e.txnFirstOffset < 0 {
-			e.txnFirstOffset = b.BaseOffset()
-		}
+	return nil
+}
+
+// txnOpen reports whether pid has an open transaction (staged state).
+func (t *producerTxn) txnOpen(pid int64) bool {
+	e := t.get(pid)
+	return e != nil && e.txnFirstOffset >= 0
+}
+
+// openTxn starts pid's transaction at off unless one is open (a
+// transactional data batch; the entry exists: record ran first).
+func (t *producerTxn) openTxn(pid, off int64) {
+	if e := t.mut(pid); e != nil && e.txnFirstOffset < 0 {
+		e.txnFirstOffset = off
 	}
+}
+
+// txnMarker is the content of a COMMIT or ABORT control record.
+type txnMarker struct {
+	commit           bool
+	coordinatorEpoch int32
+}
+
+// parseMarker decodes the control record of control batch b. ok is false
+// for an empty control batch (all cleaned away) and for control types other
+// than COMMIT and ABORT.
+func parseMarker(b record.Batch) (m txnMarker, ok bool, err error) {
+	if b.NumRecords() == 0 {
+		return m, false, nil
+	}
+	var key, value []byte
+	errStop := errors.New("stop")
+	err = b.ForEachRecord(func(r *record.Record) error {
+		key, value = r.Key, r.Value
+		return errStop
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return m, false, fmt.Errorf("control batch at %d: %v: %w", b.BaseOffset(), err, kerr.CorruptMessage)
+	}
+	typ, err := record.ParseControlKey(key)
+	if err != nil {
+		return m, false, err
+	}
+	if typ != record.ControlCommit && typ != record.ControlAbort {
+		return m, false, nil
+	}
+	ce, err := record.ParseEndTxnMarker(value)
+	if err != nil {
+		return m, false, err
+	}
+	return txnMarker{commit: typ == record.ControlCommit, coordinatorEpoch: ce}, true, nil
+}
+
+// checkMarker validates a transaction marker as Kafka's leader does: an
+// epoch older than the producer's is InvalidProducerEpoch, a coordinator
+// epoch older than the last marker's is TransactionCoordinatorFenced.
+func (t *producerTxn) checkMarker(pid int64, epoch int16, m txnMarker) error {
+	e := t.get(pid)
+	if e == nil {
+		return nil
+	}
+	if epoch < e.epoch {
+		return fmt.Errorf("marker for producer %d at epoch %d older than %d: %w", pid, epoch, e.epoch, kerr.InvalidProducerEpoch)
+	}
+	if m.coordinatorEpoch < e.coordinatorEpoch {
+		return fmt.Errorf("marker for producer %d from coordinator epoch %d older than %d: %w", pid, m.coordinatorEpoch, e.coordinatorEpoch, kerr.TransactionCoordinatorFenced)
+	}
+	return nil
+}
+
+// applyMarker stages a COMMIT/ABORT marker of pid at epoch: its open
+// transaction (if any) closes. It returns the transaction's first offset,
+// -1 when none was open (the marker then changes nothing else).
+func (t *producerTxn) applyMarker(pid int64, epoch int16, m txnMarker, now int64) int64 {
+	e := t.mut(pid)
+	if e == nil {
+		e = &producerEntry{pid: pid, epoch: epoch, txnFirstOffset: -1}
+		t.put(e)
+	}
+	first := e.txnFirstOffset
+	if epoch != e.epoch {
+		e.epoch = epoch
+		e.batches = e.batches[:0]
+	}
+	e.coordinatorEpoch = m.coordinatorEpoch
+	e.lastTimestamp = now
+	e.txnFirstOffset = -1
+	return first
 }
 
 // expire removes producers idle for longer than ttl (ms) without an open
@@ -239,13 +345,13 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 var errBadSnapshot = errors.New("corrupt producer snapshot")
 
 // encodeSnapshot renders the table in Kafka's .snapshot layout: the last
-// batch of each producer (older ones are not persisted, as in Kafka).
+// batch of each producer (older ones are not persisted, as in Kafka);
+// a producer without a data batch (only markers) has lastSequence and
+// lastOffset -1.
 func (ps *producerState) encodeSnapshot() []byte {
 	pids := make([]int64, 0, len(ps.m))
-	for pid, e := range ps.m {
-		if len(e.batches) > 0 {
-			pids = append(pids, pid)
-		}
+	for pid := range ps.m {
+		pids = append(pids, pid)
 	}
 	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
 	buf := make([]byte, snapshotHeader+snapshotEntrySize*len(pids))
@@ -254,7 +360,10 @@ func (ps *producerState) encodeSnapshot() []byte {
 	p := buf[snapshotHeader:]
 	for _, pid := range pids {
 		e := ps.m[pid]
-		b := e.batches[len(e.batches)-1]
+		b := batchMeta{firstSeq: -1, lastSeq: -1, firstOffset: -1, lastOffset: -1}
+		if n := len(e.batches); n > 0 {
+			b = e.batches[n-1]
+		}
 		binary.BigEndian.PutUint64(p[0:], uint64(pid))
 		binary.BigEndian.PutUint16(p[8:], uint16(e.epoch))
 		binary.BigEndian.PutUint32(p[10:], uint32(b.lastSeq))
@@ -291,19 +400,30 @@ func parseSnapshot(data []byte) (*producerState, error) {
 		lastSeq := int32(binary.BigEndian.Uint32(p[10:]))
 		lastOff := int64(binary.BigEndian.Uint64(p[14:]))
 		delta := int32(binary.BigEndian.Uint32(p[22:]))
-		if pid < 0 || delta < 0 || lastOff < 0 {
+		txnFirst := int64(binary.BigEndian.Uint64(p[38:]))
+		if pid < 0 || delta < 0 || lastOff < -1 || (lastOff == -1 && delta != 0) || lastOff-int64(delta) < -1 || txnFirst < -1 {
 			return nil, fmt.Errorf("%w: entry %d", errBadSnapshot, i)
 		}
-		firstSeq := seqAdd(lastSeq, -int64(delta))
-		ps.m[pid] = &producerEntry{
+		if _, dup := ps.m[pid]; dup {
+			return nil, fmt.Errorf("%w: producer %d twice", errBadSnapshot, pid)
+		}
+		e := &producerEntry{
 			pid:              pid,
 			epoch:            int16(binary.BigEndian.Uint16(p[8:])),
-			batches:          []batchMeta{{firstSeq: firstSeq, lastSeq: lastSeq, firstOffset: lastOff - int64(delta), lastOffset: lastOff}},
 			lastTimestamp:    int64(binary.BigEndian.Uint64(p[26:])),
 			coordinatorEpoch: int32(binary.BigEndian.Uint32(p[34:])),
-			txnFirstOffset:   int64(binary.BigEndian.Uint64(p[38:])),
+			txnFirstOffset:   txnFirst,
 		}
+		if lastOff >= 0 {
+			firstSeq := seqAdd(lastSeq, -int64(delta))
+			if lastSeq < 0 {
+				firstSeq, lastSeq = -1, -1
+			}
+			e.batches = []batchMeta{{firstSeq: firstSeq, lastSeq: lastSeq, firstOffset: lastOff - int64(delta), lastOffset: lastOff}}
+		}
+		ps.m[pid] = e
 		p = p[snapshotEntrySize:]
 	}
+	ps.reindexOpen()
 	return ps, nil
 }

@@ -54,7 +54,7 @@ func (l *Log) Read(offset int64, maxBytes int64, minOneBatch bool) (ReadResult, 
 }
 
 func (l *Log) read(v *view, offset, maxBytes int64, minOneBatch bool) (ReadResult, error) {
-	res := ReadResult{HighWatermark: v.hw, LogStartOffset: v.logStart, LogEndOffset: v.leo}
+	res := ReadResult{HighWatermark: v.hw, LogStartOffset: v.logStart, LogEndOffset: v.leo, LastStableOffset: v.lso()}
 	if offset < v.logStart || offset > v.leo {
 		return res, fmt.Errorf("read %s at %d: log is [%d, %d]: %w", l.dir, offset, v.logStart, v.leo, kerr.OffsetOutOfRange)
 	}

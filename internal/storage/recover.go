@@ -29,6 +29,9 @@ func (l *Log) recover(rp int64) (int64, error) {
 		}
 	}
 	leo := l.segs[start].base
+	// Every re-scanned segment gets its .txnindex rebuilt with the
+	// producer state (loadProducerState).
+	l.rebuildTxnFrom = l.segs[start].base
 	for i := start; i < len(l.segs); i++ {
 		s := l.segs[i]
 		if s.base < leo {
@@ -273,18 +276,45 @@ func segmentNextOffset(fsys vfs.FS, name string, base int64) (int64, error) {
 	return next, nil
 }
 
+// loadTxnIndexes loads the .txnindex entries of the segments that
+// recovery does not rebuild; a corrupt file makes its segment (and every
+// later one) rebuilt too.
+func (l *Log) loadTxnIndexes() {
+	for _, s := range l.segs {
+		if l.rebuildTxnFrom >= 0 && s.base >= l.rebuildTxnFrom {
+			break
+		}
+		if !l.txnFiles[s.base] {
+			continue
+		}
+		if !l.loadTxnIndex(s) {
+			l.rebuildTxnFrom = s.base
+			break
+		}
+	}
+	l.txnFiles = nil
+}
+
 // loadProducerState restores the idempotent-producer table from the
 // newest valid snapshot at or below leo plus a scan of later batches; the
 // earlier batches of the snapshot's producers (up to five each) are read
-// back from the log before the snapshot (backfillProducerBatches).
+// back from the log before the snapshot (backfillProducerBatches). When
+// l.rebuildTxnFrom is set (recovery) the snapshot is taken at or below it
+// and the scan also rebuilds the .txnindex of every segment from there on.
 func (l *Log) loadProducerState(snaps []int64, leo int64) error {
+	rebuild := l.rebuildTxnFrom
+	l.rebuildTxnFrom = -1
 	from := l.segs[0].base
 	l.ps = newProducerState()
+	l.completing = nil
 	for i := len(snaps) - 1; i >= 0; i-- {
 		off := snaps[i]
 		name := filepath.Join(l.dir, FileName(off, SnapshotSuffix))
 		if off > leo {
 			l.fsys.Remove(name)
+			continue
+		}
+		if rebuild >= 0 && off > rebuild {
 			continue
 		}
 		data, err := ReadFile(l.fsys, name)
@@ -306,28 +336,71 @@ func (l *Log) loadProducerState(snaps []int64, leo int64) error {
 		}
 		break
 	}
-	if from >= leo {
-		return nil
+	// Rebuilt .txnindex entries by segment index.
+	var rebuilt map[int][]AbortedTxn
+	if rebuild >= 0 {
+		rebuilt = map[int][]AbortedTxn{}
+		for i, s := range l.segs {
+			if s.base >= rebuild {
+				rebuilt[i] = nil
+			}
+		}
 	}
-	t := l.ps.begin()
-	err := l.scanBatches(from, leo, func(b record.Batch) error {
-		if pid := b.ProducerID(); pid >= 0 && !b.IsControl() {
+	if from < leo {
+		t := l.ps.begin()
+		err := l.scanBatches(from, leo, func(b record.Batch) error {
+			pid := b.ProducerID()
+			if pid < 0 {
+				return nil
+			}
+			defer t.commit()
+			if b.IsControl() {
+				m, ok, err := parseMarker(b)
+				if err != nil || !ok {
+					return nil
+				}
+				first := t.applyMarker(pid, b.ProducerEpoch(), m, b.MaxTimestamp())
+				if first < 0 || m.commit || rebuild < 0 || b.BaseOffset() < rebuild {
+					return nil
+				}
+				t.commit()
+				lso := l.ps.firstOpen()
+				if lso < 0 {
+					lso = b.BaseOffset() + 1
+				}
+				i := floorSegment(l.segs, b.BaseOffset())
+				rebuilt[i] = append(rebuilt[i], AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: b.BaseOffset(), LastStableOffset: lso})
+				return nil
+			}
 			first := b.BaseSequence()
 			last := seqAdd(first, int64(b.LastOffsetDelta()))
 			t.record(pid, b.ProducerEpoch(), batchMeta{firstSeq: first, lastSeq: last, firstOffset: b.BaseOffset(), lastOffset: b.LastOffset()}, b.MaxTimestamp())
+			if b.IsTransactional() {
+				t.openTxn(pid, b.BaseOffset())
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("rebuild producer state: %w", err)
 		}
-		t.applyTxn(b)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("rebuild producer state: %w", err)
 	}
-	t.commit()
-	return nil
+	if len(rebuilt) == 0 {
+		return nil
+	}
+	for i, ents := range rebuilt {
+		s := l.segs[i]
+		s.setAbortedTxns(ents)
+		// On a full disk the rebuilt entries stay in memory only.
+		if err := writeTxnIndex(l.fsys, s.path(TxnIndexSuffix), ents); err != nil {
+			s.persistErr(err)
+		}
+	}
+	return l.fsys.SyncDir(l.dir)
 }
 
 // scanBatches calls fn with the 61-byte header of every batch whose last
 // offset is in [from, to), in order (writer side, under l.mu or at load).
+// Control batches (transaction markers, small) are passed whole.
 func (l *Log) scanBatches(from, to int64, fn func(record.Batch) error) error {
 	hdr := make([]byte, record.HeaderSize)
 	for i, s := range l.segs {
@@ -365,7 +438,16 @@ func (l *Log) scanBatches(from, to int64, fn func(record.Batch) error) error {
 				break
 			}
 			if h.last >= from {
-				if err := fn(record.Batch(hdr)); err != nil {
+				b := record.Batch(hdr)
+				if b.IsControl() && h.size <= maxControlBatch {
+					full, err := readBatch(f, pos, h.size)
+					if err != nil {
+						f.Release()
+						return fmt.Errorf("read control batch at %d of segment %d: %w", pos, s.base, err)
+					}
+					b = full
+				}
+				if err := fn(b); err != nil {
 					f.Release()
 					return err
 				}
@@ -376,6 +458,10 @@ func (l *Log) scanBatches(from, to int64, fn func(record.Batch) error) error {
 	}
 	return nil
 }
+
+// maxControlBatch bounds the control batches scanBatches reads whole (a
+// marker is about 80 bytes).
+const maxControlBatch = 64 << 10
 
 // writeSnapshot persists the producer table as "<off>.snapshot".
 func (l *Log) writeSnapshot(off int64) error {

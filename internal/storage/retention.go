@@ -255,18 +255,8 @@ func (l *Log) ActiveProducerLastBatches() map[int64]int64 {
 	return l.ps.lastBatches()
 }
 
-// LastStableOffset is the first offset of the oldest open transaction, or
-// the high watermark when none is open (what READ_COMMITTED consumers may
-// read up to).
-func (l *Log) LastStableOffset() int64 {
-	hw := l.HighWatermark()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lso := hw
-	for _, e := range l.ps.m {
-		if e.txnFirstOffset >= 0 && e.txnFirstOffset < lso {
-			lso = e.txnFirstOffset
-		}
-	}
-	return lso
-}
+// LastStableOffset is the offset READ_COMMITTED consumers may read up to:
+// the first offset of the oldest transaction that is open or whose marker
+// is not yet below the high watermark, or the high watermark when there is
+// none.
+func (l *Log) LastStableOffset() int64 { return l.v.Load().lso() }

@@ -102,6 +102,7 @@ type segment struct {
 	tsKnown    atomic.Bool
 	firstTs    atomic.Int64 // maxTimestamp of the first batch, valid when firstKnown
 	firstKnown atomic.Bool
+	txns       atomic.Pointer[[]AbortedTxn] // .txnindex entries (nil = none)
 
 	mu      sync.Mutex
 	loadMu  sync.Mutex   // one loader of the file / indexes at a time (held across disk I/O; s.mu never is)

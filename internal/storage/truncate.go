@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -13,7 +14,8 @@ import (
 // the batch holding offset, so the new log end offset (returned) may be
 // below offset when offset is inside a batch. Later segments are deleted
 // (renamed .deleted), the segment holding the cut becomes the active one,
-// producer state and the leader epoch history are rolled back with it.
+// producer state, the leader epoch history and the .txnindex entries are
+// rolled back with it.
 func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -78,6 +80,15 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 	target.mu.Unlock()
 	if err := removeIndexFiles(l, target); err != nil {
 		return l.mark.leo, l.fail(err)
+	}
+	// Aborted transactions whose marker is cut go too.
+	if ents := target.abortedTxns(); len(ents) > 0 {
+		k := sort.Search(len(ents), func(i int) bool { return ents[i].LastOffset >= end })
+		kept := append([]AbortedTxn(nil), ents[:k]...)
+		if err := writeTxnIndex(l.fsys, target.path(TxnIndexSuffix), kept); err != nil {
+			return l.mark.leo, l.fail(err)
+		}
+		target.setAbortedTxns(kept)
 	}
 	if err := l.openActive(); err != nil {
 		return l.mark.leo, l.fail(err)
