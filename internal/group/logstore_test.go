@@ -54,11 +54,11 @@ func (s *logStore) AppendTxn(ctx context.Context, p int32, batch []byte) error {
 // marker appends a transaction marker to partition p and waits for it to be
 // durable, as the broker's WriteMarkers does.
 func (s *logStore) marker(p int32, pid int64, epoch int16, commit bool) error {
-	res, err := s.logs[p].Append(markerBatch(pid, epoch, commit), storage.AppendOptions{Coordinator: true})
+	off, err := s.logs[p].AppendMarker(pid, epoch, 0, commit, 0)
 	if err != nil {
 		return err
 	}
-	return s.logs[p].WaitDurable(context.Background(), res.LastOffset+1)
+	return s.logs[p].WaitDurable(context.Background(), off+1)
 }
 
 func (s *logStore) Log(p int32) *storage.Log { return s.logs[p] }

@@ -18,7 +18,11 @@ type syncParams struct {
 // for static members, the instance id still maps to it.
 func (g *group) validateMember(memberID string, instanceID *string) (*member, int16) {
 	if instanceID != nil {
-		if id, ok := g.static[*instanceID]; ok && id != memberID {
+		id, ok := g.static[*instanceID]
+		if !ok {
+			return nil, kerr.UnknownMemberID.Code
+		}
+		if id != memberID {
 			return nil, kerr.FencedInstanceID.Code
 		}
 	}
