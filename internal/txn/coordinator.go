@@ -1,0 +1,313 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/storage"
+)
+
+// Config holds the coordinator's settings (Kafka's broker config names in
+// the comments). Zero durations take Kafka's defaults.
+type Config struct {
+	NodeID                int32
+	NumPartitions         int32            // transaction.state.log.num.partitions (50)
+	MaxTimeout            time.Duration    // transaction.max.timeout.ms (900000)
+	IDExpiration          time.Duration    // transactional.id.expiration.ms (604800000)
+	AbortTimedOutInterval time.Duration    // transaction.abort.timed.out.transaction.cleanup.interval.ms (10000)
+	RemoveExpiredInterval time.Duration    // transaction.remove.expired.transaction.cleanup.interval.ms (3600000)
+	Clock                 func() time.Time // nil = time.Now
+}
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// Deps is what the coordinator needs from the rest of the broker (the
+// server implements it).
+type Deps interface {
+	// NewProducerID returns a never-used producer id.
+	NewProducerID() (int64, error)
+	// PartitionExists reports whether a partition exists (AddPartitionsToTxn
+	// answers UNKNOWN_TOPIC_OR_PARTITION otherwise; markers skip it).
+	PartitionExists(topic string, partition int32) bool
+	// WriteMarkers appends a COMMIT/ABORT marker to every partition and
+	// waits until all are durable; for __consumer_offsets partitions it
+	// also lets the group coordinator apply/drop the offsets.
+	WriteMarkers(ctx context.Context, pid int64, epoch int16, coordinatorEpoch int32, commit bool, parts []TopicPartition) error
+	// StateAppend durably appends one v2 batch (built with internal/record)
+	// to __transaction_state partition p.
+	StateAppend(ctx context.Context, partition int32, batch []byte) error
+	// StateLog returns __transaction_state partition p's log for replay at
+	// Load (nil: nothing to replay).
+	StateLog(partition int32) *storage.Log
+	// GroupPartition returns the __consumer_offsets partition of a group.
+	GroupPartition(groupID string) int32
+}
+
+// groupTopic is the topic AddOffsetsToTxn adds to a transaction.
+const groupTopic = "__consumer_offsets"
+
+// Coordinator is the transaction coordinator of this node (every
+// __transaction_state partition).
+type Coordinator struct {
+	cfg    Config
+	deps   Deps
+	logger *slog.Logger
+	m      *metrics
+
+	loaded atomic.Bool
+	closed atomic.Bool
+
+	// ctx bounds the coordinator's own work (state appends, markers, the
+	// loop); Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu          sync.Mutex // guards txns, coordEpochs and every txnMeta
+	txns        map[string]*txnMeta
+	coordEpochs []int32 // per __transaction_state partition
+}
+
+// NewCoordinator builds a coordinator; call Load before serving requests
+// (until then requests answer COORDINATOR_LOAD_IN_PROGRESS).
+func NewCoordinator(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) (*Coordinator, error) {
+	if cfg.NumPartitions <= 0 {
+		return nil, fmt.Errorf("transaction.state.log.num.partitions %d must be positive", cfg.NumPartitions)
+	}
+	if deps == nil {
+		return nil, errors.New("transaction coordinator needs its dependencies")
+	}
+	if cfg.MaxTimeout <= 0 {
+		cfg.MaxTimeout = 15 * time.Minute
+	}
+	if cfg.IDExpiration <= 0 {
+		cfg.IDExpiration = 7 * 24 * time.Hour
+	}
+	if cfg.AbortTimedOutInterval <= 0 {
+		cfg.AbortTimedOutInterval = 10 * time.Second
+	}
+	if cfg.RemoveExpiredInterval <= 0 {
+		cfg.RemoveExpiredInterval = time.Hour
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Coordinator{
+		cfg: cfg, deps: deps, logger: logger,
+		txns: map[string]*txnMeta{}, coordEpochs: make([]int32, cfg.NumPartitions),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.m = newMetrics(c)
+	if reg != nil {
+		if err := reg.Register(c.m); err != nil {
+			return nil, fmt.Errorf("register transaction metrics: %w", err)
+		}
+	}
+	return c, nil
+}
+
+func (c *Coordinator) nowMs() int64 { return c.cfg.Clock().UnixMilli() }
+
+// partition returns the __transaction_state partition of id.
+func (c *Coordinator) partition(id string) int32 { return PartitionFor(id, c.cfg.NumPartitions) }
+
+// Load replays every __transaction_state partition, completes the
+// transactions a crash left in PrepareCommit/PrepareAbort (markers are
+// written again, then CompleteCommit/CompleteAbort), and starts the loop
+// that aborts timed-out transactions and expires idle transactional ids.
+func (c *Coordinator) Load(ctx context.Context) error {
+	if c.closed.Load() {
+		return errors.New("transaction coordinator is closed")
+	}
+	if c.loaded.Load() {
+		return errors.New("transaction coordinator already loaded")
+	}
+	start := time.Now()
+	r := newReplayer()
+	epochs := make([]int32, c.cfg.NumPartitions)
+	for p := int32(0); p < c.cfg.NumPartitions; p++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		l := c.deps.StateLog(p)
+		if l == nil {
+			continue
+		}
+		if es := l.LeaderEpochs(); len(es) > 0 {
+			epochs[p] = es[len(es)-1].Epoch
+		}
+		if err := replayLog(l, r.applyBatch); err != nil {
+			return fmt.Errorf("load __transaction_state-%d: %w", p, err)
+		}
+	}
+	if r.skipped > 0 {
+		c.logger.Warn("skipped undecodable __transaction_state records", "count", r.skipped, "last_err", r.lastErr)
+	}
+	c.mu.Lock()
+	c.txns = r.txns
+	c.coordEpochs = epochs
+	var unfinished []*txnMeta
+	for _, m := range c.txns {
+		if m.state == statePrepareCommit || m.state == statePrepareAbort {
+			unfinished = append(unfinished, m)
+		}
+	}
+	c.mu.Unlock()
+	c.loaded.Store(true)
+	c.logger.Info("loaded __transaction_state", "transactional_ids", len(r.txns), "records", r.records,
+		"unfinished", len(unfinished), "took", time.Since(start))
+	for _, m := range unfinished {
+		c.complete(m)
+	}
+	c.wg.Add(1)
+	go c.loop()
+	return nil
+}
+
+// Close stops the loop and waits for it; requests then answer
+// COORDINATOR_NOT_AVAILABLE.
+func (c *Coordinator) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}
+
+// APIVersions returns the API keys Handle serves with their version
+// ranges (InitProducerId, key 22, is the protocol layer's to advertise).
+func (c *Coordinator) APIVersions() map[int16][2]int16 {
+	return map[int16][2]int16{
+		24: {0, 3}, // AddPartitionsToTxn (v4+ is broker-to-broker, KIP-890)
+		25: {0, 3}, // AddOffsetsToTxn
+		26: {0, 4}, // EndTxn (v5 is transaction version 2)
+		65: {0, 0}, // DescribeTransactions
+		66: {0, 2}, // ListTransactions
+	}
+}
+
+// Handle answers one transaction request: InitProducerId (requests with a
+// transactional id), AddPartitionsToTxn v0-3, AddOffsetsToTxn v0-3,
+// EndTxn v0-4, DescribeTransactions v0 and ListTransactions v0-2. An
+// error means the request is not one of these (or an unsupported version).
+func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	if v, ok := c.APIVersions()[req.Key()]; ok && (req.GetVersion() < v[0] || req.GetVersion() > v[1]) {
+		return nil, fmt.Errorf("txn: %s v%d: %w", kmsg.NameForKey(req.Key()), req.GetVersion(), kerr.UnsupportedVersion)
+	}
+	switch r := req.(type) {
+	case *kmsg.InitProducerIDRequest:
+		return c.handleInitProducerID(ctx, r), nil
+	case *kmsg.AddPartitionsToTxnRequest:
+		return c.handleAddPartitions(r), nil
+	case *kmsg.AddOffsetsToTxnRequest:
+		return c.handleAddOffsets(r), nil
+	case *kmsg.EndTxnRequest:
+		return c.handleEndTxn(r), nil
+	case *kmsg.DescribeTransactionsRequest:
+		return c.handleDescribe(r), nil
+	case *kmsg.ListTransactionsRequest:
+		return c.handleList(r), nil
+	}
+	return nil, fmt.Errorf("txn: request key %d (%s) is not a transaction request", req.Key(), kmsg.NameForKey(req.Key()))
+}
+
+// availability returns the error every request gets while the coordinator
+// is not serving: COORDINATOR_NOT_AVAILABLE once closed,
+// COORDINATOR_LOAD_IN_PROGRESS before Load.
+func (c *Coordinator) availability() *kerr.Error {
+	switch {
+	case c.closed.Load():
+		return kerr.CoordinatorNotAvailable
+	case !c.loaded.Load():
+		return kerr.CoordinatorLoadInProgress
+	}
+	return nil
+}
+
+// appendTransit writes tr for id to its __transaction_state partition.
+func (c *Coordinator) appendTransit(id string, tr transit) error {
+	b, err := buildBatch(c.cfg.Clock(), []record.Record{{Key: stateKey(id), Value: stateValue(tr)}})
+	if err != nil {
+		return err
+	}
+	p := c.partition(id)
+	if err := c.deps.StateAppend(c.ctx, p, b); err != nil {
+		return fmt.Errorf("append to __transaction_state-%d: %w", p, err)
+	}
+	return nil
+}
+
+// write persists the transition m.prepare accepted, then applies it (or
+// drops it on failure, returning the coordinator error Kafka's
+// appendTransactionToLog maps the append error to).
+func (c *Coordinator) write(m *txnMeta, tr transit) *kerr.Error {
+	err := c.appendTransit(m.id, tr)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		m.clearPending()
+		c.logger.Warn("transaction state append failed", "transactional_id", m.id, "state", tr.state, "err", err)
+		return appendError(err)
+	}
+	m.apply(tr)
+	return nil
+}
+
+// appendError maps a failed __transaction_state append to the error the
+// client gets (TransactionStateManager.appendTransactionToLog): retriable
+// append errors become COORDINATOR_NOT_AVAILABLE, a storage failure
+// NOT_COORDINATOR, oversized records UNKNOWN_SERVER_ERROR.
+func appendError(err error) *kerr.Error {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		switch ke {
+		case kerr.UnknownTopicOrPartition, kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.RequestTimedOut:
+			return kerr.CoordinatorNotAvailable
+		case kerr.NotLeaderForPartition, kerr.KafkaStorageError:
+			return kerr.NotCoordinator
+		case kerr.MessageTooLarge, kerr.RecordListTooLarge:
+			return kerr.UnknownServerError
+		}
+		return ke
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return kerr.CoordinatorNotAvailable
+	}
+	return kerr.NotCoordinator // a local storage failure (Kafka's KAFKA_STORAGE_ERROR)
+}
+
+// code returns e's code, 0 for nil.
+func code(e *kerr.Error) int16 {
+	if e == nil {
+		return 0
+	}
+	return e.Code
+}
+
+// fenced maps PRODUCER_FENCED to INVALID_PRODUCER_EPOCH for request
+// versions older than fencedSince (KIP-588: clients before it do not know
+// the new code; KafkaApis does this per API).
+func fenced(e *kerr.Error, version, fencedSince int16) *kerr.Error {
+	if e == kerr.ProducerFenced && version < fencedSince {
+		return kerr.InvalidProducerEpoch
+	}
+	return e
+}

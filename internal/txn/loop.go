@@ -1,0 +1,150 @@
+package txn
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/strata-io/strata/internal/record"
+)
+
+// loop is the coordinator's background work, owned by the coordinator
+// (Close stops it): every AbortTimedOutInterval it aborts timed-out
+// transactions and retries unfinished completions; every
+// RemoveExpiredInterval it expires idle transactional ids.
+func (c *Coordinator) loop() {
+	defer c.wg.Done()
+	abort := time.NewTicker(c.cfg.AbortTimedOutInterval)
+	defer abort.Stop()
+	expire := time.NewTicker(c.cfg.RemoveExpiredInterval)
+	defer expire.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-abort.C:
+			c.abortTimedOut()
+			c.retryUnfinished()
+		case <-expire.C:
+			c.expireIDs()
+		}
+	}
+}
+
+// abortTimedOut aborts, with an epoch bump, every Ongoing transaction
+// older than its timeout (Kafka's abortTimedOutTransactions over
+// timedOutTransactions: txnStartTimestamp + txnTimeoutMs < now). It
+// returns how many it aborted.
+func (c *Coordinator) abortTimedOut() int {
+	if c.availability() != nil {
+		return 0
+	}
+	now := c.nowMs()
+	c.mu.Lock()
+	var due []*txnMeta
+	for _, m := range c.txns {
+		if !m.hasPending && m.state == stateOngoing && m.startMs+int64(m.timeoutMs) < now {
+			due = append(due, m)
+		}
+	}
+	c.mu.Unlock()
+	n := 0
+	for _, m := range due {
+		c.mu.Lock()
+		if c.txns[m.id] != m || m.hasPending || m.state != stateOngoing {
+			c.mu.Unlock()
+			continue
+		}
+		tr, e, write := c.fenceLocked(m)
+		c.mu.Unlock()
+		if !write {
+			c.logger.Warn("timed-out transaction not aborted", "transactional_id", m.id, "err", e)
+			continue
+		}
+		c.logger.Info("aborting timed-out transaction", "transactional_id", m.id,
+			"producer_id", tr.producerID, "epoch", tr.epoch, "timeout_ms", tr.timeoutMs)
+		if e := c.finishEnd(m, tr, true); e != nil {
+			c.logger.Warn("abort of timed-out transaction failed", "transactional_id", m.id, "err", e)
+			continue
+		}
+		c.m.timedOut.Inc()
+		n++
+	}
+	return n
+}
+
+// retryUnfinished completes transactions whose markers or completion
+// record failed earlier.
+func (c *Coordinator) retryUnfinished() {
+	if c.availability() != nil {
+		return
+	}
+	c.mu.Lock()
+	var todo []*txnMeta
+	for _, m := range c.txns {
+		if !m.hasPending && (m.state == statePrepareCommit || m.state == statePrepareAbort) {
+			todo = append(todo, m)
+		}
+	}
+	c.mu.Unlock()
+	for _, m := range todo {
+		c.complete(m)
+	}
+}
+
+// expireIDs writes a tombstone for, then forgets, every transactional id
+// idle longer than IDExpiration in Empty, CompleteCommit or CompleteAbort
+// (Kafka's removeExpiredTransactionalIds), one batch per
+// __transaction_state partition. It returns how many it expired.
+func (c *Coordinator) expireIDs() int {
+	if c.availability() != nil {
+		return 0
+	}
+	cutoff := c.nowMs() - c.cfg.IDExpiration.Milliseconds()
+	byPart := map[int32][]*txnMeta{}
+	c.mu.Lock()
+	for _, m := range c.txns {
+		if m.hasPending || !m.state.expirable() || m.lastUpdateMs > cutoff {
+			continue
+		}
+		if !m.prepare(m.to(stateDead, nil, m.startMs, m.lastUpdateMs)) {
+			continue
+		}
+		p := c.partition(m.id)
+		byPart[p] = append(byPart[p], m)
+	}
+	c.mu.Unlock()
+	n := 0
+	for p, ms := range byPart {
+		err := c.writeTombstones(p, ms)
+		c.mu.Lock()
+		for _, m := range ms {
+			if err == nil && m.pendingIs(stateDead) && c.txns[m.id] == m {
+				delete(c.txns, m.id)
+				n++
+			} else {
+				m.clearPending()
+			}
+		}
+		c.mu.Unlock()
+		if err != nil {
+			c.logger.Warn("expire transactional ids failed", "partition", p, "err", err)
+		}
+	}
+	c.m.expired.Add(float64(n))
+	return n
+}
+
+func (c *Coordinator) writeTombstones(p int32, ms []*txnMeta) error {
+	recs := make([]record.Record, len(ms))
+	for i, m := range ms {
+		recs[i] = record.Record{Key: stateKey(m.id)}
+	}
+	b, err := buildBatch(c.cfg.Clock(), recs)
+	if err != nil {
+		return err
+	}
+	if err := c.deps.StateAppend(c.ctx, p, b); err != nil {
+		return fmt.Errorf("append tombstones to __transaction_state-%d: %w", p, err)
+	}
+	return nil
+}
