@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,12 +19,15 @@ type modelRec struct {
 }
 
 // TestCleanerModel drives a real storage.Log and Cleaner with random
-// sequences of puts (every codec), tombstones, idempotent produces, rolls,
-// cleanings, clock jumps past delete.retention.ms and restarts. After every
-// cleaning it checks that the latest-value-per-key view of the log equals
-// the model, that the surviving records are a subsequence of the appended
-// ones (same offsets, keys, values, timestamps), and that the idempotent
-// producer can keep producing.
+// sequences of puts (every codec), tombstones, idempotent produces,
+// transactions that commit or abort (left open across other actions),
+// rolls, cleanings, clock jumps past delete.retention.ms and restarts.
+// After every cleaning it checks that the latest-value-per-key view of the
+// committed data equals the model (a key whose latest record was aborted
+// keeps its last committed value), that the surviving records are a
+// subsequence of the appended ones (same offsets, keys, values,
+// timestamps), that no aborted record is left below the cleaned offset,
+// and that the idempotent and transactional producers can keep producing.
 func TestCleanerModel(t *testing.T) {
 	requireStorage(t)
 	rapid.Check(t, func(rt *rapid.T) {
@@ -40,6 +44,10 @@ func TestCleanerModel(t *testing.T) {
 		var offsets []int64
 		appendTS := map[int64]int64{}
 		latest := map[string][]byte{} // key -> value (nil = tombstone)
+		latestOff := map[string]int64{}
+		var pending []int64 // offsets of the open transaction's records
+		aborted := map[int64]bool{}
+		tp := producer{id: 2000, epoch: 0, seq: 0, txn: true}
 		keys := []string{"", "a", "b", "c", "d", "e", "f", "g"}
 		pid := producer{id: 1000, epoch: 0, seq: 0}
 		tsNext := int64(1_000_000)
@@ -66,8 +74,35 @@ func TestCleanerModel(t *testing.T) {
 				appended[o] = modelRec{x.key, x.val}
 				appendTS[o] = tsNext + int64(i)
 				offsets = append(offsets, o)
+				if p.txn {
+					pending = append(pending, o)
+					continue
+				}
 				latest[string(x.key)] = x.val
+				latestOff[string(x.key)] = o
 			}
+		}
+		// endTxn writes the open transaction's marker and applies (commit)
+		// or forgets (abort) its records.
+		endTxn := func(commit bool) {
+			if len(pending) == 0 {
+				return
+			}
+			h.appendMarker(tp, commit)
+			for _, o := range pending {
+				r := appended[o]
+				if !commit {
+					aborted[o] = true
+					continue
+				}
+				// The later record of a key wins, whenever it was
+				// committed.
+				if off, ok := latestOff[string(r.key)]; !ok || o > off {
+					latest[string(r.key)] = r.val
+					latestOff[string(r.key)] = o
+				}
+			}
+			pending = nil
 		}
 
 		check := func(rt *rapid.T) {
@@ -90,6 +125,9 @@ func TestCleanerModel(t *testing.T) {
 				}
 				if r.TS != appendTS[r.Offset] || r.Hdrs != 1 {
 					rt.Fatalf("offset %d: timestamp %d want %d, %d headers", r.Offset, r.TS, appendTS[r.Offset], r.Hdrs)
+				}
+				if aborted[r.Offset] || slices.Contains(pending, r.Offset) {
+					continue // not committed (yet)
 				}
 				view[string(r.Key)] = r.Value
 				seen[string(r.Key)] = true
@@ -121,9 +159,26 @@ func TestCleanerModel(t *testing.T) {
 					rt.Fatalf("roll: %v", err)
 				}
 			},
+			"txnData": func(rt *rapid.T) {
+				n := len(offsets)
+				add(rt, tp, true)
+				tp.seq += int32(len(offsets) - n)
+			},
+			"txnCommit": func(rt *rapid.T) { endTxn(true) },
+			"txnAbort":  func(rt *rapid.T) { endTxn(false) },
 			"clean": func(rt *rapid.T) {
 				h.clean()
 				check(rt)
+				if !txnSupported(h.log) {
+					return
+				}
+				fd := h.cl.Status(h.topic)[0].FirstDirtyOffset
+				recs, _ := h.readAll()
+				for _, r := range recs {
+					if aborted[r.Offset] && r.Offset < fd {
+						rt.Fatalf("aborted record at %d survived a round that cleaned up to %d", r.Offset, fd)
+					}
+				}
 			},
 			"advance": func(rt *rapid.T) { h.clock.Advance(1500 * time.Millisecond) },
 			"restart": func(rt *rapid.T) {
@@ -138,6 +193,10 @@ func TestCleanerModel(t *testing.T) {
 			},
 			"": check,
 		})
+		// The transactional producer continues without a sequence error.
+		endTxn(true)
+		add(rt, tp, false)
+		endTxn(rapid.Bool().Draw(rt, "lastCommit"))
 		// The idempotent producer continues without a sequence error.
 		_, err := h.append(clientBatch(record.Zstd, pid, tsNext+10, []kv{{[]byte("a"), []byte("z")}}))
 		if errors.Is(err, kerr.OutOfOrderSequenceNumber) {

@@ -13,23 +13,11 @@ import (
 // offset.
 func (h *harness) appendMarker(p producer, commit bool) int64 {
 	h.t.Helper()
-	typ := record.ControlAbort
-	if commit {
-		typ = record.ControlCommit
-	}
-	ts := h.clock.Now().UnixMilli()
-	b, err := record.Build(record.BatchHeader{
-		Attributes: record.AttrControl | record.AttrTransactional, BaseTimestamp: ts, MaxTimestamp: ts,
-		ProducerID: p.id, ProducerEpoch: p.epoch, BaseSequence: -1, PartitionLeaderEpoch: -1,
-	}, []record.Record{record.EndTxnMarker(typ, 0)})
-	if err != nil {
-		h.t.Fatalf("build marker: %v", err)
-	}
-	res, err := h.log.Append(b, storage.AppendOptions{Coordinator: true})
+	off, err := h.log.AppendMarker(p.id, p.epoch, 0, commit, 0)
 	if err != nil {
 		h.t.Fatalf("append marker: %v", err)
 	}
-	return res.BaseOffset
+	return off
 }
 
 // appendP appends one batch of producer p (advancing its sequence) and
