@@ -631,3 +631,103 @@ func TestTxnFencedByLog(t *testing.T) {
 		t.Fatalf("after restart: %v", got)
 	}
 }
+
+// BenchmarkTxnOffsetCommit measures one transactional commit of three
+// partitions and its completion (the exactly-once consume-transform-produce
+// loop's per-transaction group work).
+func BenchmarkTxnOffsetCommit(b *testing.B) {
+	cfg := testConfig(newFakeClock())
+	cfg.Transactions = true
+	c, err := NewCoordinator(cfg, newMemStore(), nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Load(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	req := txnReq("bench", 1, -1, "", "t", map[int32]int64{0: 1, 1: 2, 2: 3})
+	p := PartitionFor("bench", cfg.NumPartitions)
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := c.Handle(context.Background(), req)
+		if err != nil || resp.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode != 0 {
+			b.Fatal(err, resp)
+		}
+		c.CompleteTxn(p, 1, true)
+	}
+}
+
+// BenchmarkReplayTxn measures Load's folding of one transactional batch
+// of three offsets and its COMMIT marker.
+func BenchmarkReplayTxn(b *testing.B) {
+	var recs []record.Record
+	for p := int32(0); p < 3; p++ {
+		o := offset{offset: int64(p), leaderEpoch: -1, metadata: "m", commitMs: 1, expireMs: -1}
+		recs = append(recs, record.Record{Key: offsetKey("g", tp{"t", p}), Value: offsetValue(o)})
+	}
+	data, err := buildTxnBatch(time.Unix(1, 0), 1, 0, recs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	marker := markerBatch(1, 0, true)
+	r := newReplayer()
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = r.applyBatch(data)
+		_ = r.applyBatch(marker)
+	}
+}
+
+// TestTxnConcurrent runs transactional and plain commits of shared groups
+// from several goroutines (run with -race); every group ends with the
+// last committed transaction's offsets.
+func TestTxnConcurrent(t *testing.T) {
+	h := newTxnEnv(t, false, nil)
+	const workers, rounds = 4, 50
+	done := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func(w int) {
+			group := fmt.Sprintf("g%d", w%2)
+			pid := int64(100 + w)
+			p := PartitionFor(group, 50)
+			for i := 0; i < rounds; i++ {
+				resp, err := h.c.Handle(context.Background(), txnReq(group, pid, -1, "", "t", map[int32]int64{int32(w): int64(i)}))
+				if err != nil {
+					done <- err
+					return
+				}
+				if c := resp.(*kmsg.TxnOffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; c != 0 {
+					done <- fmt.Errorf("worker %d: code %d", w, c)
+					return
+				}
+				if _, err := h.c.Handle(context.Background(), commitReq(group, "", -1, "u", map[int32]int64{int32(w): int64(i)})); err != nil {
+					done <- err
+					return
+				}
+				if err := h.store.marker(p, pid, 0, true); err != nil {
+					done <- err
+					return
+				}
+				h.c.CompleteTxn(p, pid, true)
+			}
+			done <- nil
+		}(w)
+	}
+	for w := 0; w < workers; w++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string) {
+		for w := 0; w < workers; w++ {
+			got := h.fetch(fmt.Sprintf("g%d", w%2), "", 0)
+			if got["t"][int32(w)] != rounds-1 || got["u"][int32(w)] != rounds-1 {
+				t.Fatalf("%s: worker %d offsets %v", when, w, got)
+			}
+		}
+	}
+	check("live")
+	h.reboot()
+	check("replayed")
+}
