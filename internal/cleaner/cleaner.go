@@ -400,6 +400,7 @@ func (c *Cleaner) round(w *worker, p Partition, force bool) (err error) {
 			"first_dirty", res.FirstDirty, "end_offset", res.EndOffset, "segments", res.Segments,
 			"bytes_read", res.Stats.BytesRead, "bytes_written", res.Stats.BytesWritten,
 			"records_removed", res.Stats.RecordsRemoved, "tombstones_removed", res.Stats.TombstonesRemoved,
+			"aborted_removed", res.Stats.AbortedRemoved, "markers_removed", res.Stats.MarkersRemoved,
 			"map_keys", res.MapKeys, "map_full", res.MapFull, "duration", res.Duration)
 	}
 	return nil

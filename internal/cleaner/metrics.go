@@ -28,6 +28,9 @@ type metrics struct {
 	bytesWritten prometheus.Counter
 	recsRemoved  prometheus.Counter
 	tombsRemoved prometheus.Counter
+	// abortedRemoved and markersRemoved count what transactions left.
+	abortedRemoved prometheus.Counter
+	markersRemoved prometheus.Counter
 
 	partDirtyRatio *prometheus.GaugeVec
 	partDirtyBytes *prometheus.GaugeVec
@@ -90,6 +93,8 @@ func newMetrics(c *Cleaner, reg prometheus.Registerer) (*metrics, error) {
 	m.bytesWritten = ctr("bytes_written_total", "Bytes written by the cleaner.")
 	m.recsRemoved = ctr("records_removed_total", "Records removed by compaction.")
 	m.tombsRemoved = ctr("tombstones_removed_total", "Tombstones removed after their delete horizon.")
+	m.abortedRemoved = ctr("aborted_records_removed_total", "Records of aborted transactions removed (also counted in records_removed_total).")
+	m.markersRemoved = ctr("markers_removed_total", "Transaction markers removed after their delete horizon.")
 	m.partDirtyRatio = vec("partition_dirty_ratio", "Dirty ratio of a compacted partition (0-1).")
 	m.partDirtyBytes = vec("partition_dirty_bytes", "Cleanable dirty bytes of a compacted partition.")
 	m.partDirtyAge = vec("partition_oldest_dirty_age_ms", "Age of the oldest dirty record of a compacted partition, ms.")
@@ -144,6 +149,8 @@ func (m *metrics) observeRound(worker int, r roundResult) {
 	m.bytesWritten.Add(float64(r.Stats.BytesWritten))
 	m.recsRemoved.Add(float64(r.Stats.RecordsRemoved))
 	m.tombsRemoved.Add(float64(r.Stats.TombstonesRemoved))
+	m.abortedRemoved.Add(float64(r.Stats.AbortedRemoved))
+	m.markersRemoved.Add(float64(r.Stats.MarkersRemoved))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.perWork[worker] = r
