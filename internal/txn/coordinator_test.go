@@ -575,3 +575,52 @@ func TestHandleRejects(t *testing.T) {
 		t.Fatal("zero partitions accepted")
 	}
 }
+
+// TestPrepareAbortCodes: EndTxn against a PrepareAbort whose markers are
+// failing.
+func TestPrepareAbortCodes(t *testing.T) {
+	h := newHarness(t)
+	pid, epoch := h.init("tx")
+	h.add("tx", pid, epoch, tp("a", 0))
+	h.d.set(func(d *testDeps) { d.markErr = errDisk })
+	wantCode(t, "abort", h.end(4, "tx", pid, epoch, false), nil)
+	h.wantState("tx", "PrepareAbort", pid, epoch)
+	wantCode(t, "abort again", h.end(4, "tx", pid, epoch, false), kerr.ConcurrentTransactions)
+	wantCode(t, "commit", h.end(4, "tx", pid, epoch, true), kerr.InvalidTxnState)
+	if n := h.c.abortTimedOut(); n != 0 {
+		t.Fatalf("timeout pass touched a prepared transaction")
+	}
+	h.d.set(func(d *testDeps) { d.markErr = nil })
+	h.c.retryUnfinished()
+	h.wantState("tx", "CompleteAbort", pid, epoch)
+	if ms := h.d.takeMarkers(); len(ms) != 1 || ms[0].commit {
+		t.Fatalf("markers: %+v", ms)
+	}
+}
+
+// TestRequestsDuringExpiry: while an id's tombstone is being written,
+// requests for it get CONCURRENT_TRANSACTIONS.
+func TestRequestsDuringExpiry(t *testing.T) {
+	h := newHarness(t)
+	pid, epoch := h.init("tx")
+	h.clk.advance(h.cfg.IDExpiration)
+	entered, release := make(chan struct{}), make(chan struct{})
+	h.d.set(func(d *testDeps) {
+		d.appendFn = func(_ int32, b []byte) error {
+			close(entered)
+			<-release
+			return nil
+		}
+	})
+	done := make(chan int)
+	go func() { done <- h.c.expireIDs() }()
+	<-entered
+	h.d.set(func(d *testDeps) { d.appendFn = nil })
+	wantCode(t, "init", h.initReq("tx", 4, 1000, -1, -1).ErrorCode, kerr.ConcurrentTransactions)
+	wantCode(t, "add", h.addV(3, "tx", pid, epoch, tp("a", 0))[0], kerr.ConcurrentTransactions)
+	close(release)
+	if n := <-done; n != 1 {
+		t.Fatalf("expired %d", n)
+	}
+	wantCode(t, "describe", h.describe("tx").ErrorCode, kerr.TransactionalIDNotFound)
+}

@@ -14,10 +14,11 @@ import (
 //   - kerr.InvalidProducerIDMapping: unknown transactional id or another
 //     producer id;
 //   - kerr.InvalidProducerEpoch: another epoch (fenced or stale);
-//   - kerr.ConcurrentTransactions: the transaction is completing (Kafka's
-//     produce path answers this as the retriable NOT_ENOUGH_REPLICAS), as
-//     are kerr.CoordinatorLoadInProgress before Load and
-//     kerr.CoordinatorNotAvailable after Close;
+//   - kerr.ConcurrentTransactions: the transaction is in PrepareCommit or
+//     PrepareAbort (Kafka's ReplicaManager answers the produce with the
+//     retriable NOT_ENOUGH_REPLICAS, as it does for
+//     kerr.CoordinatorLoadInProgress before Load and
+//     kerr.CoordinatorNotAvailable after Close);
 //   - kerr.InvalidTxnState: no Ongoing transaction, or tp not added to it.
 func (c *Coordinator) VerifyProduce(transactionalID string, pid int64, epoch int16, tp TopicPartition) error {
 	if transactionalID == "" {
@@ -35,7 +36,9 @@ func (c *Coordinator) VerifyProduce(transactionalID string, pid int64, epoch int
 		e = kerr.InvalidProducerIDMapping
 	case m.epoch != epoch:
 		e = kerr.InvalidProducerEpoch
-	case m.hasPending, m.state == statePrepareCommit, m.state == statePrepareAbort:
+	case m.state == statePrepareCommit || m.state == statePrepareAbort:
+		// A transition in flight is not checked: Kafka re-validates on the
+		// append (the producer state refuses stale epochs).
 		e = kerr.ConcurrentTransactions
 	case m.state != stateOngoing:
 		e = kerr.InvalidTxnState
