@@ -38,7 +38,8 @@ type testDeps struct {
 	syncer *storage.Syncer
 	logs   []*storage.Log
 
-	nextPID atomic.Int64
+	nextPID     atomic.Int64
+	leaderEpoch atomic.Int32 // stamped on state appends
 
 	mu       sync.Mutex
 	missing  map[TopicPartition]bool // partitions that do not exist
@@ -115,7 +116,7 @@ func (d *testDeps) StateAppend(ctx context.Context, p int32, batch []byte) error
 			return err
 		}
 	}
-	res, err := d.logs[p].Append(batch, storage.AppendOptions{RequireKeys: true})
+	res, err := d.logs[p].Append(batch, storage.AppendOptions{RequireKeys: true, LeaderEpoch: d.leaderEpoch.Load()})
 	if err != nil {
 		return err
 	}

@@ -190,3 +190,24 @@ func TestLoopRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCoordinatorEpoch: markers carry the leader epoch of the
+// transactional id's __transaction_state partition, read at Load.
+func TestCoordinatorEpoch(t *testing.T) {
+	h := newHarness(t)
+	pid, epoch := h.init("tx")
+	h.add("tx", pid, epoch, tp("a", 0))
+	wantCode(t, "commit", h.end(4, "tx", pid, epoch, true), nil)
+	if ms := h.d.takeMarkers(); len(ms) != 1 || ms[0].coordEpoch != 0 {
+		t.Fatalf("markers at epoch 0: %+v", ms)
+	}
+	h.d.leaderEpoch.Store(5)
+	h.init("tx")
+	h.restart()
+	pid, epoch = h.init("tx")
+	h.add("tx", pid, epoch, tp("a", 0))
+	wantCode(t, "commit", h.end(4, "tx", pid, epoch, true), nil)
+	if ms := h.d.takeMarkers(); len(ms) != 1 || ms[0].coordEpoch != 5 {
+		t.Fatalf("markers after leader epoch 5: %+v", ms)
+	}
+}
