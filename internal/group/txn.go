@@ -86,6 +86,16 @@ func (c *Coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 			}
 		}
 	}
+	// Verification asks the transaction coordinator, which may be writing
+	// markers (and so waiting in CompleteTxn for a group lock): ask before
+	// taking the group's lock.
+	if c.cfg.VerifyTxn != nil && len(offs) > 0 {
+		err := c.cfg.VerifyTxn(r.TransactionalID, r.ProducerID, r.ProducerEpoch, PartitionFor(r.Group, c.cfg.NumPartitions))
+		if err != nil {
+			setAll(txnErrorCode(err, kerr.InvalidTxnState.Code))
+			return resp
+		}
+	}
 	g := c.lockGroup(r.Group, generation < 0)
 	if g == nil {
 		setAll(kerr.IllegalGeneration.Code)
@@ -106,15 +116,6 @@ func (c *Coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 		return resp
 	}
 	part := PartitionFor(g.id, c.cfg.NumPartitions)
-	if c.cfg.VerifyTxn != nil {
-		if err := c.cfg.VerifyTxn(r.TransactionalID, r.ProducerID, r.ProducerEpoch, part); err != nil {
-			setAll(txnErrorCode(err, kerr.InvalidTxnState.Code))
-			if g.removable() {
-				c.removeGroup(g)
-			}
-			return resp
-		}
-	}
 	keys := make([]tp, 0, len(offs))
 	for k := range offs {
 		keys = append(keys, k)
