@@ -37,6 +37,8 @@ type testDeps struct {
 	n      int32
 	syncer *storage.Syncer
 	logs   []*storage.Log
+	fsys   vfs.FS // vfs.Default() unless a power-loss test swaps in a CrashFS
+	clean  bool   // open the logs as after a clean shutdown
 
 	nextPID     atomic.Int64
 	leaderEpoch atomic.Int32 // stamped on state appends
@@ -51,7 +53,7 @@ type testDeps struct {
 
 func openDeps(t testing.TB, dir string, n int32) *testDeps {
 	t.Helper()
-	d := &testDeps{t: t, dir: dir, n: n, missing: map[TopicPartition]bool{}}
+	d := &testDeps{t: t, dir: dir, n: n, missing: map[TopicPartition]bool{}, fsys: vfs.Default(), clean: true}
 	d.nextPID.Store(1000)
 	d.open()
 	return d
@@ -64,8 +66,8 @@ func (d *testDeps) open() {
 	cfg.Compact, cfg.Delete = true, false
 	d.logs = nil
 	for p := int32(0); p < d.n; p++ {
-		l, err := storage.Open(filepath.Join(d.dir, fmt.Sprintf("__transaction_state-%d", p)), [16]byte{7}, cfg, true,
-			storage.Options{FS: vfs.Default(), Syncer: d.syncer})
+		l, err := storage.Open(filepath.Join(d.dir, fmt.Sprintf("__transaction_state-%d", p)), [16]byte{7}, cfg, d.clean,
+			storage.Options{FS: d.fsys, Syncer: d.syncer})
 		if err != nil {
 			d.t.Fatal(err)
 		}
