@@ -6,20 +6,26 @@ import (
 )
 
 // handleAddPartitions answers AddPartitionsToTxn v0-3. As in KafkaApis, a
-// partition that does not exist fails with UNKNOWN_TOPIC_OR_PARTITION and
-// then none is added (the others get OPERATION_NOT_ATTEMPTED); otherwise
+// partition that does not exist fails with UNKNOWN_TOPIC_OR_PARTITION (one
+// of an internal topic with TOPIC_AUTHORIZATION_FAILED) and then none is
+// added (the others get OPERATION_NOT_ATTEMPTED); otherwise
 // every partition gets the coordinator's answer. PRODUCER_FENCED is
 // INVALID_PRODUCER_EPOCH before v2.
 func (c *Coordinator) handleAddPartitions(r *kmsg.AddPartitionsToTxnRequest) *kmsg.AddPartitionsToTxnResponse {
 	resp := r.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
-	missing := map[TopicPartition]bool{}
+	missing := map[TopicPartition]*kerr.Error{}
 	var parts []TopicPartition
 	for _, t := range r.Topics {
 		for _, p := range t.Partitions {
 			tp := TopicPartition{Topic: t.Topic, Partition: p}
 			parts = append(parts, tp)
-			if !c.deps.PartitionExists(t.Topic, p) {
-				missing[tp] = true
+			switch {
+			case internalTopic(t.Topic):
+				// KafkaApis never authorizes WRITE on internal topics
+				// for clients (AddOffsetsToTxn is the way in).
+				missing[tp] = kerr.TopicAuthorizationFailed
+			case !c.deps.PartitionExists(t.Topic, p):
+				missing[tp] = kerr.UnknownTopicOrPartition
 			}
 		}
 	}
@@ -33,9 +39,9 @@ func (c *Coordinator) handleAddPartitions(r *kmsg.AddPartitionsToTxnRequest) *km
 		for _, p := range t.Partitions {
 			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
 			rp.Partition = p
-			switch {
-			case missing[TopicPartition{Topic: t.Topic, Partition: p}]:
-				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			switch me := missing[TopicPartition{Topic: t.Topic, Partition: p}]; {
+			case me != nil:
+				rp.ErrorCode = me.Code
 			case len(missing) > 0:
 				rp.ErrorCode = kerr.OperationNotAttempted.Code
 			default:
@@ -117,4 +123,10 @@ func (m *txnMeta) hasAll(parts []TopicPartition) bool {
 		}
 	}
 	return true
+}
+
+// internalTopic reports whether topic is one of Kafka's internal topics
+// (Topic.isInternal).
+func internalTopic(topic string) bool {
+	return topic == groupTopic || topic == "__transaction_state"
 }

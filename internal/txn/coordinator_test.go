@@ -181,6 +181,12 @@ func TestAddPartitionsErrors(t *testing.T) {
 	}
 	h.wantState("tx", "Empty", pid, epoch)
 
+	codes = h.addV(3, "tx", pid, epoch, tp("__consumer_offsets", 0), tp("a", 0))
+	want = []int16{kerr.TopicAuthorizationFailed.Code, kerr.OperationNotAttempted.Code}
+	if !slices.Equal(codes, want) {
+		t.Fatalf("internal topic codes %v, want %v", codes, want)
+	}
+
 	// Unknown partitions win over coordinator errors, as in KafkaApis.
 	codes = h.addV(3, "unknown", pid, epoch, tp("gone", 1))
 	wantCode(t, "unknown partition of unknown id", codes[0], kerr.UnknownTopicOrPartition)
