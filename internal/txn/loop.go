@@ -50,7 +50,7 @@ func (c *Coordinator) abortTimedOut() int {
 	n := 0
 	for _, m := range due {
 		c.mu.Lock()
-		if c.txns[m.id] != m || m.hasPending || m.state != stateOngoing {
+		if c.txns[m.id] != m || m.hasPending || m.state != stateOngoing || m.startMs+int64(m.timeoutMs) >= now {
 			c.mu.Unlock()
 			continue
 		}
