@@ -42,6 +42,19 @@ func (p *Partition) AppendNoWait(records []byte, acks int16) (storage.AppendResu
 	return p.Log.Append(records, storage.AppendOptions{LeaderEpoch: p.LeaderEpoch, RequireKeys: ts.requireKeys})
 }
 
+// AppendCoordinator durably appends a batch written by the broker itself
+// (the group coordinator's transactional offset commits: producer id and
+// epoch set, base sequence -1): no sequence checks, the transaction it
+// opens is closed by a marker. It returns after fsync (unless
+// strata.durable.acks=false).
+func (p *Partition) AppendCoordinator(ctx context.Context, batch []byte) (storage.AppendResult, error) {
+	res, err := p.Log.Append(batch, storage.AppendOptions{LeaderEpoch: p.LeaderEpoch, Coordinator: true})
+	if err != nil {
+		return res, err
+	}
+	return res, p.WaitDurable(ctx, res)
+}
+
 // WaitDurable waits until an append is fsynced (acks=all), unless
 // strata.durable.acks=false. A ctx timeout wraps kerr.RequestTimedOut.
 func (p *Partition) WaitDurable(ctx context.Context, res storage.AppendResult) error {

@@ -24,8 +24,11 @@ func (s *Server) handleProduce(ctx context.Context, _ *conn, kreq kmsg.Request) 
 	switch {
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		common = fmt.Errorf("acks=%d: %w", req.Acks, kerr.InvalidRequiredAcks)
-	case req.TransactionID != nil:
-		common = fmt.Errorf("transactions are not supported: %w", kerr.TransactionalIDAuthorizationFailed)
+	case req.TransactionID != nil && s.cfg.Txn == nil:
+		common = fmt.Errorf("transactions are not enabled: %w", kerr.TransactionalIDAuthorizationFailed)
+	case req.TransactionID == nil && hasTransactional(req):
+		// Kafka: transactional records need a transactional id.
+		common = fmt.Errorf("transactional records without a transactional id: %w", kerr.TransactionalIDAuthorizationFailed)
 	}
 	var wg sync.WaitGroup
 	single := len(req.Topics) == 1 && len(req.Topics[0].Partitions) == 1
@@ -107,6 +110,12 @@ func (s *Server) producePartition(req *kmsg.ProduceRequest, topic string, rp kms
 			return nil
 		}
 	}
+	if req.TransactionID != nil {
+		if err := s.verifyTransactional(*req.TransactionID, topic, rp.Partition, records); err != nil {
+			s.fillProduceError(sp, req.Version, err, nil)
+			return nil
+		}
+	}
 	res, err := p.AppendNoWait(records, req.Acks)
 	if err != nil {
 		s.fillProduceError(sp, req.Version, err, res.RecordErrors)
@@ -145,4 +154,49 @@ func (s *Server) fillProduceError(sp *kmsg.ProduceResponseTopicPartition, versio
 			sp.ErrorRecords = append(sp.ErrorRecords, er)
 		}
 	}
+}
+
+// hasTransactional reports whether any partition's first batch is a
+// transactional v2 batch.
+func hasTransactional(req *kmsg.ProduceRequest) bool {
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			if b, ok := firstBatch(p.Records); ok && b.IsTransactional() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// firstBatch views the header of the first v2 batch of records.
+func firstBatch(records []byte) (record.Batch, bool) {
+	if len(records) < record.HeaderSize || record.Batch(records).Magic() != record.MagicV2 {
+		return nil, false
+	}
+	return record.Batch(records), true
+}
+
+// verifyTransactional checks a transactional produce (KIP-890 part 1, as
+// Kafka does by default): every batch is a transactional data batch of one
+// producer id and epoch, and the partition was added to that producer's
+// ongoing transaction.
+func (s *Server) verifyTransactional(txnID, topic string, partition int32, records []byte) error {
+	first, ok := firstBatch(records)
+	if !ok || !first.IsTransactional() || first.IsControl() {
+		return fmt.Errorf("a produce request with a transactional id must hold transactional record batches: %w", kerr.InvalidRecord)
+	}
+	pid, epoch := first.ProducerID(), first.ProducerEpoch()
+	for rest := records; len(rest) >= record.HeaderSize; {
+		b := record.Batch(rest)
+		if b.Magic() != record.MagicV2 || !b.IsTransactional() || b.IsControl() || b.ProducerID() != pid || b.ProducerEpoch() != epoch {
+			return fmt.Errorf("mixed batches in a transactional produce: %w", kerr.InvalidRecord)
+		}
+		n := b.Size()
+		if n <= 0 || n > len(rest) {
+			break // storage validation reports the malformed batch
+		}
+		rest = rest[n:]
+	}
+	return s.cfg.Txn.VerifyProduce(txnID, pid, epoch, topic, partition)
 }

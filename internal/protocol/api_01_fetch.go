@@ -21,7 +21,8 @@ func (s *Server) handleFetch(ctx context.Context, _ *conn, kreq kmsg.Request) (r
 	req := kreq.(*kmsg.FetchRequest)
 	plan := s.sessions.plan(req)
 	defer s.sessions.done(plan)
-	fr := &fetchReply{version: req.Version, errorCode: plan.errorCode}
+	readCommitted := req.IsolationLevel == 1
+	fr := &fetchReply{version: req.Version, errorCode: plan.errorCode, readCommitted: readCommitted}
 	if plan.session != nil {
 		fr.sessionID = plan.session.id
 	}
@@ -44,7 +45,7 @@ func (s *Server) handleFetch(ctx context.Context, _ *conn, kreq kmsg.Request) (r
 		}
 		// New data arrived: read again from scratch.
 		fr.release()
-		*fr = fetchReply{version: req.Version, sessionID: fr.sessionID}
+		*fr = fetchReply{version: req.Version, sessionID: fr.sessionID, readCommitted: readCommitted}
 	}
 	if plan.session != nil {
 		fr.keepNews(plan.incremental)
@@ -70,14 +71,14 @@ func (fr *fetchReply) keepNews(incremental bool) {
 		parts := t.parts[:0]
 		for _, p := range t.parts {
 			sp := p.session
-			news := !incremental || p.size > 0 || p.errorCode != 0 || !sp.sent || sp.hw != p.hw || sp.logStart != p.logStart
+			news := !incremental || p.size > 0 || p.errorCode != 0 || !sp.sent || sp.hw != p.hw || sp.lso != p.lso || sp.logStart != p.logStart
 			if !news {
 				if p.read != nil {
 					p.read.Release()
 				}
 				continue
 			}
-			sp.hw, sp.logStart, sp.sent = p.hw, p.logStart, true
+			sp.hw, sp.lso, sp.logStart, sp.sent = p.hw, p.lso, p.logStart, true
 			parts = append(parts, p)
 		}
 		if len(parts) > 0 {
@@ -122,35 +123,51 @@ func (s *Server) readPartition(p *broker.Partition, rp *sessionPart, fr *fetchRe
 	limit := min(int64(rp.maxBytes), *remaining)
 	minOne := fr.version >= 3 && fr.bytes == 0
 	if limit <= 0 && !minOne {
-		fp.setOffsets(p)
+		fp.setOffsets(p, fr.readCommitted)
 		return
 	}
-	res, err := p.Read(rp.offset, max(limit, 0), minOne)
+	read := p.Read
+	if fr.readCommitted {
+		read = p.Log.ReadCommitted
+	}
+	res, err := read(rp.offset, max(limit, 0), minOne)
 	if err != nil {
 		fp.errorCode = errCode(err)
-		fp.setOffsets(p)
+		fp.setOffsets(p, fr.readCommitted)
 		if fp.errorCode == kerr.UnknownServerError.Code {
 			s.logger.Warn("fetch read failed", "topic", p.Topic, "partition", p.Index, "offset", rp.offset, "err", err)
 		}
 		fr.hasError = true
 		return
 	}
-	fp.hw, fp.lso, fp.logStart = res.HighWatermark, res.HighWatermark, res.LogStartOffset
+	fp.hw, fp.lso, fp.logStart = res.HighWatermark, min(res.LastStableOffset, res.HighWatermark), res.LogStartOffset
 	fp.read = &res
 	fp.chunks = res.Chunks
 	for _, c := range res.Chunks {
 		fp.size += c.Len
+	}
+	if fr.readCommitted {
+		// The aborted transactions the returned batches may hold (Kafka
+		// bounds the range by the fetched bytes; up to the LSO is a
+		// superset clients filter by offset). Never nil: an empty list.
+		fp.aborted = p.Log.AbortedTransactions(rp.offset, fp.lso)
+		if fp.aborted == nil {
+			fp.aborted = []storage.AbortedTxn{}
+		}
 	}
 	fr.bytes += fp.size
 	*remaining -= fp.size
 }
 
 // setOffsets fills the high watermark, last stable offset and log start
-// offset of an answer without records, loading the high watermark once so
-// the last stable offset can never exceed it.
-func (fp *fetchPart) setOffsets(p *broker.Partition) {
+// offset of an answer without records; the last stable offset never
+// exceeds the high watermark.
+func (fp *fetchPart) setOffsets(p *broker.Partition, readCommitted bool) {
 	hw := p.Log.HighWatermark()
-	fp.hw, fp.lso, fp.logStart = hw, hw, p.Log.LogStartOffset()
+	fp.hw, fp.lso, fp.logStart = hw, min(p.Log.LastStableOffset(), hw), p.Log.LogStartOffset()
+	if readCommitted {
+		fp.aborted = []storage.AbortedTxn{}
+	}
 }
 
 // waitAny blocks until one channel is closed (true), or d passes or ctx
@@ -182,12 +199,13 @@ func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool
 // fetchReply is a Fetch response whose record bytes stay in segment files
 // until written (see writeFetch).
 type fetchReply struct {
-	version   int16
-	errorCode int16
-	sessionID int32
-	topics    []fetchTopic
-	bytes     int64
-	hasError  bool
+	version       int16
+	readCommitted bool // isolation level READ_COMMITTED
+	errorCode     int16
+	sessionID     int32
+	topics        []fetchTopic
+	bytes         int64
+	hasError      bool
 }
 
 type fetchTopic struct {
@@ -203,6 +221,9 @@ type fetchPart struct {
 	size              int64
 	read              *storage.ReadResult
 	session           *sessionPart
+	// aborted lists the aborted transactions for READ_COMMITTED answers
+	// (nil: the null array of READ_UNCOMMITTED).
+	aborted []storage.AbortedTxn
 }
 
 // release releases every chunk held by the reply.

@@ -19,8 +19,8 @@ const (
 )
 
 // handleListOffsets (key 2, v0-7) answers earliest (-2), latest (-1, the
-// high watermark), max timestamp (-3) and first-offset-at-or-after
-// timestamp queries. v0 is Kafka's legacy offset list (handleListOffsetsV0),
+// high watermark, or the last stable offset for READ_COMMITTED), max
+// timestamp (-3) and first-offset-at-or-after timestamp queries. v0 is Kafka's legacy offset list (handleListOffsetsV0),
 // served although Kafka 4.0 dropped it because Burrow 1.2.1 sends only v0.
 func (s *Server) handleListOffsets(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.ListOffsetsRequest)
@@ -34,7 +34,7 @@ func (s *Server) handleListOffsets(_ context.Context, _ *conn, kreq kmsg.Request
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			off, ts, epoch, err := s.listOffset(rt.Topic, rp)
+			off, ts, epoch, err := s.listOffset(rt.Topic, rp, req.IsolationLevel == 1)
 			sp.ErrorCode = errCode(err)
 			sp.Offset, sp.Timestamp, sp.LeaderEpoch = off, ts, epoch
 			st.Partitions = append(st.Partitions, sp)
@@ -44,7 +44,7 @@ func (s *Server) handleListOffsets(_ context.Context, _ *conn, kreq kmsg.Request
 	return reply{msg: resp}, nil
 }
 
-func (s *Server) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartition) (offset, ts int64, epoch int32, err error) {
+func (s *Server) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartition, readCommitted bool) (offset, ts int64, epoch int32, err error) {
 	p, err := s.b.Partition(topic, rp.Partition)
 	if err != nil {
 		return -1, -1, -1, err
@@ -52,11 +52,17 @@ func (s *Server) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartiti
 	if err := checkLeaderEpoch(p, rp.CurrentLeaderEpoch); err != nil {
 		return -1, -1, -1, err
 	}
+	// The visible end: READ_COMMITTED clients see up to the last stable
+	// offset (Kafka's fetchOffsetByTimestamp with isolation level).
+	end := p.Log.HighWatermark()
+	if readCommitted {
+		end = p.Log.LastStableOffset()
+	}
 	switch rp.Timestamp {
 	case listEarliest:
 		return p.Log.LogStartOffset(), -1, p.LeaderEpoch, nil
 	case listLatest:
-		return p.Log.HighWatermark(), -1, p.LeaderEpoch, nil
+		return end, -1, p.LeaderEpoch, nil
 	case listMaxTimestamp:
 		o, t, err := p.Log.MaxTimestamp()
 		if err != nil {
@@ -71,7 +77,7 @@ func (s *Server) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartiti
 	if err != nil {
 		return -1, -1, -1, err
 	}
-	if !found || o >= p.Log.HighWatermark() {
+	if !found || o >= end {
 		return -1, -1, -1, nil
 	}
 	return o, t, p.LeaderEpoch, nil

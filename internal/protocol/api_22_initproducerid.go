@@ -7,10 +7,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// handleInitProducerID (key 22, v0-4) hands out idempotent producer ids.
-// Transactions are not supported: a transactional id is refused.
-func (s *Server) handleInitProducerID(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+// handleInitProducerID (key 22, v0-4) hands out idempotent producer ids;
+// a request with a transactional id goes to the transaction coordinator
+// (refused when none is wired).
+func (s *Server) handleInitProducerID(ctx context.Context, c *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.InitProducerIDRequest)
+	if req.TransactionalID != nil && s.cfg.Txn != nil {
+		return s.handleTxn(ctx, c, kreq)
+	}
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {

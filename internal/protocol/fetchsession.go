@@ -34,8 +34,8 @@ type sessionPart struct {
 	maxBytes  int32
 	epoch     int32 // current leader epoch the client sent
 	// last values sent to the client (to decide what changed)
-	hw, logStart int64
-	sent         bool
+	hw, lso, logStart int64
+	sent              bool
 }
 
 type partKey struct {

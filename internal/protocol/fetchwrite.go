@@ -86,11 +86,20 @@ func (e *fetchEncoder) encode(corr int32, fr *fetchReply) (int64, error) {
 			if e.version >= 5 {
 				e.i64(p.logStart)
 			}
-			// aborted transactions: null
-			if e.flexible {
-				e.uvarint(0)
+			// Aborted transactions: null for READ_UNCOMMITTED.
+			if p.aborted == nil {
+				if e.flexible {
+					e.uvarint(0)
+				} else {
+					e.i32(-1)
+				}
 			} else {
-				e.i32(-1)
+				e.arrayLen(len(p.aborted))
+				for _, a := range p.aborted {
+					e.i64(a.ProducerID)
+					e.i64(a.FirstOffset)
+					e.tags()
+				}
 			}
 			if e.version >= 11 {
 				e.i32(-1) // preferred read replica

@@ -21,6 +21,15 @@ func (s *Server) buildHandlers() map[int16]handler {
 		37: {0, 3, s.handleCreatePartitions},
 		44: {0, 1, s.handleIncrementalAlterConfigs},
 		60: {0, 1, s.handleDescribeCluster},
+		61: {0, 0, s.handleDescribeProducers},
+	}
+	if t := s.cfg.Txn; t != nil {
+		for key, vr := range t.APIVersions() {
+			if _, taken := h[key]; taken {
+				continue
+			}
+			h[key] = handler{vr[0], vr[1], s.handleTxn}
+		}
 	}
 	if g := s.cfg.Group; g != nil {
 		for key, vr := range g.APIVersions() {

@@ -28,6 +28,21 @@ type GroupHandler interface {
 	APIVersions() map[int16][2]int16
 }
 
+// TxnHandler serves the transaction-coordinator API keys (internal/txn)
+// and checks transactional produce requests.
+type TxnHandler interface {
+	// Handle answers one request of a key listed by APIVersions, and
+	// InitProducerId requests that carry a transactional id.
+	Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
+	// APIVersions lists the served keys with their [min, max] versions.
+	APIVersions() map[int16][2]int16
+	// VerifyProduce returns nil when topic/partition belongs to the
+	// ongoing transaction of transactionalID at producer id pid and
+	// epoch; otherwise an error wrapping the Kafka code
+	// (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, ...).
+	VerifyProduce(transactionalID string, pid int64, epoch int16, topic string, partition int32) error
+}
+
 // Config configures a Server.
 type Config struct {
 	Broker *broker.Broker
@@ -40,7 +55,10 @@ type Config struct {
 	// AutoCreateTopics is auto.create.topics.enable.
 	AutoCreateTopics bool
 	// Group serves the group API keys; nil leaves them unadvertised.
-	Group  GroupHandler
+	Group GroupHandler
+	// Txn serves the transaction API keys; nil refuses transactional ids
+	// and leaves the keys unadvertised.
+	Txn    TxnHandler
 	Logger *slog.Logger
 	// Registerer receives the protocol metrics (nil = none).
 	Registerer prometheus.Registerer

@@ -22,6 +22,7 @@ import (
 	"github.com/strata-io/strata/internal/group"
 	"github.com/strata-io/strata/internal/metrics"
 	"github.com/strata-io/strata/internal/protocol"
+	"github.com/strata-io/strata/internal/txn"
 )
 
 // Server is one running broker.
@@ -32,6 +33,7 @@ type Server struct {
 	broker  *broker.Broker
 	cleaner *cleaner.Cleaner
 	group   *group.Coordinator
+	txn     *txn.Coordinator
 	proto   *protocol.Server
 	metrics *metrics.Server
 	ln      net.Listener
@@ -63,6 +65,10 @@ func New(cfg *config.Broker, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	if err := s.ensureOffsetsTopic(); err != nil {
+		s.closeAll()
+		return nil, err
+	}
+	if err := s.ensureTransactionTopic(); err != nil {
 		s.closeAll()
 		return nil, err
 	}
@@ -122,6 +128,10 @@ func (s *Server) Start() error {
 		ln.Close()
 		return err
 	}
+	if err := s.startTxn(); err != nil {
+		ln.Close()
+		return err
+	}
 	proto, err := protocol.New(protocol.Config{
 		Broker:           s.broker,
 		MaxRequestBytes:  int32(s.cfg.Int64("socket.request.max.bytes")),
@@ -129,6 +139,7 @@ func (s *Server) Start() error {
 		AdvertisedPort:   port,
 		AutoCreateTopics: s.cfg.Bool("auto.create.topics.enable"),
 		Group:            s.groupHandler(),
+		Txn:              s.txnHandler(),
 		Logger:           s.logger,
 		Registerer:       s.reg,
 	})
@@ -252,6 +263,9 @@ func (s *Server) closeAll() error {
 	var errs []error
 	if s.cleaner != nil {
 		errs = append(errs, s.cleaner.Close())
+	}
+	if s.txn != nil {
+		errs = append(errs, s.txn.Close())
 	}
 	if s.group != nil {
 		errs = append(errs, s.group.Close())

@@ -8,6 +8,8 @@ import (
 	"github.com/strata-io/strata/internal/broker"
 	"github.com/strata-io/strata/internal/group"
 	"github.com/strata-io/strata/internal/storage"
+	"github.com/strata-io/strata/internal/txn"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // offsetsTopic is Kafka's internal topic of group state.
@@ -52,6 +54,28 @@ func (o offsetsStore) Append(ctx context.Context, partition int32, batch []byte)
 	return nil
 }
 
+// AppendTxn durably appends a transactional offset-commit batch (producer
+// id and epoch set, base sequence -1) written by the coordinator itself.
+func (o offsetsStore) AppendTxn(ctx context.Context, partition int32, batch []byte) error {
+	p, err := o.b.Partition(offsetsTopic, partition)
+	if err != nil {
+		return err
+	}
+	if _, err := p.AppendCoordinator(ctx, batch); err != nil {
+		return fmt.Errorf("transactional offsets to %s-%d: %w", offsetsTopic, partition, err)
+	}
+	return nil
+}
+
+// verifyTxnOffsets checks that a TxnOffsetCommit's __consumer_offsets
+// partition was added to the producer's transaction (AddOffsetsToTxn).
+func (s *Server) verifyTxnOffsets(id string, pid int64, epoch int16, partition int32) error {
+	if s.txn == nil {
+		return fmt.Errorf("no transaction coordinator: %w", kerr.CoordinatorNotAvailable)
+	}
+	return s.txn.VerifyProduce(id, pid, epoch, txn.TopicPartition{Topic: offsetsTopic, Partition: partition})
+}
+
 // Log returns a __consumer_offsets partition's log.
 func (o offsetsStore) Log(partition int32) *storage.Log {
 	p, err := o.b.Partition(offsetsTopic, partition)
@@ -80,6 +104,8 @@ func (s *Server) startGroup(host string, port int32) error {
 		Topics:                        s.groupTopics,
 		ConsumerSessionTimeout:        ms("group.consumer.session.timeout.ms"),
 		ConsumerHeartbeatInterval:     ms("group.consumer.heartbeat.interval.ms"),
+		Transactions:                  true,
+		VerifyTxn:                     s.verifyTxnOffsets,
 	}, offsetsStore{s.broker}, s.logger.With("component", "group"), s.reg)
 	if err != nil {
 		return fmt.Errorf("group coordinator: %w", err)

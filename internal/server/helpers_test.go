@@ -46,11 +46,12 @@ func startBrokerLog(t testing.TB, dir string, overrides map[string]string, logw 
 func (tb *testBroker) start() {
 	tb.t.Helper()
 	vals := map[string]string{
-		"log.dirs":                         tb.dir,
-		"listeners":                        "PLAINTEXT://127.0.0.1:0",
-		"strata.metrics.listener":          "",
-		"offsets.topic.num.partitions":     "2",
-		"group.initial.rebalance.delay.ms": "0",
+		"log.dirs":                             tb.dir,
+		"listeners":                            "PLAINTEXT://127.0.0.1:0",
+		"strata.metrics.listener":              "",
+		"offsets.topic.num.partitions":         "2",
+		"transaction.state.log.num.partitions": "2",
+		"group.initial.rebalance.delay.ms":     "0",
 	}
 	for k, v := range tb.ov {
 		vals[k] = v

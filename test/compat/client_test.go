@@ -34,6 +34,26 @@ type Op struct {
 	Max         int               `json:"max,omitempty"`
 	Group       string            `json:"group,omitempty"`
 	TimeoutMs   int               `json:"timeout_ms,omitempty"`
+	// Isolation is "read_committed", "read_uncommitted" or "" (the
+	// client's default) for fetch.
+	Isolation string `json:"isolation,omitempty"`
+	// TransactionalID and Txns drive opTransaction: one producer with this
+	// id runs each Txn in turn.
+	TransactionalID string `json:"transactional_id,omitempty"`
+	Txns            []Txn  `json:"txns,omitempty"`
+}
+
+// Txn is one transaction of opTransaction: produce Records to Op.Topic
+// (each at its Rec.Partition), optionally add the offset OffsetTopic /
+// OffsetPartition / Offset for Group (sendOffsetsToTransaction), then
+// commit, or abort when Abort is set.
+type Txn struct {
+	Records         []Rec  `json:"records,omitempty"`
+	Group           string `json:"group,omitempty"`
+	OffsetTopic     string `json:"offset_topic,omitempty"`
+	OffsetPartition int32  `json:"offset_partition"`
+	Offset          int64  `json:"offset"`
+	Abort           bool   `json:"abort,omitempty"`
 }
 
 // Result is what a driver returns for an Op. ErrorCode is Kafka's error code
@@ -72,6 +92,8 @@ const (
 	opLogAppendTime = "log_append_time" // fetch reports LogAppendTime batches' broker time
 	opHeaders       = "headers"         // produce sets per-record headers
 	opNullRecord    = "null_record"     // produce sends a record with null key and null value
+	opTransaction   = "transaction"     // transactional producer (see Txn)
+	opIsolation     = "isolation"       // fetch honours Op.Isolation
 )
 
 // Client is one Kafka client under test.

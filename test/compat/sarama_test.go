@@ -18,7 +18,8 @@ func saramaClient() *Client {
 	return &Client{
 		Name: "sarama",
 		Supports: set(opCreate, opList, opDescribe, opAlterIncr, opAlterLegacy, opDeleteRecords,
-			opDeleteTopic, opProduce, opFetch, opOffsetForTime, opWatermarks, opIdempotent, opTimestamps, opLogAppendTime, opHeaders, opNullRecord),
+			opDeleteTopic, opProduce, opFetch, opOffsetForTime, opWatermarks, opIdempotent, opTimestamps, opLogAppendTime, opHeaders, opNullRecord,
+			opTransaction, opIsolation),
 		Codecs:   []string{"none", "gzip", "snappy", "lz4", "zstd"},
 		Versions: map[string]string{"sarama": modVersion("github.com/IBM/sarama")},
 		do:       saramaDo,
@@ -52,8 +53,69 @@ func saramaConfig(op Op) *sarama.Config {
 		cfg.Producer.Idempotent = true
 		cfg.Net.MaxOpenRequests = 1
 	}
+	if op.TransactionalID != "" {
+		cfg.Producer.Idempotent = true
+		cfg.Producer.Transaction.ID = op.TransactionalID
+		cfg.Net.MaxOpenRequests = 1
+		cfg.Producer.Flush.Messages = 1
+	}
+	switch op.Isolation {
+	case "read_committed":
+		cfg.Consumer.IsolationLevel = sarama.ReadCommitted
+	case "read_uncommitted":
+		cfg.Consumer.IsolationLevel = sarama.ReadUncommitted
+	}
 	cfg.Consumer.Return.Errors = true
 	return cfg
+}
+
+// saramaTransaction runs op.Txns with sarama's transactional producer.
+func saramaTransaction(client sarama.Client, op Op) Result {
+	fail := func(err error) Result { return Result{ErrorCode: saramaCode(err), Error: err.Error()} }
+	p, err := sarama.NewSyncProducerFromClient(client)
+	if err != nil {
+		return fail(fmt.Errorf("new transactional producer: %w", err))
+	}
+	defer p.Close()
+	var res Result
+	for _, t := range op.Txns {
+		if err := p.BeginTxn(); err != nil {
+			return fail(fmt.Errorf("begin: %w", err))
+		}
+		for _, r := range t.Records {
+			m := &sarama.ProducerMessage{Topic: op.Topic, Partition: r.Partition}
+			if r.Key != nil {
+				m.Key = sarama.StringEncoder(*r.Key)
+			}
+			if r.Value != nil {
+				m.Value = sarama.StringEncoder(*r.Value)
+			}
+			if _, off, err := p.SendMessage(m); err != nil {
+				_ = p.AbortTxn()
+				return fail(fmt.Errorf("send: %w", err))
+			} else {
+				res.Offsets = append(res.Offsets, off)
+			}
+		}
+		if t.Group != "" {
+			offs := map[string][]*sarama.PartitionOffsetMetadata{
+				t.OffsetTopic: {{Partition: t.OffsetPartition, Offset: t.Offset}},
+			}
+			if err := p.AddOffsetsToTxn(offs, t.Group); err != nil {
+				_ = p.AbortTxn()
+				return fail(fmt.Errorf("add offsets: %w", err))
+			}
+		}
+		if t.Abort {
+			err = p.AbortTxn()
+		} else {
+			err = p.CommitTxn()
+		}
+		if err != nil {
+			return fail(fmt.Errorf("end transaction (abort=%v): %w", t.Abort, err))
+		}
+	}
+	return res
 }
 
 func saramaDo(ctx context.Context, op Op) (res Result) {
@@ -66,6 +128,8 @@ func saramaDo(ctx context.Context, op Op) (res Result) {
 	}
 	defer client.Close()
 	switch op.Op {
+	case opTransaction:
+		return saramaTransaction(client, op)
 	case opCreate, opList, opDescribe, opAlterIncr, opAlterLegacy, opDeleteRecords, opDeleteTopic:
 		admin, err := sarama.NewClusterAdminFromClient(client)
 		if err != nil {

@@ -9,7 +9,7 @@ const kafkajsVersion = require('kafkajs/package.json').version
 
 const OPS = ['create_topic', 'list_topics', 'describe_configs', 'alter_configs_legacy',
   'delete_records', 'delete_topic', 'produce', 'fetch', 'headers', 'null_record', 'log_append_time', 'offset_for_time', 'watermarks',
-  'idempotent', 'timestamps', 'group_consume']
+  'idempotent', 'timestamps', 'group_consume', 'transaction', 'isolation']
 
 class OpError extends Error {
   constructor (code, msg) { super(msg); this.code = code }
@@ -140,6 +140,8 @@ async function run (op) {
       const base = Number(res[0].baseOffset)
       return { offsets: messages.map((_, i) => base + i) }
     }
+    case 'transaction':
+      return transaction(op)
     case 'fetch':
       return consume(op, deadline, `compat-fetch-${process.pid}-${Date.now()}`, false)
     case 'group_consume':
@@ -151,7 +153,9 @@ async function run (op) {
 // consume reads op.max records. kafkajs can only consume in a group: a fetch
 // uses a fresh group and seeks the one partition to op.offset.
 async function consume (op, deadline, groupId, commit) {
-  const consumer = client(op).consumer({ groupId, sessionTimeout: 10000, heartbeatInterval: 500, maxWaitTimeInMs: 200 })
+  const opts = { groupId, sessionTimeout: 10000, heartbeatInterval: 500, maxWaitTimeInMs: 200 }
+  if (op.isolation) opts.readUncommitted = op.isolation === 'read_uncommitted'
+  const consumer = client(op).consumer(opts)
   const want = op.max || 0
   const partition = op.partition || 0
   const seen = new Map()
@@ -182,6 +186,33 @@ async function consume (op, deadline, groupId, commit) {
   if (failure) throw failure
   const records = [...seen.values()].sort((a, b) => a.partition - b.partition || a.offset - b.offset).slice(0, want || undefined)
   return { records }
+}
+
+// transaction runs op.txns with one transactional producer: each produces
+// its records, optionally sends a group offset, then commits or aborts.
+async function transaction (op) {
+  const producer = client(op).producer({ transactionalId: op.transactional_id, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false })
+  await producer.connect()
+  const offsets = []
+  try {
+    for (const t of op.txns || []) {
+      const txn = await producer.transaction()
+      try {
+        for (const r of t.records || []) {
+          const res = await txn.send({ topic: op.topic, acks: -1, messages: [{ key: buf(r.key), value: buf(r.value), partition: r.partition || 0 }] })
+          offsets.push(Number(res[0].baseOffset))
+        }
+        if (t.group) {
+          await txn.sendOffsets({ consumerGroupId: t.group, topics: [{ topic: t.offset_topic, partitions: [{ partition: t.offset_partition || 0, offset: String(t.offset) }] }] })
+        }
+      } catch (e) {
+        await txn.abort()
+        throw e
+      }
+      if (t.abort) await txn.abort(); else await txn.commit()
+    }
+  } finally { await producer.disconnect() }
+  return { offsets }
 }
 
 function emit (ev) { process.stdout.write(JSON.stringify(ev) + '\n') }

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 OPS = ["create_topic", "list_topics", "describe_configs", "alter_configs_legacy",
        "delete_topic", "produce", "fetch", "headers", "null_record", "log_append_time", "offset_for_time", "watermarks",
-       "idempotent", "timestamps", "group_consume"]
+       "idempotent", "timestamps", "group_consume", "transaction", "isolation"]
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
@@ -129,9 +129,14 @@ def run(op):
         if left:
             raise OpError(-1, "%d records not delivered within 30s" % left)
         return {"offsets": offsets}
+    if name == "transaction":
+        return transaction(op)
     if name == "fetch":
-        c = Consumer({"bootstrap.servers": op["bootstrap"], "group.id": "compat-fetch-" + uuid.uuid4().hex,
-                      "enable.auto.commit": False, "enable.partition.eof": False})
+        conf = {"bootstrap.servers": op["bootstrap"], "group.id": "compat-fetch-" + uuid.uuid4().hex,
+                "enable.auto.commit": False, "enable.partition.eof": False}
+        if op.get("isolation"):
+            conf["isolation.level"] = op["isolation"]
+        c = Consumer(conf)
         c.assign([TopicPartition(op["topic"], op.get("partition", 0), op.get("offset", -2))])
         out = []
         want = op.get("max", 0)
@@ -163,6 +168,49 @@ def run(op):
     if name == "group_consume":
         return group_consume(op, deadline)
     raise OpError(-1, "unsupported op " + name)
+
+
+def transaction(op):
+    """One transactional producer runs op["txns"]: produce, maybe send a
+    group offset, then commit or abort."""
+    p = Producer({"bootstrap.servers": op["bootstrap"], "transactional.id": op["transactional_id"],
+                  "linger.ms": 5})
+    try:
+        p.init_transactions(30)
+        offsets = []
+        errors = []
+
+        def done(err, msg):
+            if err is not None:
+                errors.append(err)
+            else:
+                offsets.append(msg.offset())
+
+        for t in op.get("txns") or []:
+            p.begin_transaction()
+            for r in t.get("records") or []:
+                p.produce(op["topic"], value=enc(r.get("value")), key=enc(r.get("key")),
+                          partition=r.get("partition", 0), on_delivery=done)
+            p.flush(30)
+            if errors:
+                p.abort_transaction(30)
+                raise OpError(kerr(errors[0]), errors[0].str())
+            if t.get("group"):
+                c = Consumer({"bootstrap.servers": op["bootstrap"], "group.id": t["group"]})
+                try:
+                    p.send_offsets_to_transaction(
+                        [TopicPartition(t["offset_topic"], t.get("offset_partition", 0), t["offset"])],
+                        c.consumer_group_metadata(), 30)
+                finally:
+                    c.close()
+            if t.get("abort"):
+                p.abort_transaction(30)
+            else:
+                p.commit_transaction(30)
+        return {"offsets": offsets}
+    except KafkaException as e:
+        err = e.args[0]
+        raise OpError(kerr(err) if isinstance(err, KafkaError) else -1, str(e))
 
 
 def group_consume(op, deadline):
