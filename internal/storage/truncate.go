@@ -116,6 +116,7 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 	if err := l.loadProducerState(snaps, end); err != nil {
 		return l.mark.leo, l.fail(err)
 	}
+	l.lsoPos.Store(nil) // offsets past the cut may be rewritten elsewhere
 	l.publishView(true)
 	l.deleter.schedule(files, l.cfg.Load().FileDeleteDelay)
 	return end, nil

@@ -67,10 +67,16 @@ func (l *Log) firstUnstable(hw int64) int64 {
 	return first
 }
 
-// lso is the view's last stable offset.
+// lso is the view's last stable offset. A transaction whose first offset
+// fell below the log start (DeleteRecords) holds it at the log start, as
+// in Kafka.
 func (v *view) lso() int64 {
-	if v.unstable >= 0 && v.unstable < v.hw {
-		return v.unstable
+	u := v.unstable
+	if u >= 0 && u < v.logStart {
+		u = v.logStart
+	}
+	if u >= 0 && u < v.hw {
+		return u
 	}
 	return v.hw
 }
@@ -166,6 +172,7 @@ func (l *Log) stableView(v *view) (*view, error) {
 		pos = int64(p)
 		limit := v.limitFor(s)
 		hdr := make([]byte, record.HeaderSize)
+		found := false
 		for pos < limit {
 			h, err := readHeader(f.f, pos, hdr)
 			if err != nil {
@@ -173,13 +180,16 @@ func (l *Log) stableView(v *view) (*view, error) {
 				return nil, fmt.Errorf("find last stable offset %d in %s segment %d: %w", lso, l.dir, s.base, err)
 			}
 			if h.last >= lso {
+				found = true
 				break
 			}
 			pos += h.size
 		}
 		f.Release()
 		pos = min(pos, limit)
-		l.lsoPos.Store(&lsoMark{off: lso, seg: s, pos: pos})
+		if found {
+			l.lsoPos.Store(&lsoMark{off: lso, seg: s, pos: pos})
+		}
 	}
 	sv := *v
 	sv.hw, sv.hwBase, sv.hwPos = lso, s.base, pos
