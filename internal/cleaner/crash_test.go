@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
 
+	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/strata-io/strata/internal/vfs"
 )
@@ -131,6 +133,16 @@ func TestCleanerCrash(t *testing.T) {
 	h := newHarness(t, prep, crashCfg(), testCleanerCfg(), nil, nil)
 	latest := map[string][]byte{}
 	for seg := 0; seg < 4; seg++ {
+		if seg == 1 {
+			// A committed and an aborted transaction: the swap must carry
+			// the .txnindex entry, aborted data goes, committed stays.
+			tp := producer{id: 900, epoch: 0, seq: 0, txn: true}
+			h.appendP(&tp, record.Zstd, kv{s("tx-only"), s("committed")}, kv{s("k0"), s("tx")})
+			h.appendMarker(tp, true)
+			h.appendP(&tp, record.None, kv{s("ab-only"), s("aborted")}, kv{s("k1"), s("ab")})
+			h.appendMarker(tp, false)
+			latest["tx-only"], latest["k0"] = s("committed"), s("tx")
+		}
 		for i := 0; i < 5; i++ {
 			kvs := []kv{}
 			for j := 0; j < 3; j++ {
@@ -152,6 +164,10 @@ func TestCleanerCrash(t *testing.T) {
 		}
 	}
 	before, _ := h.readAll()
+	abortedTxns := h.log.AbortedTransactions(0, h.log.LogEndOffset())
+	if len(abortedTxns) != 1 {
+		t.Fatalf("aborted transactions %+v", abortedTxns)
+	}
 	h.close()
 
 	// Reference run in a child without a kill point: the after state and
@@ -163,7 +179,12 @@ func TestCleanerCrash(t *testing.T) {
 	if _, err := fmt.Sscanf(string(out[bytes.Index(out, []byte("ops=")):]), "ops=%d", &ops); err != nil || ops == 0 {
 		t.Fatalf("reference child: %v\n%s", err, out)
 	}
-	after := reopenAndRead(t, ref, latest)
+	after := reopenAndRead(t, ref, latest, abortedTxns)
+	for _, r := range after {
+		if string(r.Key) == "ab-only" {
+			t.Fatal("aborted record survived the cleaning")
+		}
+	}
 	if len(after) >= len(before) {
 		t.Fatalf("cleaning removed nothing (%d -> %d)", len(before), len(after))
 	}
@@ -175,7 +196,7 @@ func TestCleanerCrash(t *testing.T) {
 			dir := filepath.Join(base, "run-"+strconv.Itoa(at)+"-"+strconv.Itoa(mode))
 			copyDir(t, prep, dir)
 			runChild(t, dir, at, mode)
-			got := reopenAndRead(t, dir, latest)
+			got := reopenAndRead(t, dir, latest, abortedTxns)
 			switch {
 			case sameRecords(got, before):
 				nBefore++
@@ -222,18 +243,26 @@ func asExit(err error, ee **exec.ExitError) bool {
 }
 
 // reopenAndRead opens the log after a crash (recovery on) and reads it.
-func reopenAndRead(t *testing.T, logDir string, latest map[string][]byte) []stored {
+// The aborted transactions of the log must be aborted, before and after
+// cleaning it again (ABORT markers and their .txnindex entries stay).
+func reopenAndRead(t *testing.T, logDir string, latest map[string][]byte, aborted []storage.AbortedTxn) []stored {
 	t.Helper()
 	h := &harness{t: t, logDir: logDir, topic: "t", cfg: crashCfg(), ccfg: testCleanerCfg(), clock: newFakeClock(),
 		fs: vfs.Default(), dir: filepath.Join(logDir, "t-0"), logger: discardLogger()}
 	h.open(false)
 	defer h.close()
 	recs, _ := h.readAll()
+	if got := h.log.AbortedTransactions(0, h.log.LogEndOffset()); !slices.Equal(got, aborted) {
+		t.Fatalf("aborted transactions after recovery %+v, want %+v", got, aborted)
+	}
 	// The recovered log cleans again (no leftover swap state in the way)
 	// without losing anything.
 	h.clean()
 	again, _ := h.readAll()
 	checkLatest(t, again, latest)
+	if got := h.log.AbortedTransactions(0, h.log.LogEndOffset()); !slices.Equal(got, aborted) {
+		t.Fatalf("aborted transactions after cleaning again %+v, want %+v", got, aborted)
+	}
 	return recs
 }
 
