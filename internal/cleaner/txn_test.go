@@ -2,6 +2,7 @@ package cleaner
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"github.com/strata-io/strata/internal/record"
@@ -281,5 +282,85 @@ func TestTxnTrackerAbortedSpansPasses(t *testing.T) {
 	tr.dataBatch(mkBatch(t, 25, record.None, 5, 1, kv{s("k"), s("v")}))
 	if _, removable, _ := tr.controlBatch(markerBatch(t, 26, 5, 4, true)); !removable {
 		t.Fatal("plain batch counted as transactional")
+	}
+}
+
+// FuzzFilterControl feeds arbitrary records sections, as control or
+// transactional batches with a valid CRC, through a transaction-aware
+// filter: it must never panic, and whatever it returns must be a valid
+// batch with the input's offsets.
+func FuzzFilterControl(f *testing.F) {
+	m := markerBatch(f, 0, 1, 0, true)
+	f.Add([]byte(m[record.HeaderSize:]), int16(record.AttrControl|record.AttrTransactional), 1, true)
+	d := txnBatch(f, 0, record.None, 1, kv{s("a"), s("b")})
+	f.Add([]byte(d[record.HeaderSize:]), int16(record.AttrTransactional), 1, false)
+	f.Add([]byte{0x02, 0, 0, 0, 0, 0, 0}, int16(record.AttrControl|record.AttrTransactional), 1, false)
+	om, err := NewOffsetMap(1<<12, DefaultLoadFactor)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(om.Free)
+	om.SetLatest(100)
+	f.Fuzz(func(t *testing.T, data []byte, attrs int16, n int, stamped bool) {
+		if n < 0 || n > 100 {
+			return
+		}
+		attrs &= record.AttrControl | record.AttrTransactional | record.AttrCompressionMask
+		if stamped {
+			attrs |= record.AttrHasDeleteHorizon
+		}
+		h := record.BatchHeader{BaseOffset: 50, LastOffsetDelta: int32(max(n-1, 0)), Attributes: attrs,
+			ProducerID: 1, ProducerEpoch: 0, BaseSequence: -1, BaseTimestamp: 10, MaxTimestamp: 10}
+		hdr, err := record.Build(h, nil)
+		if err != nil {
+			t.Skip()
+		}
+		batch := append(hdr[:record.HeaderSize:record.HeaderSize], data...)
+		be := binary.BigEndian
+		be.PutUint32(batch[8:], uint32(len(batch)-record.LogOverhead))
+		be.PutUint32(batch[57:], uint32(n))
+		be.PutUint32(batch[17:], record.Batch(batch).ComputeCRC())
+		for _, pol := range []markerPolicy{{}, {commit: true, abort: true}} {
+			fl := &filter{m: om, nowMs: 1_000_000, deleteRetentionMs: 1000, producerLast: map[int64]int64{}, upper: 1000}
+			fl.txn = newTxnTracker([]abortedTxn{{ProducerID: 1, FirstOffset: 40, LastOffset: 60}})
+			fl.producerEpoch = map[int64]int16{1: 0}
+			fl.markers = pol
+			out, err := fl.apply(record.Batch(batch))
+			if err != nil || out == nil {
+				continue
+			}
+			ob := record.Batch(out)
+			if err := record.ValidateStored(ob); err != nil {
+				t.Fatalf("output batch invalid: %v", err)
+			}
+			if ob.BaseOffset() != 50 || ob.LastOffset() != 50+int64(max(n-1, 0)) {
+				t.Fatalf("offsets changed: %d-%d", ob.BaseOffset(), ob.LastOffset())
+			}
+		}
+	})
+}
+
+// BenchmarkFilterTxn is BenchmarkFilter over a committed transaction's
+// batch with the transaction tracker on.
+func BenchmarkFilterTxn(b *testing.B) {
+	kvs := make([]kv, 16)
+	val := bytes.Repeat([]byte("v"), 1000)
+	for i := range kvs {
+		kvs[i] = kv{[]byte{byte(i), 'k', 'e', 'y'}, val}
+	}
+	batch := txnBatch(b, 0, record.None, 9, kvs...)
+	f := newTestFilter(b, nil, 15)
+	for i := range kvs {
+		f.m.Put(kvs[i].key, int64(i))
+	}
+	f.upper = 100
+	f.txn = newTxnTracker([]abortedTxn{{ProducerID: 8, FirstOffset: 0, LastOffset: 20}})
+	f.markers = markerPolicy{commit: true}
+	b.SetBytes(int64(len(batch)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := f.apply(batch); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
