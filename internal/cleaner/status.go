@@ -26,14 +26,20 @@ type PartitionStatus struct {
 	LastBytesWritten      int64      `json:"last_bytes_written"`
 	LastRecordsRemoved    int64      `json:"last_records_removed"`
 	LastTombstonesRemoved int64      `json:"last_tombstones_removed"`
-	LastMapUtilization    float64    `json:"last_map_utilization"`
-	LastMapFull           bool       `json:"last_map_full"`
+	// LastAbortedRemoved counts records of aborted transactions (also in
+	// LastRecordsRemoved); LastMarkersRemoved transaction markers.
+	LastAbortedRemoved int64   `json:"last_aborted_records_removed"`
+	LastMarkersRemoved int64   `json:"last_markers_removed"`
+	LastMapUtilization float64 `json:"last_map_utilization"`
+	LastMapFull        bool    `json:"last_map_full"`
 	// Totals since start.
 	Rounds                 int64 `json:"rounds"`
 	TotalBytesRead         int64 `json:"total_bytes_read"`
 	TotalBytesWritten      int64 `json:"total_bytes_written"`
 	TotalRecordsRemoved    int64 `json:"total_records_removed"`
 	TotalTombstonesRemoved int64 `json:"total_tombstones_removed"`
+	TotalAbortedRemoved    int64 `json:"total_aborted_records_removed"`
+	TotalMarkersRemoved    int64 `json:"total_markers_removed"`
 	// Failure state: a failing partition is retried with exponential
 	// backoff (Kafka would park it as uncleanable until restart).
 	Uncleanable       bool       `json:"uncleanable"`
@@ -77,6 +83,8 @@ func (c *Cleaner) Status(topic string) []PartitionStatus {
 				s.LastBytesWritten = r.Stats.BytesWritten
 				s.LastRecordsRemoved = r.Stats.RecordsRemoved
 				s.LastTombstonesRemoved = r.Stats.TombstonesRemoved
+				s.LastAbortedRemoved = r.Stats.AbortedRemoved
+				s.LastMarkersRemoved = r.Stats.MarkersRemoved
 				s.LastMapUtilization = r.MapUtil
 				s.LastMapFull = r.MapFull
 			}
@@ -85,6 +93,8 @@ func (c *Cleaner) Status(topic string) []PartitionStatus {
 			s.TotalBytesWritten = st.totals.BytesWritten
 			s.TotalRecordsRemoved = st.totals.RecordsRemoved
 			s.TotalTombstonesRemoved = st.totals.TombstonesRemoved
+			s.TotalAbortedRemoved = st.totals.AbortedRemoved
+			s.TotalMarkersRemoved = st.totals.MarkersRemoved
 			if st.failures > 0 {
 				s.Uncleanable = true
 				s.UncleanableReason = st.lastErr

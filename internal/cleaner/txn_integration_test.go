@@ -90,6 +90,9 @@ func TestTransactionalCompaction(t *testing.T) {
 		mustAppend(t, h, kv{s("f"), s("active")})
 		for round := 0; round < 3; round++ {
 			h.clean()
+			if st := h.cl.Status(h.topic); round == 0 && st[0].LastAbortedRemoved != 3 {
+				t.Fatalf("status counts %d aborted records removed, want 3", st[0].LastAbortedRemoved)
+			}
 			h.clock.Advance(2 * time.Duration(compactCfg().DeleteRetentionMs) * time.Millisecond)
 			recs, batches := h.readAll()
 			var offs []int64
@@ -199,6 +202,9 @@ func TestCommitMarkerRemoval(t *testing.T) {
 	h.clean()
 	if m, _ := markers(); !slices.Equal(m, []int64{c2}) {
 		t.Fatalf("after the horizon markers %v, want [%d]", m, c2)
+	}
+	if st := h.cl.Status(h.topic); st[0].TotalMarkersRemoved != 1 || st[0].LastMarkersRemoved != 1 {
+		t.Fatalf("status counts %d markers removed (last round %d), want 1", st[0].TotalMarkersRemoved, st[0].LastMarkersRemoved)
 	}
 	recs, _ := h.readAll()
 	if v := latestView(recs); v["k"] != "plain" || v["z"] != "t2" || v["y"] != "active" {
