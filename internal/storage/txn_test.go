@@ -97,7 +97,7 @@ func TestTxnMarkersIndexAndLSO(t *testing.T) {
 	defer func() { l.Close() }()
 
 	a := mustAppend(t, l, mkTxnBatch(t, 3, "a", 1, 0, 0)) // offsets 0-2, txn of producer 1
-	mustAppend(t, l, mkBatch(t, 2, "plain", 1))          // 3-4
+	mustAppend(t, l, mkBatch(t, 2, "plain", 1))           // 3-4
 	if got := l.LastStableOffset(); got != a.BaseOffset {
 		t.Fatalf("LSO %d with open txn at %d", got, a.BaseOffset)
 	}
