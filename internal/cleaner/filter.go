@@ -26,9 +26,9 @@ type filter struct {
 	// upper is the round's end offset: a batch ending right below it is
 	// kept (empty if need be), as Kafka does since KAFKA-17076.
 	upper int64
-	// txn follows the transactions of the pass; nil when storage cannot
-	// list aborted transactions: transactional data and markers are then
-	// copied unchanged.
+	// txn follows the transactions of the pass. nil (unit tests of the
+	// non-transactional rules) copies transactional data and markers
+	// unchanged.
 	txn *txnTracker
 	// markers says which transaction markers may be removed.
 	markers markerPolicy
@@ -92,7 +92,7 @@ func (f *filter) apply(b record.Batch) ([]byte, error) {
 		return f.applyControl(b)
 	}
 	if f.txn == nil && b.IsTransactional() {
-		// No view of aborted transactions: leave transactional data alone.
+		// No view of transactions: leave transactional data alone.
 		return b, nil
 	}
 	if f.txn != nil && f.txn.dataBatch(b) {

@@ -169,9 +169,6 @@ func TestCleanerModel(t *testing.T) {
 			"clean": func(rt *rapid.T) {
 				h.clean()
 				check(rt)
-				if !txnSupported(h.log) {
-					return
-				}
 				fd := h.cl.Status(h.topic)[0].FirstDirtyOffset
 				recs, _ := h.readAll()
 				for _, r := range recs {

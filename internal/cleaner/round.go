@@ -119,16 +119,12 @@ func (c *Cleaner) cleanLog(ctx context.Context, w *worker, l *storage.Log, ckpt 
 		producerLast:      l.ActiveProducerLastBatches(),
 		upper:             end,
 	}
+	// One pass over every group in offset order, so a marker sees the
+	// batches of its transaction in earlier groups.
 	last := groups[len(groups)-1]
-	if aborted, ok := abortedTransactions(l, groups[0][0].BaseOffset, last[len(last)-1].NextOffset); ok {
-		// One pass over every group in offset order, so a marker sees the
-		// batches of its transaction in earlier groups.
-		f.txn = newTxnTracker(aborted)
-		if epochs, ok := producerEpochs(l); ok {
-			f.producerEpoch = epochs
-			f.markers = markerPolicy{commit: true, abort: removeAbortMarkers}
-		}
-	}
+	f.txn = newTxnTracker(l.AbortedTransactions(groups[0][0].BaseOffset, last[len(last)-1].NextOffset))
+	f.producerEpoch = producerEpochs(l)
+	f.markers = markerPolicy{commit: true, abort: removeAbortMarkers}
 	for _, g := range groups {
 		if err := c.cleanGroup(ctx, w, l, g, f, &res); err != nil {
 			res.Stats.add(f.stats)
@@ -153,10 +149,7 @@ func (c *Cleaner) cleanLog(ctx context.Context, w *worker, l *storage.Log, ckpt 
 func (c *Cleaner) buildMap(ctx context.Context, w *worker, l *storage.Log, segs []storage.SegmentInfo, cl cleanable, m *OffsetMap, res *roundResult) error {
 	m.SetLatest(cl.FirstDirty - 1)
 	errFull := errors.New("map full")
-	var txn *txnTracker // nil: transactional data is not mapped
-	if aborted, ok := abortedTransactions(l, cl.FirstDirty, cl.FirstUncleanable); ok {
-		txn = newTxnTracker(aborted)
-	}
+	txn := newTxnTracker(l.AbortedTransactions(cl.FirstDirty, cl.FirstUncleanable))
 	for _, s := range segs {
 		if s.Active || s.NextOffset <= cl.FirstDirty || s.BaseOffset >= cl.FirstUncleanable {
 			continue
@@ -170,14 +163,11 @@ func (c *Cleaner) buildMap(ctx context.Context, w *worker, l *storage.Log, segs 
 			}
 			// Control batches only move the transaction state; records of
 			// aborted transactions never enter the map.
-			mapIt := !b.IsControl() && b.NumRecords() > 0
-			switch {
-			case txn == nil:
-				mapIt = mapIt && !b.IsTransactional()
-			case b.IsControl():
+			mapIt := false
+			if b.IsControl() {
 				txn.controlBatch(b)
-			case txn.dataBatch(b):
-				mapIt = false
+			} else {
+				mapIt = !txn.dataBatch(b) && b.NumRecords() > 0
 			}
 			if mapIt {
 				base := b.BaseOffset()

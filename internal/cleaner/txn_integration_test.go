@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/record"
-	"github.com/strata-io/strata/internal/storage"
 )
 
 // appendMarker writes a COMMIT or ABORT marker for p and returns its
@@ -30,13 +29,6 @@ func (h *harness) appendP(p *producer, codec record.Compression, kvs ...kv) int6
 	}
 	p.seq += int32(len(kvs))
 	return res.BaseOffset
-}
-
-// txnSupported reports whether storage lists aborted transactions (the
-// cleaner leaves transactional data alone otherwise).
-func txnSupported(l *storage.Log) bool {
-	_, ok := abortedTransactions(l, 0, 1)
-	return ok
 }
 
 // latestView returns key -> value of the last data record of each key.
@@ -72,10 +64,6 @@ func TestTransactionalCompaction(t *testing.T) {
 	requireStorage(t)
 	for _, cleanShutdown := range []bool{true, false} {
 		h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
-		if !txnSupported(h.log) {
-			h.close()
-			t.Skip("storage does not list aborted transactions yet")
-		}
 		mustAppend(t, h, kv{s("a"), s("1")}, kv{s("b"), s("1")}) // 0, 1
 		p1 := producer{id: 501, epoch: 0, seq: 0, txn: true}
 		p2 := producer{id: 502, epoch: 0, seq: 0, txn: true}
@@ -160,9 +148,6 @@ func TestCommitMarkerRemoval(t *testing.T) {
 	requireStorage(t)
 	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
 	defer h.close()
-	if _, ok := producerEpochs(h.log); !ok || !txnSupported(h.log) {
-		t.Skip("storage does not list producers or aborted transactions yet")
-	}
 	p := producer{id: 601, epoch: 0, seq: 0, txn: true}
 	h.appendP(&p, record.None, kv{s("k"), s("t1")}) // 0
 	c1 := h.appendMarker(p, true)                   // 1
@@ -271,12 +256,8 @@ func TestNeverCleanPastLastStableOffset(t *testing.T) {
 			vals = append(vals, string(r.Value))
 		}
 	}
-	want := []string{"3"}
-	if !txnSupported(h.log) {
-		want = []string{"T", "3"} // transactional data is left alone
-	}
-	if !slices.Equal(vals, want) {
-		t.Fatalf("after the commit k values %v, want %v", vals, want)
+	if !slices.Equal(vals, []string{"3"}) {
+		t.Fatalf("after the commit k values %v, want [3]", vals)
 	}
 	h.appendP(&p, record.None, kv{s("k"), s("4")})
 	h.appendMarker(p, true)
