@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 )
@@ -106,6 +107,35 @@ func FuzzParsePartitionMetadata(f *testing.F) {
 		back, err := ParsePartitionMetadata(FormatPartitionMetadata(id))
 		if err != nil || back != id {
 			t.Fatalf("round trip %x: %v", id, err)
+		}
+	})
+}
+
+func FuzzParseTxnIndex(f *testing.F) {
+	f.Add(EncodeTxnIndex([]AbortedTxn{{ProducerID: 1, FirstOffset: 0, LastOffset: 6, LastStableOffset: 7}, {ProducerID: 9, FirstOffset: 3, LastOffset: 8, LastStableOffset: 2}}))
+	f.Add(EncodeTxnIndex([]AbortedTxn{{ProducerID: 5, FirstOffset: 10, LastOffset: 10, LastStableOffset: 11}})[:20])
+	f.Add([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 1})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ents, err := ParseTxnIndex(data)
+		if len(ents)*TxnEntrySize > len(data) {
+			t.Fatalf("%d entries from %d bytes", len(ents), len(data))
+		}
+		enc := EncodeTxnIndex(ents)
+		if !bytes.Equal(enc, data[:len(enc)]) {
+			t.Fatal("entries are not a prefix of the input")
+		}
+		if err == nil && len(enc) != len(data) {
+			t.Fatalf("accepted %d of %d bytes", len(enc), len(data))
+		}
+		back, err := ParseTxnIndex(enc)
+		if err != nil || len(back) != len(ents) {
+			t.Fatalf("re-parse of valid entries: %v", err)
+		}
+		for i := range back {
+			if back[i] != ents[i] {
+				t.Fatalf("round trip entry %d: %+v != %+v", i, back[i], ents[i])
+			}
 		}
 	})
 }

@@ -457,3 +457,68 @@ func (m *txnModel) check(t *testing.T, what string, l *Log, fsys vfs.FS, dir str
 		}
 	}
 }
+
+// FuzzAppendCoordinator feeds arbitrary coordinator payloads (markers,
+// sequence-less transactional batches) to a log with an open transaction:
+// no panic, a rejected payload writes nothing, and a power cut right after
+// rebuilds the same transaction state.
+func FuzzAppendCoordinator(f *testing.F) {
+	marker := func(typ record.ControlType, pid int64, epoch int16) []byte {
+		b, _ := record.Build(record.BatchHeader{Attributes: record.AttrTransactional | record.AttrControl, ProducerID: pid, ProducerEpoch: epoch,
+			BaseSequence: -1, PartitionLeaderEpoch: -1}, []record.Record{record.EndTxnMarker(typ, 2)})
+		return b
+	}
+	f.Add(marker(record.ControlAbort, 1, 0))
+	f.Add(marker(record.ControlCommit, 1, 0))
+	f.Add(marker(record.ControlAbort, 2, 7))
+	f.Add(marker(record.ControlLeaderChange, 1, 0))
+	f.Add(mkTxnBatch(f, 2, "o", 3, 0, -1))
+	bad, _ := record.Build(record.BatchHeader{Attributes: record.AttrControl, ProducerID: 1, BaseSequence: -1, PartitionLeaderEpoch: -1},
+		[]record.Record{{Key: []byte{0}, Value: nil}})
+	f.Add(bad)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fsys := vfs.NewCrashFS()
+		l, err := Open("/f/co-0", [16]byte{}, txnConfig(), false, Options{FS: fsys, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if _, err := l.Append(mkTxnBatch(t, 2, "t", 1, 0, 0), AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		leo := l.LogEndOffset()
+		if _, err := l.Append(append([]byte(nil), data...), AppendOptions{Coordinator: true}); err != nil {
+			if l.LogEndOffset() != leo {
+				t.Fatalf("rejected append moved the log end: %v", err)
+			}
+		}
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range l.AbortedTransactions(0, 1<<62) {
+			if e.LastOffset < leo || e.LastOffset >= l.LogEndOffset() || e.FirstOffset != 0 {
+				t.Fatalf("bad entry %+v (log end %d)", e, l.LogEndOffset())
+			}
+		}
+		lso, aborted, producers := l.LastStableOffset(), l.AbortedTransactions(0, 1<<62), l.Producers()
+		img := fsys.Crash()
+		r, err := Open("/f/co-0", [16]byte{}, txnConfig(), false, Options{FS: img, Logger: quiet})
+		if err != nil {
+			t.Fatalf("recover: %v", err)
+		}
+		defer r.Close()
+		if r.LastStableOffset() != lso || !reflect.DeepEqual(r.AbortedTransactions(0, 1<<62), aborted) {
+			t.Fatalf("after power cut: LSO %d aborted %+v; before %d %+v", r.LastStableOffset(), r.AbortedTransactions(0, 1<<62), lso, aborted)
+		}
+		got := r.Producers()
+		if len(got) != len(producers) {
+			t.Fatalf("producers after power cut %+v, before %+v", got, producers)
+		}
+		for i := range got {
+			if got[i].ProducerID != producers[i].ProducerID || got[i].CurrentTxnStartOffset != producers[i].CurrentTxnStartOffset ||
+				got[i].Epoch != producers[i].Epoch || got[i].CoordinatorEpoch != producers[i].CoordinatorEpoch {
+				t.Fatalf("producers after power cut %+v, before %+v", got, producers)
+			}
+		}
+	})
+}
