@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -521,4 +522,78 @@ func FuzzAppendCoordinator(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTxnConcurrentReaders runs READ_COMMITTED readers against a writer
+// with transactional traffic: a reader never gets a batch at or past the
+// LSO it was told, and the LSO never moves back.
+func TestTxnConcurrentReaders(t *testing.T) {
+	cfg := txnConfig()
+	cfg.SegmentBytes = 1200
+	fsys := vfs.NewCrashFS()
+	l := openTest(t, fsys, "/d/cr-0", cfg, false)
+	defer l.Close()
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	for r := 0; r < 3; r++ {
+		go func() {
+			var last int64
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				lso := l.LastStableOffset()
+				if lso < last {
+					errs <- fmt.Errorf("LSO moved back from %d to %d", last, lso)
+					return
+				}
+				last = lso
+				res, err := l.ReadCommitted(max(0, lso-40), 4096, true)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if res.LastStableOffset > res.HighWatermark {
+					errs <- fmt.Errorf("LSO %d above hw %d", res.LastStableOffset, res.HighWatermark)
+					return
+				}
+				for _, c := range res.Chunks {
+					buf := make([]byte, c.Len)
+					c.File.File().ReadAt(buf, c.Pos)
+					for len(buf) > 0 {
+						b, rest, err := record.Next(buf)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if b.LastOffset() >= res.LastStableOffset {
+							errs <- fmt.Errorf("batch [%d,%d] at LSO %d", b.BaseOffset(), b.LastOffset(), res.LastStableOffset)
+							return
+						}
+						buf = rest
+					}
+				}
+				res.Release()
+				for _, e := range l.AbortedTransactions(max(0, lso-40), lso) {
+					if e.FirstOffset > e.LastOffset {
+						errs <- fmt.Errorf("bad entry %+v", e)
+						return
+					}
+				}
+			}
+		}()
+	}
+	m := newTxnModel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	runTxnWorkload(t, l, m, rng, 200, nil)
+	close(stop)
+	for r := 0; r < 3; r++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.check(t, "after", l, fsys, "/d/cr-0")
 }
