@@ -43,6 +43,18 @@ type SegmentWriter struct {
 	aborted bool
 	swapped bool         // renamed to .swap and the directory synced: the swap is decided
 	txns    []AbortedTxn // carried from the replaced segments' .txnindex
+	ownTxns bool         // txns set by SetAbortedTxns: nothing is carried
+}
+
+// SetAbortedTxns gives the segment exactly these .txnindex entries (the
+// aborted transactions whose data or ABORT marker the cleaner kept, as
+// Kafka's cleaner rewrites the index). When any replacement of a
+// ReplaceSegments call has its entries set, no entry of the replaced
+// segments is carried over to any of them.
+func (w *SegmentWriter) SetAbortedTxns(entries []AbortedTxn) {
+	e := append([]AbortedTxn(nil), entries...)
+	sort.SliceStable(e, func(i, j int) bool { return e[i].LastOffset < e[j].LastOffset })
+	w.txns, w.ownTxns = e, true
 }
 
 // NewCleanedSegment starts a cleaner output segment with the given base.
@@ -142,7 +154,8 @@ func (w *SegmentWriter) finish() error {
 // replaced segments' .txnindex entries are carried over: each goes to the
 // last replacement whose base is <= its LastOffset (the first replacement
 // when none is), so READ_COMMITTED readers keep filtering aborted data the
-// cleaner left. Readers holding old files keep reading them until released.
+// cleaner left (SegmentWriter.SetAbortedTxns overrides this). Readers
+// holding old files keep reading them until released.
 func (l *Log) ReplaceSegments(old []int64, replacements []*SegmentWriter) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -175,14 +188,21 @@ func (l *Log) ReplaceSegments(old []int64, replacements []*SegmentWriter) error 
 		}
 	}
 	dead := l.segs[first : first+len(old)]
-	// The replaced segments' aborted transactions move to the replacements.
-	var carried []AbortedTxn
-	for _, s := range dead {
-		carried = append(carried, s.abortedTxns()...)
+	// The replaced segments' aborted transactions move to the replacements
+	// (unless the cleaner chose them itself).
+	explicit := false
+	for _, w := range reps {
+		explicit = explicit || w.ownTxns
 	}
-	for i, ents := range distributeTxns(carried, reps) {
-		if !reps[i].done {
-			reps[i].txns = ents
+	if !explicit {
+		var carried []AbortedTxn
+		for _, s := range dead {
+			carried = append(carried, s.abortedTxns()...)
+		}
+		for i, ents := range distributeTxns(carried, reps) {
+			if !reps[i].done {
+				reps[i].txns = ents
+			}
 		}
 	}
 	// 1. Cleaned files complete and durable.

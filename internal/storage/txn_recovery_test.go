@@ -359,3 +359,34 @@ func checkSwapTxns(t *testing.T, what string, l *Log, f *txnSwapFixture) {
 		}
 	}
 }
+
+// TestTxnReplaceSegmentsExplicitEntries: a cleaner that sets the entries
+// of its output segments gets exactly those (no carrying), also after a
+// restart.
+func TestTxnReplaceSegmentsExplicitEntries(t *testing.T) {
+	f := newTxnSwapFixture(t)
+	rangeEnd := f.l.Segments()[len(f.old)].BaseOffset
+	var inRange, after []AbortedTxn
+	for _, e := range f.aborted {
+		if e.LastOffset < rangeEnd {
+			inRange = append(inRange, e)
+		} else {
+			after = append(after, e)
+		}
+	}
+	if len(inRange) < 2 {
+		t.Fatalf("only %d aborted transactions in the cleaned range", len(inRange))
+	}
+	keep := inRange[len(inRange)-1:] // say the cleaner dropped every other one
+	f.ws[1].SetAbortedTxns(keep)
+	if err := f.l.ReplaceSegments(f.old, f.ws); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]AbortedTxn(nil), keep...), after...)
+	f.aborted = want
+	checkSwapTxns(t, "live", f.l, f)
+	f.l.Close()
+	l := openTest(t, f.fs, f.dir, f.cfg, false)
+	defer l.Close()
+	checkSwapTxns(t, "after restart", l, f)
+}
