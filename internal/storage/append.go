@@ -72,8 +72,9 @@ func (e *AppendError) Unwrap() error { return e.Err }
 // transaction is open), TransactionCoordinatorFenced (a marker from an
 // older coordinator epoch), KafkaStorageError. A transactional data batch
 // opens its producer's transaction in this partition; a COMMIT/ABORT
-// control batch (Coordinator only, see AppendMarker) closes it. It returns once the bytes are written to the file
-// (acks=1 meaning); call WaitDurable for acks=all.
+// control batch (Coordinator only, see AppendMarker) closes it. It returns
+// once the bytes are written to the file (acks=1 meaning); call
+// WaitDurable for acks=all.
 func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 	res := AppendResult{BaseOffset: -1, LastOffset: -1, LogAppendTime: -1}
 	cfg := l.cfg.Load()
