@@ -597,3 +597,48 @@ func TestTxnConcurrentReaders(t *testing.T) {
 	}
 	m.check(t, "after", l, fsys, "/d/cr-0")
 }
+
+// TestTxnSnapshotKeepsOpenTxn: the snapshot taken at a roll holds the open
+// transaction's first offset (and marker-only producers, lastOffset -1);
+// a restart that loads it (no scan of the txn's start) still knows the
+// transaction, and its ABORT gets the right .txnindex entry.
+func TestTxnSnapshotKeepsOpenTxn(t *testing.T) {
+	fsys := vfs.NewCrashFS()
+	dir := "/d/snap-0"
+	l := openTest(t, fsys, dir, txnConfig(), false)
+	r := mustAppend(t, l, mkTxnBatch(t, 2, "t", 4, 1, 0))
+	mustMarker(t, l, 6, 2, true) // producer 6: marker only
+	if err := l.Roll(); err != nil {
+		t.Fatal(err)
+	}
+	base := l.LogEndOffset()
+	data, err := ReadFile(fsys, filepath.Join(dir, FileName(base, SnapshotSuffix)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := parseSnapshot(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := ps.m[4]; e == nil || e.txnFirstOffset != r.BaseOffset || ps.firstOpen() != r.BaseOffset {
+		t.Fatalf("snapshot entry of producer 4: %+v", e)
+	}
+	if e := ps.m[6]; e == nil || len(e.batches) != 0 || e.epoch != 2 || e.coordinatorEpoch != 1 {
+		t.Fatalf("snapshot entry of producer 6: %+v", e)
+	}
+	mustAppend(t, l, mkBatch(t, 1, "p", 1))
+	img := fsys.Crash()
+	l.Close()
+	// Recovery starts at the rolled segment (the recovery point) with the
+	// snapshot there: only the snapshot knows where the txn started.
+	l = openTest(t, img, dir, txnConfig(), false)
+	defer l.Close()
+	if l.LastStableOffset() != r.BaseOffset {
+		t.Fatalf("LSO %d want %d", l.LastStableOffset(), r.BaseOffset)
+	}
+	at := mustMarker(t, l, 4, 1, false)
+	want := []AbortedTxn{{ProducerID: 4, FirstOffset: r.BaseOffset, LastOffset: at, LastStableOffset: at + 1}}
+	if got := l.AbortedTransactions(0, at+1); !reflect.DeepEqual(got, want) {
+		t.Fatalf("aborted %+v want %+v", got, want)
+	}
+}
