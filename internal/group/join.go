@@ -243,24 +243,31 @@ func (g *group) prepareRebalance() {
 	seq := g.joinSeq
 	rt := g.rebalanceTimeout()
 	if fromEmpty && g.env.initialDelay > 0 {
+		// As Kafka: the first window is the whole initial delay, whatever
+		// the rebalance timeout; what is left of the rebalance timeout
+		// after it bounds the extensions.
 		g.initialDelay = true
 		g.newMemberAdded = false
-		d := min(g.env.initialDelay, rt)
-		g.joinTimer = g.after(d, func() { g.initialDelayExpired(seq, rt-d) })
+		d := g.env.initialDelay
+		g.joinTimer = g.after(d, func() { g.initialDelayExpired(seq, d, max(rt-d, 0)) })
 		return
 	}
 	g.joinTimer = g.after(rt, func() { g.joinDeadline(seq) })
 	g.maybeCompleteJoin()
 }
 
-func (g *group) initialDelayExpired(seq uint64, remaining time.Duration) {
+func (g *group) initialDelayExpired(seq uint64, delay, remaining time.Duration) {
 	if seq != g.joinSeq || g.state != statePreparingRebalance {
 		return
 	}
 	if g.newMemberAdded && remaining > 0 {
+		// Kafka's tryCompleteInitialRebalanceElseSchedule: the next window
+		// is min(initial delay, remaining) and the remaining time shrinks by
+		// the window that just ended.
 		g.newMemberAdded = false
 		d := min(g.env.initialDelay, remaining)
-		g.joinTimer = g.after(d, func() { g.initialDelayExpired(seq, remaining-d) })
+		r := max(remaining-delay, 0)
+		g.joinTimer = g.after(d, func() { g.initialDelayExpired(seq, d, r) })
 		return
 	}
 	g.initialDelay = false
