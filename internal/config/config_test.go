@@ -174,7 +174,7 @@ func TestBrokerDefaults(t *testing.T) {
 		"group.min.session.timeout.ms": "6000", "group.max.session.timeout.ms": "1800000",
 		"producer.id.expiration.ms": "86400000", "num.recovery.threads.per.data.dir": "2",
 		"transaction.state.log.num.partitions": "50", "transaction.max.timeout.ms": "900000",
-		"transactional.id.expiration.ms": "604800000",
+		"transactional.id.expiration.ms":          "604800000",
 		"log.flush.offset.checkpoint.interval.ms": "60000", "strata.metrics.listener": "127.0.0.1:9644",
 		"strata.log.level": "info", "strata.log.format": "text", "strata.durable.acks": "true",
 		"log.cleaner.io.max.bytes.per.second": "1.7976931348623157E308", "message.max.bytes": "1048588",
