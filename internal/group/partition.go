@@ -1,26 +1,9 @@
 package group
 
-import "unicode/utf16"
-
-// javaStringHashCode is Java's String.hashCode over the UTF-16 code units
-// of s, with int32 overflow.
-func javaStringHashCode(s string) int32 {
-	var h int32
-	for _, u := range utf16.Encode([]rune(s)) {
-		h = 31*h + int32(u)
-	}
-	return h
-}
+import "github.com/strata-io/strata/internal/coordkey"
 
 // PartitionFor returns the __consumer_offsets partition of groupID, as
-// Kafka computes it: Utils.abs(groupId.hashCode) % numPartitions, where
-// Utils.abs maps Integer.MIN_VALUE to 0.
+// Kafka computes it (coordkey.Partition).
 func PartitionFor(groupID string, numPartitions int32) int32 {
-	h := javaStringHashCode(groupID)
-	if h == -1<<31 {
-		h = 0
-	} else if h < 0 {
-		h = -h
-	}
-	return h % numPartitions
+	return coordkey.Partition(groupID, numPartitions)
 }

@@ -318,44 +318,5 @@ type Replayer interface {
 
 // replayLog reads partition log l from its start to its high watermark.
 func replayLog(l *storage.Log, fn func(batch []byte) error) error {
-	off, hw := l.LogStartOffset(), l.HighWatermark()
-	for off < hw {
-		res, err := l.Read(off, 1<<20, true)
-		if err != nil {
-			return fmt.Errorf("read __consumer_offsets at %d: %w", off, err)
-		}
-		if len(res.Chunks) == 0 {
-			res.Release()
-			break
-		}
-		before := off
-		for _, c := range res.Chunks {
-			buf := make([]byte, c.Len)
-			if _, err := c.File.File().ReadAt(buf, c.Pos); err != nil {
-				res.Release()
-				return fmt.Errorf("read __consumer_offsets chunk at %d: %w", c.Pos, err)
-			}
-			for len(buf) > 0 {
-				b, rest, err := record.Next(buf)
-				if err != nil {
-					res.Release()
-					return fmt.Errorf("split __consumer_offsets batch at %d: %w", off, err)
-				}
-				buf = rest
-				if b.LastOffset() < off {
-					continue
-				}
-				if err := fn(b); err != nil {
-					res.Release()
-					return err
-				}
-				off = b.LastOffset() + 1
-			}
-		}
-		res.Release()
-		if off == before {
-			return fmt.Errorf("read __consumer_offsets at %d: no progress", off)
-		}
-	}
-	return nil
+	return l.ScanBatches(func(b record.Batch) error { return fn(b) })
 }

@@ -182,41 +182,5 @@ func (r *replayer) applyBatch(b record.Batch) {
 // replayLog reads partition log l from its start to its high watermark
 // and hands each batch to fn.
 func replayLog(l *storage.Log, fn func(b record.Batch)) error {
-	off, hw := l.LogStartOffset(), l.HighWatermark()
-	for off < hw {
-		res, err := l.Read(off, 1<<20, true)
-		if err != nil {
-			return fmt.Errorf("read __transaction_state at %d: %w", off, err)
-		}
-		if len(res.Chunks) == 0 {
-			res.Release()
-			break
-		}
-		before := off
-		for _, c := range res.Chunks {
-			buf := make([]byte, c.Len)
-			if _, err := c.File.File().ReadAt(buf, c.Pos); err != nil {
-				res.Release()
-				return fmt.Errorf("read __transaction_state chunk at %d: %w", c.Pos, err)
-			}
-			for len(buf) > 0 {
-				b, rest, err := record.Next(buf)
-				if err != nil {
-					res.Release()
-					return fmt.Errorf("split __transaction_state batch at %d: %w", off, err)
-				}
-				buf = rest
-				if b.LastOffset() < off {
-					continue
-				}
-				fn(b)
-				off = b.LastOffset() + 1
-			}
-		}
-		res.Release()
-		if off == before {
-			return fmt.Errorf("read __transaction_state at %d: no progress", off)
-		}
-	}
-	return nil
+	return l.ScanBatches(func(b record.Batch) error { fn(b); return nil })
 }
