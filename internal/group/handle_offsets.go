@@ -20,25 +20,38 @@ func storeErrorCode(err error) int16 {
 	return kerr.CoordinatorNotAvailable.Code
 }
 
+// partitionCodes holds one error code per requested topic partition of an
+// offset commit (plain or transactional).
+type partitionCodes [][]int16
+
+// newPartitionCodes sizes codes for n topics of size(i) partitions each.
+func newPartitionCodes(n int, size func(i int) int) partitionCodes {
+	codes := make(partitionCodes, n)
+	for i := range codes {
+		codes[i] = make([]int16, size(i))
+	}
+	return codes
+}
+
+// fill sets code on every partition that has no error yet.
+func (codes partitionCodes) fill(code int16) {
+	for i := range codes {
+		for j := range codes[i] {
+			if codes[i][j] == 0 {
+				codes[i][j] = code
+			}
+		}
+	}
+}
+
 func (c *Coordinator) partitionExists(topic string, p int32) bool {
 	return c.cfg.TopicPartitionExists == nil || c.cfg.TopicPartitionExists(topic, p)
 }
 
 func (c *Coordinator) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
-	codes := make([][]int16, len(r.Topics))
-	for i, t := range r.Topics {
-		codes[i] = make([]int16, len(t.Partitions))
-	}
-	setAll := func(code int16) {
-		for i := range codes {
-			for j := range codes[i] {
-				if codes[i][j] == 0 {
-					codes[i][j] = code
-				}
-			}
-		}
-	}
+	codes := newPartitionCodes(len(r.Topics), func(i int) int { return len(r.Topics[i].Partitions) })
+	setAll := codes.fill
 	defer func() {
 		for i, t := range r.Topics {
 			rt := kmsg.NewOffsetCommitResponseTopic()

@@ -22,19 +22,8 @@ type txnCompletion struct {
 // OffsetFetch) until CompleteTxn reports the transaction's marker.
 func (c *Coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-	codes := make([][]int16, len(r.Topics))
-	for i, t := range r.Topics {
-		codes[i] = make([]int16, len(t.Partitions))
-	}
-	setAll := func(code int16) {
-		for i := range codes {
-			for j := range codes[i] {
-				if codes[i][j] == 0 {
-					codes[i][j] = code
-				}
-			}
-		}
-	}
+	codes := newPartitionCodes(len(r.Topics), func(i int) int { return len(r.Topics[i].Partitions) })
+	setAll := codes.fill
 	defer func() {
 		for i, t := range r.Topics {
 			rt := kmsg.NewTxnOffsetCommitResponseTopic()
