@@ -15,6 +15,9 @@ func (s *Server) buildHandlers() map[int16]handler {
 		21: {0, 2, s.handleDeleteRecords},
 		22: {0, 4, s.handleInitProducerID},
 		23: {2, 4, s.handleOffsetForLeaderEpoch},
+		29: {0, 3, s.handleDescribeACLs}, // SECURITY_DISABLED, as Kafka without an authorizer
+		30: {0, 3, s.handleCreateACLs},
+		31: {0, 3, s.handleDeleteACLs},
 		32: {1, 4, s.handleDescribeConfigs},
 		33: {0, 2, s.handleAlterConfigs},
 		35: {1, 4, s.handleDescribeLogDirs},
