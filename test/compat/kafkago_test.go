@@ -157,9 +157,13 @@ func kafkaGoDo(ctx context.Context, op Op) (res Result) {
 		}
 		return res
 	case opFetch:
+		iso := kafka.ReadUncommitted
+		if op.Isolation == "read_committed" {
+			iso = kafka.ReadCommitted
+		}
 		r := kafka.NewReader(kafka.ReaderConfig{
 			Brokers: []string{op.Bootstrap}, Topic: op.Topic, Partition: int(op.Partition),
-			MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 200 * time.Millisecond,
+			MinBytes: 1, MaxBytes: 10 << 20, MaxWait: 200 * time.Millisecond, IsolationLevel: iso,
 		})
 		defer r.Close()
 		if err := r.SetOffset(op.Offset); err != nil {

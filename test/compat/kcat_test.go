@@ -31,7 +31,7 @@ func kcatClient(t *testing.T) *Client {
 	}
 	return &Client{
 		Name:       "kcat",
-		Supports:   set(opProduce, opFetch, opOffsetForTime, opWatermarks, opIdempotent, opLogAppendTime, opNullRecord),
+		Supports:   set(opProduce, opFetch, opOffsetForTime, opWatermarks, opIdempotent, opLogAppendTime, opNullRecord, opIsolation),
 		Codecs:     []string{"none", "gzip", "snappy", "lz4", "zstd"},
 		Versions:   versions,
 		Librdkafka: true,
@@ -110,6 +110,9 @@ func kcatDo(ctx context.Context, path string, op Op) (res Result) {
 			from = strconv.FormatInt(op.Offset, 10)
 		}
 		args := []string{"-C", "-b", op.Bootstrap, "-t", op.Topic, "-p", part, "-o", from, "-c", strconv.Itoa(op.Max), "-e", "-J"}
+		if op.Isolation != "" {
+			args = append(args, "-X", "isolation.level="+op.Isolation)
+		}
 		stdout, stderr, err := kcatRun(ctx, path, nil, args...)
 		if err != nil {
 			return kcatFail(args, stderr, err)
