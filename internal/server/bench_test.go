@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -12,8 +13,10 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Broker benchmarks: end-to-end produce (acks=all) and consume of 1 KiB
@@ -121,6 +124,70 @@ func consumeN(b testing.TB, addr, topic string, n int) {
 	}
 }
 
+// consumeRawN fetches n records from the start of every partition with
+// franz-go as the transport but without decoding records: plain Fetch
+// requests (kgo's default sizes: 50 MiB per request, 1 MiB per partition)
+// whose record bytes are only walked batch header by batch header to find
+// the next offset. This measures the broker's fetch path through a real
+// client stack, where the record-decoding consumer of consumeN measures
+// mostly the client on 2 cores.
+func consumeRawN(b testing.TB, addr, topic string, n int) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var parts int32
+	var topicID [16]byte // Fetch v13+ (kfake) names topics by id
+	for _, t := range md.Topics {
+		if t.Topic != nil && *t.Topic == topic {
+			parts, topicID = int32(len(t.Partitions)), t.TopicID
+		}
+	}
+	offsets := make([]int64, parts)
+	got := 0
+	for got < n {
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 500, 1, 50<<20
+		req.SessionEpoch = -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = topic, topicID
+		for p := range parts {
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, offsets[p], 1<<20
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					b.Fatalf("fetch %s/%d: %v", t.Topic, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+				}
+				recs := p.RecordBatches
+				for len(recs) >= 61 {
+					size := 12 + int(binary.BigEndian.Uint32(recs[8:]))
+					if size > len(recs) {
+						break // a partial batch at the end of the response
+					}
+					last := int64(binary.BigEndian.Uint64(recs)) + int64(binary.BigEndian.Uint32(recs[23:]))
+					got += int(binary.BigEndian.Uint32(recs[57:]))
+					offsets[p.Partition] = last + 1
+					recs = recs[size:]
+				}
+			}
+		}
+	}
+}
+
 // BenchmarkProduce: inflight=1 is kgo's default idempotent producer (one
 // request in flight per broker); inflight=5 is a non-idempotent producer
 // with five requests in flight (the Java client's default window).
@@ -157,6 +224,23 @@ func BenchmarkConsume(b *testing.B) {
 	}
 }
 
+// BenchmarkConsumeRawFetch: as BenchmarkConsume, with consumeRawN's
+// client (Fetch requests through kgo, records not decoded).
+func BenchmarkConsumeRawFetch(b *testing.B) {
+	for _, parts := range []int32{1, 6} {
+		for _, sys := range []string{"strata", "kfake"} {
+			b.Run(fmt.Sprintf("partitions=%d/%s", parts, sys), func(b *testing.B) {
+				tg := targets[sys](b, "bench", parts)
+				defer tg.close()
+				produceN(b, tg.addr, "bench", b.N, 5)
+				b.SetBytes(benchRecordSize)
+				b.ResetTimer()
+				runClient(b, "consume-raw", tg.addr, "bench", b.N, 0)
+			})
+		}
+	}
+}
+
 // The benchmark clients run in a child process (this test binary
 // re-executed): a broker and its clients do not share a heap, a garbage
 // collector or a scheduler in real life, and kfake keeps every record in
@@ -184,6 +268,8 @@ func TestBenchClient(t *testing.T) {
 		produceN(t, addr, topic, n, inflight)
 	case "consume":
 		consumeN(t, addr, topic, n)
+	case "consume-raw":
+		consumeRawN(t, addr, topic, n)
 	default:
 		t.Fatalf("unknown mode %q", mode)
 	}
