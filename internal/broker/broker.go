@@ -145,41 +145,15 @@ func (b *Broker) load() error {
 		b.topics[t.Name] = t
 		b.byID[t.ID] = t
 	}
-	threads := b.cfg.Int("num.recovery.threads.per.data.dir") * len(b.dirs)
-	if threads < 1 {
-		threads = 1
-	}
-	var (
-		wg    sync.WaitGroup
-		errMu sync.Mutex
-		errs  []error
-		ch    = make(chan job)
-	)
-	for i := 0; i < threads; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range ch {
-				if err := b.openPartition(j.t, j.p, clean[j.p.baseDir]); err != nil {
-					errMu.Lock()
-					errs = append(errs, err)
-					errMu.Unlock()
-				}
-			}
-		}()
-	}
 	perDir := map[string]int{}
 	for _, j := range jobs {
 		perDir[j.p.baseDir]++
 	}
 	b.logRecoveryPlan(clean, perDir)
 	start := time.Now()
-	for _, j := range jobs {
-		ch <- j
-	}
-	close(ch)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := forEach(b.ioThreads(), jobs, func(j job) error {
+		return b.openPartition(j.t, j.p, clean[j.p.baseDir])
+	}); err != nil {
 		return err
 	}
 	for _, d := range b.dirs {
@@ -300,22 +274,26 @@ func (b *Broker) Close() error {
 	return errors.Join(errs...)
 }
 
-// closeLogs closes every open partition log.
+// closeLogs closes (flushes) every open partition log, as many at once as
+// num.recovery.threads.per.data.dir allows per log dir (Kafka uses the same
+// threads for recovery at startup and flushing at shutdown).
 func (b *Broker) closeLogs() error {
 	b.mu.RLock()
-	defer b.mu.RUnlock()
-	var errs []error
+	var parts []*Partition
 	for _, t := range b.topics {
 		for _, p := range t.Partitions {
-			if p.Log == nil {
-				continue
-			}
-			if err := p.Log.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("close %s-%d: %w", t.Name, p.Index, err))
+			if p.Log != nil {
+				parts = append(parts, p)
 			}
 		}
 	}
-	return errors.Join(errs...)
+	b.mu.RUnlock()
+	return forEach(b.ioThreads(), parts, func(p *Partition) error {
+		if err := p.Log.Close(); err != nil {
+			return fmt.Errorf("close %s-%d: %w", p.Topic, p.Index, err)
+		}
+		return nil
+	})
 }
 
 func (b *Broker) unlockAll() {
