@@ -173,5 +173,5 @@ func (b *Broker) validate() error {
 		return invalidf("invalid configuration: log.cleaner.min.compaction.lag.ms (%s) must not be greater than log.cleaner.max.compaction.lag.ms (%s)",
 			b.Get("log.cleaner.min.compaction.lag.ms"), b.Get("log.cleaner.max.compaction.lag.ms"))
 	}
-	return nil
+	return b.validateTLS()
 }

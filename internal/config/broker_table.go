@@ -10,15 +10,15 @@ import (
 // defaults, except: node.id defaults to 1 (a single node starts with zero
 // config), listeners to PLAINTEXT://127.0.0.1:9092, log.dirs to
 // ./strata-data; settings prefixed "strata." are Strata's own.
-var brokerTable = sortTable(readOnly([]Setting{
+var brokerTable = sortTable(readOnly(append([]Setting{
 	// Identity and network.
 	def("node.id", TypeInt, "1", atLeast(0),
 		"Id of this node; kept in meta.properties and in partition leadership. broker.id is an alias."),
 	def("broker.id", TypeInt, "1", atLeast(0),
 		"Alias of node.id (setting either sets both)."),
-	def("listeners", TypeString, "PLAINTEXT://127.0.0.1:9092", custom("PLAINTEXT://host:port (one listener; port 0 = random)", listenerReason(true)),
-		"Address the Kafka protocol listener binds. Strata serves one PLAINTEXT listener; an empty host binds every interface."),
-	def("advertised.listeners", TypeString, "", custom("empty, or PLAINTEXT://host:port", listenerReason(false)),
+	def("listeners", TypeString, "PLAINTEXT://127.0.0.1:9092", custom("PLAINTEXT://host:port or SSL://host:port (one listener; port 0 = random)", listenerReason(true)),
+		"Address the Kafka protocol listener binds. Strata serves one listener, PLAINTEXT or SSL (TLS, configured by the ssl.* settings); an empty host binds every interface."),
+	def("advertised.listeners", TypeString, "", custom("empty, or PLAINTEXT://host:port or SSL://host:port (the protocol of listeners)", listenerReason(false)),
 		"Address given to clients in metadata responses. Empty means the bound listeners address."),
 	def("socket.request.max.bytes", TypeInt, "104857600", atLeast(1),
 		"Largest request the broker reads; larger requests close the connection."),
@@ -150,7 +150,7 @@ var brokerTable = sortTable(readOnly([]Setting{
 		"Level of the broker's own log."),
 	def("strata.log.format", TypeString, "text", oneOf("text", "json"),
 		"Format of the broker's own log on stderr."),
-}))
+}, sslTable...)))
 
 var brokerIndex = indexTable(brokerTable)
 
@@ -175,7 +175,8 @@ func nonEmptyList(v string) string {
 	return ""
 }
 
-// listenerReason validates "PLAINTEXT://host:port"; required says whether
+// listenerReason validates "PLAINTEXT://host:port" or "SSL://host:port"
+// (Kafka's listener names double as security protocols); required says whether
 // the empty string is rejected.
 func listenerReason(required bool) func(string) string {
 	return func(v string) string {
@@ -189,9 +190,9 @@ func listenerReason(required bool) func(string) string {
 		if len(items) != 1 {
 			return "Strata serves exactly one listener"
 		}
-		hp, ok := strings.CutPrefix(items[0], "PLAINTEXT://")
-		if !ok {
-			return "must look like PLAINTEXT://host:port (only PLAINTEXT is supported)"
+		proto, hp, ok := strings.Cut(items[0], "://")
+		if !ok || (proto != ProtocolPlaintext && proto != ProtocolSSL) {
+			return "must look like PLAINTEXT://host:port or SSL://host:port (only PLAINTEXT and SSL are supported)"
 		}
 		if r := hostPortReason(hp); r != "" {
 			return r

@@ -76,6 +76,9 @@ func (s *Server) brokerEntries() []broker.ConfigEntry {
 			e.Synonyms = append(e.Synonyms, broker.ConfigSynonym{Name: st.Name, Value: st.Default, Source: broker.SourceDefault})
 		}
 		e.Null = e.Value == ""
+		if st.Type == config.TypePassword { // private keys: never on the wire (Kafka: null, is_sensitive)
+			e.Value, e.Null, e.Sensitive, e.Synonyms = "", true, true, nil
+		}
 		out = append(out, e)
 	}
 	return out

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -75,7 +76,11 @@ func (c *conn) closeBudget() {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	if tc, ok := nc.(*net.TCPConn); ok {
+	raw := nc
+	if tc, ok := nc.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
 	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), w: bufio.NewWriterSize(nc, 64<<10)}
@@ -181,8 +186,30 @@ func (c *conn) recycleProduce(req request) {
 	}
 }
 
+// handshake completes the TLS handshake of a connection to an SSL
+// listener (nothing to do on PLAINTEXT), so that a failure (a plaintext
+// client, an untrusted or missing client certificate, no common version
+// or cipher suite) is logged as such; false closes the connection. It
+// ends early when the server shuts down.
+func (c *conn) handshake() bool {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return true
+	}
+	if err := tc.HandshakeContext(c.s.ctx); err != nil {
+		if !c.s.closing.Load() {
+			c.s.logger.Warn("closing connection: TLS handshake failed", "remote", c.remote, "err", err)
+		}
+		return false
+	}
+	return true
+}
+
 // readLoop decodes requests until an error; malformed input is logged.
 func (c *conn) readLoop(out chan<- request) {
+	if !c.handshake() {
+		return
+	}
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
 		if !c.acquire() {

@@ -160,7 +160,10 @@ func (c *conn) writeFetch(corr int32, fr *fetchReply) error {
 // can no longer be completed, so the connection must close.
 var errShortFile = errors.New("segment file shorter than the fetched chunk")
 
-// writeChunk sends one chunk of a segment file to the client.
+// writeChunk sends one chunk of a segment file to the client. A TLS
+// connection (SSL listener) is a *tls.Conn, not a *net.TCPConn, so its
+// record bytes take the copy path: they must be encrypted in user space
+// (kernel TLS offload is not used).
 func (c *conn) writeChunk(ch storage.Chunk) error {
 	if ch.Len == 0 {
 		return nil

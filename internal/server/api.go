@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,9 @@ type Server struct {
 	proto   *protocol.Server
 	metrics *metrics.Server
 	ln      net.Listener
+	// tls is the SSL listener's configuration (nil for PLAINTEXT), built
+	// from the ssl.* settings when the server is created.
+	tls *tls.Config
 
 	ready    atomic.Bool
 	stopOnce sync.Once
@@ -51,6 +55,11 @@ func New(cfg *config.Broker, logger *slog.Logger) (*Server, error) {
 		logger = slog.Default()
 	}
 	s := &Server{cfg: cfg, logger: logger, reg: metrics.NewRegistry()}
+	tlsCfg, err := cfg.ServerTLS()
+	if err != nil {
+		return nil, fmt.Errorf("kafka listener TLS: %w", err)
+	}
+	s.tls = tlsCfg
 	b, err := broker.Open(cfg, logger)
 	if err != nil {
 		return nil, err
@@ -107,8 +116,9 @@ func (s *Server) buildCleaner() error {
 	return nil
 }
 
-// Start binds the Kafka listener (listeners; port 0 = random) and the
-// metrics/admin HTTP listener, then serves until Shutdown.
+// Start binds the Kafka listener (listeners; port 0 = random; TLS for an
+// SSL listener) and the metrics/admin HTTP listener, then serves until
+// Shutdown.
 func (s *Server) Start() error {
 	addr, err := listenerAddr(s.cfg.Get("listeners"))
 	if err != nil {
@@ -117,6 +127,9 @@ func (s *Server) Start() error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("kafka listener %s: %w", addr, err)
+	}
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
 	}
 	s.ln = ln
 	host, port, err := s.advertised(ln.Addr())
@@ -197,7 +210,8 @@ func (s *Server) advertised(bound net.Addr) (string, int32, error) {
 	return host, int32(port), nil
 }
 
-// listenerAddr turns "PLAINTEXT://host:port" into "host:port".
+// listenerAddr turns "PLAINTEXT://host:port" or "SSL://host:port" into
+// "host:port".
 func listenerAddr(v string) (string, error) {
 	v = strings.TrimSpace(v)
 	if i := strings.Index(v, ","); i >= 0 {

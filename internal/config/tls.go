@@ -1,0 +1,295 @@
+package config
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// Security protocols of the one listener (Kafka's names).
+const (
+	ProtocolPlaintext = "PLAINTEXT"
+	ProtocolSSL       = "SSL"
+)
+
+// tlsProtocols maps Kafka's ssl.enabled.protocols names to Go's versions.
+var tlsProtocols = map[string]uint16{"TLSv1.2": tls.VersionTLS12, "TLSv1.3": tls.VersionTLS13}
+
+// sslSettings are the settings that only an SSL listener uses.
+var sslSettings = []string{
+	"ssl.cipher.suites", "ssl.client.auth", "ssl.enabled.protocols", "ssl.key.password",
+	"ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.keystore.location", "ssl.keystore.type",
+	"ssl.truststore.certificates", "ssl.truststore.location", "ssl.truststore.type",
+}
+
+// sslTable lists the TLS settings (Kafka's names; PEM keystores only,
+// KIP-651).
+var sslTable = []Setting{
+	def("ssl.keystore.type", TypeString, "PEM", custom("PEM", pemOnly("keystore")),
+		"Format of the key store. Only PEM is supported (Kafka's KIP-651); JKS and PKCS12 key stores are rejected: convert them to PEM."),
+	def("ssl.keystore.location", TypeString, "", anyValue,
+		"PEM file holding the listener's unencrypted private key and its certificate chain (leaf first). Alternative to ssl.keystore.key + ssl.keystore.certificate.chain."),
+	def("ssl.keystore.key", TypePassword, "", anyValue,
+		"The listener's unencrypted private key in PEM, inline (with ssl.keystore.certificate.chain; instead of ssl.keystore.location). Reported as sensitive by DescribeConfigs."),
+	def("ssl.keystore.certificate.chain", TypePassword, "", anyValue,
+		"The listener's certificate chain in PEM, leaf first, inline (with ssl.keystore.key)."),
+	def("ssl.key.password", TypePassword, "", custom("empty (encrypted private keys are not supported)", func(v string) string {
+		if v != "" {
+			return "encrypted private keys are not supported: decrypt the key (openssl pkey -in key.pem -out key-plain.pem) and leave ssl.key.password empty"
+		}
+		return ""
+	}), "Must be empty: Strata reads unencrypted PEM private keys only."),
+	def("ssl.truststore.type", TypeString, "PEM", custom("PEM", pemOnly("truststore")),
+		"Format of the trust store. Only PEM is supported; JKS and PKCS12 trust stores are rejected: convert them to PEM."),
+	def("ssl.truststore.location", TypeString, "", anyValue,
+		"PEM file of CA certificates that client certificates are verified against (needs ssl.client.auth requested or required)."),
+	def("ssl.truststore.certificates", TypePassword, "", anyValue,
+		"CA certificates in PEM, inline (instead of ssl.truststore.location)."),
+	def("ssl.client.auth", TypeString, "none", oneOf("none", "requested", "required"),
+		"Client authentication on the SSL listener: none; requested (a client certificate is asked for and verified if given); required (connections without a valid client certificate are refused)."),
+	def("ssl.enabled.protocols", TypeList, "TLSv1.2,TLSv1.3", subsetOf("TLSv1.2", "TLSv1.3"),
+		"TLS versions the SSL listener accepts. Older versions are not supported."),
+	def("ssl.cipher.suites", TypeList, "", custom("empty (Go's defaults), or TLS 1.2 cipher suite names (IANA, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)", cipherReason),
+		"TLS 1.2 cipher suites the SSL listener accepts, by IANA name; empty means Go's secure defaults. TLS 1.3 suites are not configurable (all of Go's are enabled)."),
+}
+
+// pemOnly rejects every store type but PEM, saying what to do.
+func pemOnly(store string) func(string) string {
+	return func(v string) string {
+		if v == "PEM" {
+			return ""
+		}
+		return fmt.Sprintf("only PEM %ss are supported (JKS and PKCS12 are not): convert the %s to PEM", store, store)
+	}
+}
+
+// cipherSuiteIDs maps Go's secure TLS 1.2 cipher suite names to their ids.
+func cipherSuiteIDs() (tls12 map[string]uint16, tls13 map[string]bool) {
+	tls12, tls13 = map[string]uint16{}, map[string]bool{}
+	for _, cs := range tls.CipherSuites() {
+		only13 := true
+		for _, v := range cs.SupportedVersions {
+			if v != tls.VersionTLS13 {
+				only13 = false
+			}
+		}
+		if only13 {
+			tls13[cs.Name] = true
+		} else {
+			tls12[cs.Name] = cs.ID
+		}
+	}
+	return tls12, tls13
+}
+
+// cipherReason validates ssl.cipher.suites.
+func cipherReason(v string) string {
+	tls12, tls13 := cipherSuiteIDs()
+	insecure := map[string]bool{}
+	for _, cs := range tls.InsecureCipherSuites() {
+		insecure[cs.Name] = true
+	}
+	for _, name := range splitList(v) {
+		switch {
+		case tls12[name] != 0:
+		case tls13[name]:
+			return fmt.Sprintf("%s is a TLS 1.3 suite: TLS 1.3 suites are not configurable (all are enabled); list TLS 1.2 suites only", name)
+		case insecure[name]:
+			return fmt.Sprintf("%s is an insecure cipher suite and is not supported", name)
+		default:
+			return fmt.Sprintf("unknown cipher suite %q (use IANA names of TLS 1.2 suites, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)", name)
+		}
+	}
+	return ""
+}
+
+// ListenerProtocol is the security protocol of the listeners setting
+// (PLAINTEXT or SSL).
+func (b *Broker) ListenerProtocol() string {
+	return listenerProtocol(b.Get("listeners"))
+}
+
+// listenerProtocol returns the part before "://" upper-cased ("" if none).
+func listenerProtocol(v string) string {
+	p, _, ok := strings.Cut(strings.TrimSpace(v), "://")
+	if !ok {
+		return ""
+	}
+	return strings.ToUpper(p)
+}
+
+// validateTLS checks the cross-setting rules of the listener's security
+// protocol without reading any file: an SSL listener needs one key store
+// and a trust store exactly when clients are authenticated; a PLAINTEXT
+// listener rejects ssl.* settings (they would not be used).
+func (b *Broker) validateTLS() error {
+	proto := b.ListenerProtocol()
+	if adv := strings.TrimSpace(b.Get("advertised.listeners")); adv != "" && listenerProtocol(adv) != proto {
+		return invalidf("invalid configuration: advertised.listeners (%s) must use the security protocol of listeners (%s)", adv, b.Get("listeners"))
+	}
+	if proto != ProtocolSSL {
+		for _, n := range sslSettings {
+			if b.IsSet(n) {
+				return invalidf("invalid configuration: %s is set but listeners (%s) is not SSL, so it would not be used", n, b.Get("listeners"))
+			}
+		}
+		return nil
+	}
+	loc, key, chain := b.Get("ssl.keystore.location"), b.Get("ssl.keystore.key"), b.Get("ssl.keystore.certificate.chain")
+	switch {
+	case loc != "" && (key != "" || chain != ""):
+		return invalidf("invalid configuration: set either ssl.keystore.location or ssl.keystore.key with ssl.keystore.certificate.chain, not both")
+	case loc == "" && key == "" && chain == "":
+		return invalidf("invalid configuration: listeners (%s) is SSL but no key store is set: set ssl.keystore.location (a PEM file with the private key and certificate chain) or ssl.keystore.key and ssl.keystore.certificate.chain", b.Get("listeners"))
+	case loc == "" && (key == "" || chain == ""):
+		return invalidf("invalid configuration: ssl.keystore.key and ssl.keystore.certificate.chain must be set together")
+	}
+	tloc, tcerts := b.Get("ssl.truststore.location"), b.Get("ssl.truststore.certificates")
+	if tloc != "" && tcerts != "" {
+		return invalidf("invalid configuration: set either ssl.truststore.location or ssl.truststore.certificates, not both")
+	}
+	auth := b.Get("ssl.client.auth")
+	if auth != "none" && tloc == "" && tcerts == "" {
+		return invalidf("invalid configuration: ssl.client.auth=%s needs a trust store: set ssl.truststore.location or ssl.truststore.certificates (PEM CA certificates)", auth)
+	}
+	if auth == "none" && (tloc != "" || tcerts != "") {
+		return invalidf("invalid configuration: a trust store is set but ssl.client.auth=none, so it would not be used: set ssl.client.auth to requested or required, or remove the trust store")
+	}
+	protos := b.List("ssl.enabled.protocols")
+	if len(protos) == 1 && protos[0] == "TLSv1.3" && len(b.List("ssl.cipher.suites")) > 0 {
+		return invalidf("invalid configuration: ssl.cipher.suites applies to TLS 1.2 only, but ssl.enabled.protocols is TLSv1.3: it would not be used")
+	}
+	return nil
+}
+
+// ServerTLS returns the TLS configuration of the Kafka listener, or nil
+// for a PLAINTEXT listener. It reads the key and trust stores now (no
+// reload); missing, unreadable, encrypted or mismatched key material is
+// an error naming the setting.
+func (b *Broker) ServerTLS() (*tls.Config, error) {
+	if err := b.validateTLS(); err != nil {
+		return nil, err
+	}
+	if b.ListenerProtocol() != ProtocolSSL {
+		return nil, nil
+	}
+	cert, err := b.keyStore()
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}}
+	cfg.MinVersion, cfg.MaxVersion = tls.VersionTLS13, tls.VersionTLS12
+	for _, p := range b.List("ssl.enabled.protocols") {
+		v := tlsProtocols[p] // validated by the table
+		cfg.MinVersion, cfg.MaxVersion = min(cfg.MinVersion, v), max(cfg.MaxVersion, v)
+	}
+	tls12, _ := cipherSuiteIDs()
+	for _, name := range b.List("ssl.cipher.suites") {
+		cfg.CipherSuites = append(cfg.CipherSuites, tls12[name])
+	}
+	switch b.Get("ssl.client.auth") {
+	case "requested":
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	case "required":
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	default:
+		return cfg, nil
+	}
+	pool, err := b.trustStore()
+	if err != nil {
+		return nil, err
+	}
+	cfg.ClientCAs = pool
+	return cfg, nil
+}
+
+// keyStore loads the listener's private key and certificate chain.
+func (b *Broker) keyStore() (tls.Certificate, error) {
+	var keyPEM, chainPEM []byte
+	var where string
+	if loc := b.Get("ssl.keystore.location"); loc != "" {
+		data, err := os.ReadFile(loc)
+		if err != nil {
+			return tls.Certificate{}, invalidf("ssl.keystore.location: cannot read key store: %v", err)
+		}
+		keyPEM, chainPEM, where = data, data, fmt.Sprintf("ssl.keystore.location (%s)", loc)
+	} else {
+		keyPEM, chainPEM = []byte(b.Get("ssl.keystore.key")), []byte(b.Get("ssl.keystore.certificate.chain"))
+		where = "ssl.keystore.key / ssl.keystore.certificate.chain"
+	}
+	if !hasBlock(chainPEM, func(t string) bool { return t == "CERTIFICATE" }) {
+		return tls.Certificate{}, invalidf("%s: no PEM CERTIFICATE block found (the key store must hold the certificate chain, leaf first)", where)
+	}
+	if encryptedKey(keyPEM) {
+		return tls.Certificate{}, invalidf("%s: the private key is encrypted, which is not supported: decrypt it (openssl pkey -in key.pem -out key-plain.pem)", where)
+	}
+	if !hasBlock(keyPEM, func(t string) bool { return strings.HasSuffix(t, "PRIVATE KEY") }) {
+		return tls.Certificate{}, invalidf("%s: no PEM PRIVATE KEY block found (the key store must hold the unencrypted private key)", where)
+	}
+	cert, err := tls.X509KeyPair(chainPEM, keyPEM)
+	if err != nil {
+		return tls.Certificate{}, invalidf("%s: invalid key store: %v", where, err)
+	}
+	return cert, nil
+}
+
+// trustStore loads the CA certificates client certificates are checked
+// against.
+func (b *Broker) trustStore() (*x509.CertPool, error) {
+	data := []byte(b.Get("ssl.truststore.certificates"))
+	where := "ssl.truststore.certificates"
+	if loc := b.Get("ssl.truststore.location"); loc != "" {
+		var err error
+		if data, err = os.ReadFile(loc); err != nil {
+			return nil, invalidf("ssl.truststore.location: cannot read trust store: %v", err)
+		}
+		where = fmt.Sprintf("ssl.truststore.location (%s)", loc)
+	}
+	pool := x509.NewCertPool()
+	n := 0
+	for rest := data; ; {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return nil, invalidf("%s: invalid certificate: %v", where, err)
+		}
+		pool.AddCert(c)
+		n++
+	}
+	if n == 0 {
+		return nil, invalidf("%s: no PEM CERTIFICATE block found", where)
+	}
+	return pool, nil
+}
+
+// hasBlock reports whether data holds a PEM block whose type matches.
+func hasBlock(data []byte, match func(string) bool) bool {
+	for rest := data; ; {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			return false
+		}
+		if match(blk.Type) {
+			return true
+		}
+	}
+}
+
+// encryptedKey reports whether data holds a PKCS#8 encrypted key or a
+// legacy OpenSSL encrypted PEM key (Proc-Type: 4,ENCRYPTED).
+func encryptedKey(data []byte) bool {
+	return hasBlock(data, func(t string) bool { return t == "ENCRYPTED PRIVATE KEY" }) ||
+		bytes.Contains(data, []byte("Proc-Type: 4,ENCRYPTED"))
+}
