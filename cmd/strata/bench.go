@@ -42,11 +42,16 @@ func newBenchCmd() *cobra.Command {
 			Short: short,
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				if err := o.check(); err != nil {
+				if err := checkOutput(o.output); err != nil {
+					return err
+				}
+				tlsCfg, err := o.tlsConfig()
+				if err != nil {
 					return err
 				}
 				cfg := *c
 				cfg.Brokers = o.seeds()
+				cfg.TLS = tlsCfg
 				if !quiet {
 					cfg.Progress = cmd.ErrOrStderr()
 				}

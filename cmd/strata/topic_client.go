@@ -6,6 +6,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -26,10 +28,15 @@ type clientOpts struct {
 	brokers string
 	output  string
 	timeout time.Duration
+	// TLS to an SSL listener: --tls, --tls-ca, --tls-cert, --tls-key.
+	tls     bool
+	tlsCA   string
+	tlsCert string
+	tlsKey  string
 }
 
-// addClientFlags registers --brokers, -o/--output and --timeout on cmd and
-// its subcommands.
+// addClientFlags registers --brokers, -o/--output, --timeout and the TLS
+// flags on cmd and its subcommands.
 func addClientFlags(cmd *cobra.Command, o *clientOpts) {
 	def := os.Getenv("STRATA_BROKERS")
 	if def == "" {
@@ -39,10 +46,44 @@ func addClientFlags(cmd *cobra.Command, o *clientOpts) {
 	f.StringVar(&o.brokers, "brokers", def, "comma-separated bootstrap brokers (env STRATA_BROKERS)")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: table or json")
 	f.DurationVar(&o.timeout, "timeout", 15*time.Second, "how long to wait for the cluster")
+	f.BoolVar(&o.tls, "tls", false, "connect with TLS (the brokers' listener is SSL://); the broker certificate is verified against the system CAs or --tls-ca")
+	f.StringVar(&o.tlsCA, "tls-ca", "", "PEM file of CA certificates to verify the broker certificate with (implies --tls)")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "PEM client certificate (chain) for mutual TLS, with --tls-key (implies --tls)")
+	f.StringVar(&o.tlsKey, "tls-key", "", "PEM unencrypted private key of --tls-cert (implies --tls)")
 }
 
-// check validates the shared flags.
-func (o *clientOpts) check() error { return checkOutput(o.output) }
+// tlsConfig builds the client TLS configuration from the TLS flags; nil
+// means plaintext. --tls-ca, --tls-cert and --tls-key imply --tls.
+func (o *clientOpts) tlsConfig() (*tls.Config, error) {
+	if !o.tls && o.tlsCA == "" && o.tlsCert == "" && o.tlsKey == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.tlsCA != "" {
+		data, err := os.ReadFile(o.tlsCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(data) {
+			return nil, fmt.Errorf("--tls-ca: no PEM certificate in %s", o.tlsCA)
+		}
+		cfg.RootCAs = pool
+	}
+	switch {
+	case o.tlsCert != "" && o.tlsKey != "":
+		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	case o.tlsCert != "":
+		return nil, errors.New("--tls-cert needs --tls-key")
+	case o.tlsKey != "":
+		return nil, errors.New("--tls-key needs --tls-cert")
+	}
+	return cfg, nil
+}
 
 // seeds splits --brokers.
 func (o *clientOpts) seeds() []string {
@@ -58,15 +99,23 @@ func (o *clientOpts) seeds() []string {
 // connect builds a client and checks that a broker answers, so a broker
 // that is down gives one clear error instead of retries until timeout.
 func (o *clientOpts) connect(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error) {
-	if err := o.check(); err != nil {
+	if err := checkOutput(o.output); err != nil {
 		return nil, err
 	}
-	opts := append([]kgo.Opt{
+	tlsCfg, err := o.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(o.seeds()...),
 		kgo.DialTimeout(5 * time.Second),
 		kgo.RetryTimeout(o.timeout),
 		kgo.ClientID("strata-cli"),
-	}, extra...)
+	}
+	if tlsCfg != nil {
+		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+	}
+	opts = append(opts, extra...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -33,6 +34,8 @@ type Config struct {
 	Acks        string        // all, 1 or 0
 	Compression string        // none, gzip, snappy, lz4, zstd
 	Linger      time.Duration // producer linger
+	// TLS, when set, makes every client connect with TLS (an SSL listener).
+	TLS *tls.Config
 	// Progress receives one line per second while running (nil = silent).
 	Progress io.Writer
 }
@@ -138,9 +141,15 @@ func (c *Config) producerOpts() ([]kgo.Opt, error) {
 	return opts, nil
 }
 
-// newClient connects and checks that a broker answers.
-func newClient(ctx context.Context, brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID("strata-bench")}, opts...)...)
+// newClient connects to c.Brokers (with TLS when c.TLS is set) and checks
+// that a broker answers.
+func newClient(ctx context.Context, c *Config, opts ...kgo.Opt) (*kgo.Client, error) {
+	brokers := c.Brokers
+	base := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID("strata-bench")}
+	if c.TLS != nil {
+		base = append(base, kgo.DialTLSConfig(c.TLS))
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +355,7 @@ func Produce(ctx context.Context, c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	cl, err := newClient(ctx, c.Brokers, opts...)
+	cl, err := newClient(ctx, &c, opts...)
 	if err != nil {
 		return Result{}, err
 	}
@@ -377,7 +386,7 @@ func Consume(ctx context.Context, c Config) (Result, error) {
 	if err := c.validate(0); err != nil {
 		return Result{}, err
 	}
-	cl, err := newClient(ctx, c.Brokers, kgo.ConsumeTopics(c.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	cl, err := newClient(ctx, &c, kgo.ConsumeTopics(c.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxBytes(64<<20))
 	if err != nil {
 		return Result{}, err
@@ -451,7 +460,7 @@ func E2E(ctx context.Context, c Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	pcl, err := newClient(ctx, c.Brokers, opts...)
+	pcl, err := newClient(ctx, &c, opts...)
 	if err != nil {
 		return Result{}, err
 	}
@@ -473,7 +482,7 @@ func E2E(ctx context.Context, c Config) (Result, error) {
 		}
 		from[p] = kgo.NewOffset().At(off)
 	}
-	ccl, err := newClient(ctx, c.Brokers, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.Topic: from}),
+	ccl, err := newClient(ctx, &c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.Topic: from}),
 		kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
 		return Result{}, err
