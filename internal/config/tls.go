@@ -2,6 +2,8 @@ package config
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -191,6 +193,9 @@ func (b *Broker) ServerTLS() (*tls.Config, error) {
 	for _, name := range b.List("ssl.cipher.suites") {
 		cfg.CipherSuites = append(cfg.CipherSuites, tls12[name])
 	}
+	if err := suitesFitKey(b.List("ssl.cipher.suites"), cert); err != nil {
+		return nil, err
+	}
 	switch b.Get("ssl.client.auth") {
 	case "requested":
 		cfg.ClientAuth = tls.VerifyClientCertIfGiven
@@ -235,6 +240,27 @@ func (b *Broker) keyStore() (tls.Certificate, error) {
 		return tls.Certificate{}, invalidf("%s: invalid key store: %v", where, err)
 	}
 	return cert, nil
+}
+
+// suitesFitKey checks that at least one listed TLS 1.2 suite can be used
+// with the certificate's key (ECDSA suites need an ECDSA or Ed25519 key,
+// RSA suites an RSA key); otherwise no TLS 1.2 client could connect.
+func suitesFitKey(suites []string, cert tls.Certificate) error {
+	if len(suites) == 0 {
+		return nil
+	}
+	want := "_RSA_"
+	switch cert.PrivateKey.(type) {
+	case *ecdsa.PrivateKey, ed25519.PrivateKey:
+		want = "_ECDSA_"
+	}
+	for _, s := range suites {
+		if strings.Contains(s, want) {
+			return nil
+		}
+	}
+	return invalidf("invalid value %q for configuration ssl.cipher.suites: no suite can be used with the key store's %s key (list a suite with %s in its name)",
+		strings.Join(suites, ","), strings.Trim(want, "_"), want)
 }
 
 // trustStore loads the CA certificates client certificates are checked
