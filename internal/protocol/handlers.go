@@ -22,6 +22,9 @@ func (s *Server) buildHandlers() map[int16]handler {
 		33: {0, 2, s.handleAlterConfigs},
 		35: {1, 4, s.handleDescribeLogDirs},
 		37: {0, 3, s.handleCreatePartitions},
+		43: {0, 2, s.handleElectLeaders}, // one node: nothing to elect or move
+		45: {0, 1, s.handleAlterPartitionReassignments},
+		46: {0, 0, s.handleListPartitionReassignments},
 		44: {0, 1, s.handleIncrementalAlterConfigs},
 		60: {0, 1, s.handleDescribeCluster},
 		61: {0, 0, s.handleDescribeProducers},

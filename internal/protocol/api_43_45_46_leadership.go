@@ -1,0 +1,85 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Leadership and reassignment requests on a one-node cluster. Every
+// partition's only replica is this node and is its leader, so there is
+// nothing to elect and nothing to move; the answers say exactly that, in
+// Kafka's terms, and change nothing.
+
+// handleElectLeaders (key 43, v0-2): a preferred (or unclean) election is
+// ELECTION_NOT_NEEDED (84) for every named partition, since the preferred
+// replica already leads; unknown partitions are UNKNOWN_TOPIC_OR_PARTITION.
+// A request for all partitions (null topics) reports nothing, as Kafka
+// leaves ELECTION_NOT_NEEDED out of such answers.
+func (s *Server) handleElectLeaders(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+	req := kreq.(*kmsg.ElectLeadersRequest)
+	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	if req.Version >= 1 && req.ElectionType != 0 && req.ElectionType != 1 {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return reply{msg: resp}, nil
+	}
+	for _, rt := range req.Topics {
+		st := kmsg.NewElectLeadersResponseTopic()
+		st.Topic = rt.Topic
+		for _, idx := range rt.Partitions {
+			sp := kmsg.NewElectLeadersResponseTopicPartition()
+			sp.Partition = idx
+			if !s.b.PartitionExists(rt.Topic, idx) {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			} else {
+				sp.ErrorCode = kerr.ElectionNotNeeded.Code
+				sp.ErrorMessage = kmsg.StringPtr("Leader election not needed for topic partition: the preferred replica (this node) leads it")
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply{msg: resp}, nil
+}
+
+// handleAlterPartitionReassignments (key 45, v0-1): moving a partition to
+// its current replica set (this node) completes at once; any other broker
+// id is INVALID_REPLICA_ASSIGNMENT (39), as Kafka answers for a broker
+// that is not registered; cancelling (null replicas) is
+// NO_REASSIGNMENT_IN_PROGRESS (85).
+func (s *Server) handleAlterPartitionReassignments(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+	req := kreq.(*kmsg.AlterPartitionAssignmentsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	resp.AllowReplicationFactorChange = req.AllowReplicationFactorChange
+	node := s.b.NodeID()
+	for _, rt := range req.Topics {
+		st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			switch {
+			case !s.b.PartitionExists(rt.Topic, rp.Partition):
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case rp.Replicas == nil:
+				sp.ErrorCode = kerr.NoReassignmentInProgress.Code
+			case len(rp.Replicas) != 1 || rp.Replicas[0] != node:
+				sp.ErrorCode = kerr.InvalidReplicaAssignment.Code
+				sp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("replicas %v: this cluster has one broker, %d", rp.Replicas, node))
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply{msg: resp}, nil
+}
+
+// handleListPartitionReassignments (key 46, v0): no reassignment is ever in
+// progress, so the answer lists none (Kafka lists only ongoing ones).
+func (s *Server) handleListPartitionReassignments(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+	req := kreq.(*kmsg.ListPartitionReassignmentsRequest)
+	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	return reply{msg: resp}, nil
+}
