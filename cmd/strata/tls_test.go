@@ -87,7 +87,7 @@ func TestTLSFlags(t *testing.T) {
 
 	// `strata serve` refuses TLS settings it cannot honour, before binding.
 	dir := t.TempDir()
-	fails(t, bin, "strata: invalid configuration: listeners (SSL://127.0.0.1:0) is SSL but no key store is set: set ssl.keystore.location (a PEM file with the private key and certificate chain) or ssl.keystore.key and ssl.keystore.certificate.chain\n",
+	fails(t, bin, "strata: invalid configuration: listeners (SSL://127.0.0.1:0) uses TLS but no key store is set: set ssl.keystore.location (a PEM file with the private key and certificate chain) or ssl.keystore.key and ssl.keystore.certificate.chain\n",
 		"serve", "--log.dirs", dir, "--strata.metrics.listener", "", "--listeners", "SSL://127.0.0.1:0")
 	fails(t, bin, "strata: invalid value \"JKS\" for configuration ssl.keystore.type: only PEM keystores are supported (JKS and PKCS12 are not): convert the keystore to PEM (allowed: PEM)\n",
 		"serve", "--log.dirs", dir, "--strata.metrics.listener", "", "--listeners", "SSL://127.0.0.1:0", "--ssl.keystore.type", "JKS")

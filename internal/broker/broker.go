@@ -47,6 +47,9 @@ type Broker struct {
 	hooksMu  sync.Mutex
 	onDelete []func(topic string, partition int32)
 
+	// scram holds the SCRAM credentials (AlterUserScramCredentials).
+	scram *scramStore
+
 	stop   context.CancelFunc
 	loops  sync.WaitGroup
 	closed bool
@@ -113,6 +116,9 @@ func (b *Broker) load() error {
 	}
 	m, err := loadMeta(b.dirs[0].path)
 	if err != nil {
+		return err
+	}
+	if b.scram, err = loadScram(b.dirs[0].path); err != nil {
 		return err
 	}
 	b.nextPID, b.pidLimit, b.pidPersist = m.NextProducerID, m.NextProducerID, m.NextProducerID

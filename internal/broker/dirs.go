@@ -24,6 +24,7 @@ const (
 	recoveryCheckpointName = "recovery-point-offset-checkpoint"
 	startCheckpointName    = "log-start-offset-checkpoint"
 	metadataFileName       = "__strata_metadata.json"
+	scramFileName          = "__strata_scram_credentials.json"
 )
 
 // logDir is one entry of log.dirs, locked for this process.
@@ -166,8 +167,15 @@ func writeCleanShutdownMarker(dir string) error {
 
 // writeFileAtomic writes path via path.tmp: write, fsync, rename, fsync dir.
 func writeFileAtomic(path string, data []byte) error {
+	return writeFileAtomicPerm(path, data, 0o644)
+}
+
+// writeFileAtomicPerm is writeFileAtomic with the file's permissions
+// (0600 for secrets).
+func writeFileAtomicPerm(path string, data []byte, perm os.FileMode) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	_ = os.Remove(tmp) // a stale tmp file would keep its old permissions
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, perm)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}

@@ -36,6 +36,9 @@ func (b *Broker) IsSet(name string) bool { return b.explicit[name] }
 func (b *Broker) Set(name, value string) error {
 	s, ok := brokerIndex[name]
 	if !ok {
+		if hint, ok := unsupportedHints[name]; ok {
+			return invalidf("broker config %s %s", name, hint)
+		}
 		return invalidf("unknown broker config %q", name)
 	}
 	value = strings.TrimSpace(value)
@@ -173,5 +176,8 @@ func (b *Broker) validate() error {
 		return invalidf("invalid configuration: log.cleaner.min.compaction.lag.ms (%s) must not be greater than log.cleaner.max.compaction.lag.ms (%s)",
 			b.Get("log.cleaner.min.compaction.lag.ms"), b.Get("log.cleaner.max.compaction.lag.ms"))
 	}
-	return b.validateTLS()
+	if err := b.validateTLS(); err != nil {
+		return err
+	}
+	return b.validateSASL()
 }

@@ -16,9 +16,9 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 		"Id of this node; kept in meta.properties and in partition leadership. broker.id is an alias."),
 	def("broker.id", TypeInt, "1", atLeast(0),
 		"Alias of node.id (setting either sets both)."),
-	def("listeners", TypeString, "PLAINTEXT://127.0.0.1:9092", custom("PLAINTEXT://host:port or SSL://host:port (one listener; port 0 = random)", listenerReason(true)),
-		"Address the Kafka protocol listener binds. Strata serves one listener, PLAINTEXT or SSL (TLS, configured by the ssl.* settings); an empty host binds every interface."),
-	def("advertised.listeners", TypeString, "", custom("empty, or PLAINTEXT://host:port or SSL://host:port (the protocol of listeners)", listenerReason(false)),
+	def("listeners", TypeString, "PLAINTEXT://127.0.0.1:9092", custom("PLAINTEXT://, SSL://, SASL_PLAINTEXT:// or SASL_SSL://host:port (one listener; port 0 = random)", listenerReason(true)),
+		"Address the Kafka protocol listener binds. Strata serves one listener: PLAINTEXT, SSL (TLS, configured by the ssl.* settings), SASL_PLAINTEXT (SASL authentication, configured by sasl.enabled.mechanisms) or SASL_SSL (both); an empty host binds every interface."),
+	def("advertised.listeners", TypeString, "", custom("empty, or PROTOCOL://host:port with the protocol of listeners", listenerReason(false)),
 		"Address given to clients in metadata responses. Empty means the bound listeners address."),
 	def("socket.request.max.bytes", TypeInt, "104857600", atLeast(1),
 		"Largest request the broker reads; larger requests close the connection."),
@@ -150,7 +150,7 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 		"Level of the broker's own log."),
 	def("strata.log.format", TypeString, "text", oneOf("text", "json"),
 		"Format of the broker's own log on stderr."),
-}, sslTable...)))
+}, append(sslTable, saslTable...)...)))
 
 var brokerIndex = indexTable(brokerTable)
 
@@ -175,7 +175,8 @@ func nonEmptyList(v string) string {
 	return ""
 }
 
-// listenerReason validates "PLAINTEXT://host:port" or "SSL://host:port"
+// listenerReason validates "PLAINTEXT://host:port", "SSL://host:port",
+// "SASL_PLAINTEXT://host:port" or "SASL_SSL://host:port"
 // (Kafka's listener names double as security protocols); required says whether
 // the empty string is rejected.
 func listenerReason(required bool) func(string) string {
@@ -191,8 +192,8 @@ func listenerReason(required bool) func(string) string {
 			return "Strata serves exactly one listener"
 		}
 		proto, hp, ok := strings.Cut(items[0], "://")
-		if !ok || (proto != ProtocolPlaintext && proto != ProtocolSSL) {
-			return "must look like PLAINTEXT://host:port or SSL://host:port (only PLAINTEXT and SSL are supported)"
+		if !ok || (proto != ProtocolPlaintext && proto != ProtocolSSL && !IsSASL(proto)) {
+			return "must look like PROTOCOL://host:port with PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"
 		}
 		if r := hostPortReason(hp); r != "" {
 			return r

@@ -110,7 +110,7 @@ func cipherReason(v string) string {
 }
 
 // ListenerProtocol is the security protocol of the listeners setting
-// (PLAINTEXT or SSL).
+// (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL).
 func (b *Broker) ListenerProtocol() string {
 	return listenerProtocol(b.Get("listeners"))
 }
@@ -133,10 +133,10 @@ func (b *Broker) validateTLS() error {
 	if adv := strings.TrimSpace(b.Get("advertised.listeners")); adv != "" && listenerProtocol(adv) != proto {
 		return invalidf("invalid configuration: advertised.listeners (%s) must use the security protocol of listeners (%s)", adv, b.Get("listeners"))
 	}
-	if proto != ProtocolSSL {
+	if !usesTLS(proto) {
 		for _, n := range sslSettings {
 			if b.IsSet(n) {
-				return invalidf("invalid configuration: %s is set but listeners (%s) is not SSL, so it would not be used", n, b.Get("listeners"))
+				return invalidf("invalid configuration: %s is set but listeners (%s) is not SSL or SASL_SSL, so it would not be used", n, b.Get("listeners"))
 			}
 		}
 		return nil
@@ -146,7 +146,7 @@ func (b *Broker) validateTLS() error {
 	case loc != "" && (key != "" || chain != ""):
 		return invalidf("invalid configuration: set either ssl.keystore.location or ssl.keystore.key with ssl.keystore.certificate.chain, not both")
 	case loc == "" && key == "" && chain == "":
-		return invalidf("invalid configuration: listeners (%s) is SSL but no key store is set: set ssl.keystore.location (a PEM file with the private key and certificate chain) or ssl.keystore.key and ssl.keystore.certificate.chain", b.Get("listeners"))
+		return invalidf("invalid configuration: listeners (%s) uses TLS but no key store is set: set ssl.keystore.location (a PEM file with the private key and certificate chain) or ssl.keystore.key and ssl.keystore.certificate.chain", b.Get("listeners"))
 	case loc == "" && (key == "" || chain == ""):
 		return invalidf("invalid configuration: ssl.keystore.key and ssl.keystore.certificate.chain must be set together")
 	}
@@ -169,14 +169,15 @@ func (b *Broker) validateTLS() error {
 }
 
 // ServerTLS returns the TLS configuration of the Kafka listener, or nil
-// for a PLAINTEXT listener. It reads the key and trust stores now (no
+// for a PLAINTEXT or SASL_PLAINTEXT listener (SASL_SSL uses the SSL
+// settings). It reads the key and trust stores now (no
 // reload); missing, unreadable, encrypted or mismatched key material is
 // an error naming the setting.
 func (b *Broker) ServerTLS() (*tls.Config, error) {
 	if err := b.validateTLS(); err != nil {
 		return nil, err
 	}
-	if b.ListenerProtocol() != ProtocolSSL {
+	if !usesTLS(b.ListenerProtocol()) {
 		return nil, nil
 	}
 	cert, err := b.keyStore()

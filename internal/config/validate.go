@@ -34,12 +34,16 @@ type check struct {
 func def(name string, typ Type, dflt string, c check, doc string, synonyms ...string) Setting {
 	s := Setting{Name: name, Type: typ, Default: dflt, Doc: doc, BrokerSynonyms: synonyms, Allowed: c.allowed}
 	s.Validate = func(v string) error {
+		shown := v
+		if typ == TypePassword { // secrets never appear in errors or logs
+			shown = "[hidden]"
+		}
 		if r := typeReason(typ, v); r != "" {
-			return invalidValue(name, v, r)
+			return invalidValue(name, shown, r)
 		}
 		if c.reason != nil {
 			if r := c.reason(strings.TrimSpace(v)); r != "" {
-				return invalidValue(name, v, r)
+				return invalidValue(name, shown, r)
 			}
 		}
 		return nil

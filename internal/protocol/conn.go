@@ -34,6 +34,8 @@ type conn struct {
 	stopOnce sync.Once
 	// fetchBuf is reused framing scratch for fetch responses.
 	fetchBuf []byte
+	// sasl is the SASL authentication progress (SASL listeners).
+	sasl saslState
 
 	// Unanswered request bytes, for the read-ahead bound.
 	budgetMu sync.Mutex
@@ -142,6 +144,9 @@ func (c *conn) serve() {
 		case <-writerDone:
 			return
 		}
+		if rep.closeAfter { // the deferred close runs after the writer sent it
+			return
+		}
 	}
 }
 
@@ -241,6 +246,9 @@ func (c *conn) dispatch(req request) (reply, error) {
 		return reply{msg: c.s.apiVersionsUnsupported()}, nil
 	}
 	c.clientID = req.clientID
+	if err := c.checkAuthenticated(req); err != nil {
+		return reply{}, err
+	}
 	return c.callHandler(c.s.handlers[req.key], req)
 }
 

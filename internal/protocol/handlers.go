@@ -28,6 +28,12 @@ func (s *Server) buildHandlers() map[int16]handler {
 		44: {0, 1, s.handleIncrementalAlterConfigs},
 		60: {0, 1, s.handleDescribeCluster},
 		61: {0, 0, s.handleDescribeProducers},
+		50: {0, 0, s.handleDescribeUserScramCredentials}, // any listener, as Kafka without an authorizer
+		51: {0, 0, s.handleAlterUserScramCredentials},
+	}
+	if len(s.cfg.SASLMechanisms) > 0 { // SASL listeners only
+		h[17] = handler{1, 1, s.handleSaslHandshake} // v0 (unframed tokens) is not served
+		h[36] = handler{0, 2, s.handleSaslAuthenticate}
 	}
 	if t := s.cfg.Txn; t != nil {
 		for key, vr := range t.APIVersions() {

@@ -65,6 +65,11 @@ type Config struct {
 	// DisableSendfile forces the copy-through-user-space fetch path
 	// (benchmarks compare both).
 	DisableSendfile bool
+	// SASLMechanisms are the mechanisms of a SASL listener (nil: not a
+	// SASL listener; SaslHandshake and SaslAuthenticate are not served).
+	SASLMechanisms []string
+	// PlainUsers are the PLAIN users (name -> password).
+	PlainUsers map[string]string
 }
 
 // Server is the Kafka protocol listener of one broker.
@@ -246,6 +251,9 @@ type reply struct {
 	// wait, when set, runs in the connection's writer before the answer is
 	// encoded (acks=all produce waits for fsync there).
 	wait func()
+	// closeAfter closes the connection once the answer is sent (a failed
+	// SASL authentication).
+	closeAfter bool
 }
 
 // supported reports the served version range of key.

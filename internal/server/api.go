@@ -41,6 +41,8 @@ type Server struct {
 	// tls is the SSL listener's configuration (nil for PLAINTEXT), built
 	// from the ssl.* settings when the server is created.
 	tls *tls.Config
+	// plainUsers are the SASL PLAIN users of the listener's JAAS entry.
+	plainUsers map[string]string
 
 	ready    atomic.Bool
 	stopOnce sync.Once
@@ -60,6 +62,9 @@ func New(cfg *config.Broker, logger *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("kafka listener TLS: %w", err)
 	}
 	s.tls = tlsCfg
+	if s.plainUsers, err = cfg.PlainUsers(); err != nil {
+		return nil, fmt.Errorf("kafka listener SASL: %w", err)
+	}
 	b, err := broker.Open(cfg, logger)
 	if err != nil {
 		return nil, err
@@ -155,6 +160,8 @@ func (s *Server) Start() error {
 		Txn:              s.txnHandler(),
 		Logger:           s.logger,
 		Registerer:       s.reg,
+		SASLMechanisms:   s.cfg.SASLMechanisms(),
+		PlainUsers:       s.plainUsers,
 	})
 	if err != nil {
 		ln.Close()
@@ -210,8 +217,8 @@ func (s *Server) advertised(bound net.Addr) (string, int32, error) {
 	return host, int32(port), nil
 }
 
-// listenerAddr turns "PLAINTEXT://host:port" or "SSL://host:port" into
-// "host:port".
+// listenerAddr turns "PROTOCOL://host:port" (PLAINTEXT, SSL,
+// SASL_PLAINTEXT, SASL_SSL) into "host:port".
 func listenerAddr(v string) (string, error) {
 	v = strings.TrimSpace(v)
 	if i := strings.Index(v, ","); i >= 0 {

@@ -1,0 +1,217 @@
+package broker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/strata-io/strata/internal/sasl"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// scramVersion is the version of the SCRAM credential file format.
+const scramVersion = 1
+
+// scramFile is the durable SCRAM credential store
+// (<first log dir>/__strata_scram_credentials.json, mode 0600): per user
+// and mechanism the salt, iterations, StoredKey and ServerKey (never a
+// password), as Kafka keeps them in its metadata log.
+type scramFile struct {
+	Version int                                   `json:"version"`
+	Users   map[string]map[string]scramCredential `json:"users"`
+}
+
+// scramCredential is one stored credential (byte fields base64 in JSON).
+type scramCredential struct {
+	Salt       []byte `json:"salt"`
+	Iterations int    `json:"iterations"`
+	StoredKey  []byte `json:"stored_key"`
+	ServerKey  []byte `json:"server_key"`
+}
+
+// scramStore holds the credentials in memory over the file.
+type scramStore struct {
+	mu    sync.RWMutex
+	path  string
+	users map[string]map[string]scramCredential
+}
+
+// loadScram reads the credential file of dir; a missing file is empty.
+func loadScram(dir string) (*scramStore, error) {
+	st := &scramStore{path: filepath.Join(dir, scramFileName), users: map[string]map[string]scramCredential{}}
+	b, err := os.ReadFile(st.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read SCRAM credentials: %w", err)
+	}
+	var f scramFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("parse SCRAM credentials %s: %w", st.path, err)
+	}
+	if f.Version != scramVersion {
+		return nil, fmt.Errorf("SCRAM credentials %s: unsupported version %d", st.path, f.Version)
+	}
+	if f.Users != nil {
+		st.users = f.Users
+	}
+	return st, nil
+}
+
+// ScramUpsertion creates or replaces one user's credential for one
+// mechanism (AlterUserScramCredentials upsertion; SaltedPassword is
+// Hi(password, salt, iterations)).
+type ScramUpsertion struct {
+	User, Mechanism string
+	Iterations      int
+	Salt            []byte
+	SaltedPassword  []byte
+}
+
+// ScramDeletion removes one user's credential for one mechanism.
+type ScramDeletion struct {
+	User, Mechanism string
+}
+
+// ScramInfo is what DescribeUserScramCredentials shows of a credential.
+type ScramInfo struct {
+	Mechanism  string
+	Iterations int
+}
+
+// ScramCredential returns user's credential for a SCRAM mechanism.
+func (b *Broker) ScramCredential(mechanism, user string) (sasl.ScramCredential, bool) {
+	b.scram.mu.RLock()
+	defer b.scram.mu.RUnlock()
+	c, ok := b.scram.users[user][mechanism]
+	if !ok {
+		return sasl.ScramCredential{}, false
+	}
+	return sasl.ScramCredential{Salt: c.Salt, Iterations: c.Iterations, StoredKey: c.StoredKey, ServerKey: c.ServerKey}, true
+}
+
+// DescribeScram returns every user's credentials, mechanisms sorted.
+func (b *Broker) DescribeScram() map[string][]ScramInfo {
+	b.scram.mu.RLock()
+	defer b.scram.mu.RUnlock()
+	out := make(map[string][]ScramInfo, len(b.scram.users))
+	for u, mechs := range b.scram.users {
+		for m, c := range mechs {
+			out[u] = append(out[u], ScramInfo{Mechanism: m, Iterations: c.Iterations})
+		}
+		sort.Slice(out[u], func(i, j int) bool { return out[u][i].Mechanism < out[u][j].Mechanism })
+	}
+	return out
+}
+
+// AlterScram applies AlterUserScramCredentials with Kafka's rules and
+// returns each named user's outcome (nil = applied). A user whose
+// alterations include an invalid one (unknown mechanism, iterations out
+// of [4096, 16384], empty name or salt, the same mechanism twice,
+// deleting a missing credential) gets that error and none of their
+// alterations are applied; the others are applied and written to disk
+// (tmp + fsync + rename) before AlterScram returns. A write failure is
+// returned for every user of the request.
+func (b *Broker) AlterScram(dels []ScramDeletion, ups []ScramUpsertion) map[string]error {
+	st := b.scram
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	results := map[string]error{}
+	fail := func(user string, err error) {
+		if results[user] == nil {
+			results[user] = err
+		}
+	}
+	pairs := map[[2]string]int{}
+	for _, d := range dels {
+		pairs[[2]string{d.User, d.Mechanism}]++
+	}
+	for _, u := range ups {
+		pairs[[2]string{u.User, u.Mechanism}]++
+	}
+	for p, n := range pairs { // duplicates first, as Kafka
+		if _, ok := results[p[0]]; !ok {
+			results[p[0]] = nil
+		}
+		if n > 1 {
+			fail(p[0], fmt.Errorf("A user credential cannot be altered twice in the same request: %w", kerr.DuplicateResource))
+		}
+	}
+	check := func(user, mech string) {
+		switch {
+		case user == "":
+			fail(user, fmt.Errorf("Username must not be empty: %w", kerr.UnacceptableCredential))
+		case !sasl.IsScram(mech):
+			fail(user, fmt.Errorf("Unknown SCRAM mechanism: %w", kerr.UnsupportedSaslMechanism))
+		}
+	}
+	for _, d := range dels {
+		check(d.User, d.Mechanism)
+		if _, ok := st.users[d.User][d.Mechanism]; !ok && sasl.IsScram(d.Mechanism) {
+			fail(d.User, fmt.Errorf("Attempt to delete a user credential that does not exist: %w", kerr.ResourceNotFound))
+		}
+	}
+	for _, u := range ups {
+		check(u.User, u.Mechanism)
+		switch {
+		case u.Iterations < sasl.MinIteration:
+			fail(u.User, fmt.Errorf("Too few iterations: %w", kerr.UnacceptableCredential))
+		case u.Iterations > sasl.MaxIteration:
+			fail(u.User, fmt.Errorf("Too many iterations: %w", kerr.UnacceptableCredential))
+		case len(u.Salt) == 0:
+			fail(u.User, fmt.Errorf("Salt must not be empty: %w", kerr.UnacceptableCredential))
+		case len(u.SaltedPassword) == 0:
+			fail(u.User, fmt.Errorf("Salted password must not be empty: %w", kerr.UnacceptableCredential))
+		}
+	}
+	next := make(map[string]map[string]scramCredential, len(st.users))
+	for u, mechs := range st.users {
+		next[u] = make(map[string]scramCredential, len(mechs))
+		for m, c := range mechs {
+			next[u][m] = c
+		}
+	}
+	for _, d := range dels {
+		if results[d.User] == nil {
+			delete(next[d.User], d.Mechanism)
+			if len(next[d.User]) == 0 {
+				delete(next, d.User)
+			}
+		}
+	}
+	for _, u := range ups {
+		if results[u.User] != nil {
+			continue
+		}
+		c, err := sasl.NewScramCredential(u.Mechanism, u.SaltedPassword, u.Salt, u.Iterations)
+		if err != nil { // mechanism checked above
+			fail(u.User, fmt.Errorf("%v: %w", err, kerr.UnsupportedSaslMechanism))
+			continue
+		}
+		if next[u.User] == nil {
+			next[u.User] = map[string]scramCredential{}
+		}
+		next[u.User][u.Mechanism] = scramCredential{Salt: c.Salt, Iterations: c.Iterations, StoredKey: c.StoredKey, ServerKey: c.ServerKey}
+	}
+	data, err := json.MarshalIndent(scramFile{Version: scramVersion, Users: next}, "", "  ")
+	if err == nil {
+		err = writeFileAtomicPerm(st.path, data, 0o600)
+	}
+	if err != nil {
+		b.logger.Error("persist SCRAM credentials", "err", err)
+		for u := range results {
+			if results[u] == nil {
+				results[u] = fmt.Errorf("persist SCRAM credentials: %v: %w", err, kerr.KafkaStorageError)
+			}
+		}
+		return results
+	}
+	st.users = next
+	return results
+}

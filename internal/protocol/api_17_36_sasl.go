@@ -1,0 +1,109 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/strata-io/strata/internal/sasl"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// saslState is a connection's SASL authentication progress (SASL
+// listeners only; handlers run one at a time, so no lock).
+type saslState struct {
+	mechanism string       // chosen by SaslHandshake
+	session   sasl.Session // running exchange
+	user      string       // set once authenticated
+	done      bool
+}
+
+// preAuthAllowed are the only API keys served before a SASL client has
+// authenticated (Kafka's SaslServerAuthenticator).
+func preAuthAllowed(key int16) bool { return key == 18 || key == 17 || key == 36 }
+
+// checkAuthenticated enforces Kafka's rule on a SASL listener: until
+// SaslAuthenticate succeeds only ApiVersions, SaslHandshake and
+// SaslAuthenticate are accepted; anything else closes the connection.
+func (c *conn) checkAuthenticated(req request) error {
+	if len(c.s.cfg.SASLMechanisms) == 0 || c.sasl.done || preAuthAllowed(req.key) {
+		return nil
+	}
+	return fmt.Errorf("unexpected request (api key %d) before SASL authentication: %w", req.key, kerr.IllegalSaslState)
+}
+
+// credentials is what the SASL mechanisms check users against: the PLAIN
+// users of the listener's JAAS entry and the broker's SCRAM store.
+type credentials struct{ s *Server }
+
+func (cr credentials) PlainPassword(user string) (string, bool) {
+	p, ok := cr.s.cfg.PlainUsers[user]
+	return p, ok
+}
+
+func (cr credentials) Scram(mechanism, user string) (sasl.ScramCredential, bool) {
+	return cr.s.b.ScramCredential(mechanism, user)
+}
+
+// handleSaslHandshake (key 17, v1 only: v0 means unframed SASL tokens,
+// which Strata does not serve) picks the mechanism of the connection;
+// a mechanism that is not enabled gets UNSUPPORTED_SASL_MECHANISM with the
+// enabled list. A second handshake before authenticating closes the
+// connection; after it, ILLEGAL_SASL_STATE (as Kafka's KafkaApis).
+func (s *Server) handleSaslHandshake(_ context.Context, c *conn, kreq kmsg.Request) (reply, error) {
+	req := kreq.(*kmsg.SASLHandshakeRequest)
+	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
+	resp.SupportedMechanisms = append([]string(nil), s.cfg.SASLMechanisms...)
+	switch {
+	case c.sasl.done:
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		return reply{msg: resp}, nil
+	case c.sasl.mechanism != "":
+		return reply{}, fmt.Errorf("second SaslHandshake during SASL authentication: %w", kerr.IllegalSaslState)
+	case !slices.Contains(s.cfg.SASLMechanisms, req.Mechanism):
+		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+		return reply{msg: resp}, nil
+	}
+	sess, err := sasl.NewSession(req.Mechanism, credentials{s})
+	if err != nil {
+		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+		return reply{msg: resp}, nil
+	}
+	c.sasl.mechanism, c.sasl.session = req.Mechanism, sess
+	return reply{msg: resp}, nil
+}
+
+// handleSaslAuthenticate (key 36, v0-2) runs one step of the chosen
+// mechanism. Bad credentials get SASL_AUTHENTICATION_FAILED with Kafka's
+// message and the connection closes once it is sent. Sessions do not
+// expire (session_lifetime_ms 0: no re-authentication).
+func (s *Server) handleSaslAuthenticate(_ context.Context, c *conn, kreq kmsg.Request) (reply, error) {
+	req := kreq.(*kmsg.SASLAuthenticateRequest)
+	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+	switch {
+	case c.sasl.done:
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		resp.ErrorMessage = kmsg.StringPtr("the connection is already authenticated (re-authentication is not supported)")
+		return reply{msg: resp}, nil
+	case c.sasl.session == nil:
+		return reply{}, fmt.Errorf("SaslAuthenticate before SaslHandshake: %w", kerr.IllegalSaslState)
+	}
+	answer, done, err := c.sasl.session.Step(req.SASLAuthBytes)
+	if err != nil {
+		if !errors.Is(err, sasl.ErrAuthFailed) {
+			return reply{}, err
+		}
+		s.logger.Info("SASL authentication failed", "remote", c.remote, "mechanism", c.sasl.mechanism, "err", err)
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr(err.Error())
+		return reply{msg: resp, closeAfter: true}, nil
+	}
+	resp.SASLAuthBytes = answer
+	if done {
+		c.sasl.done, c.sasl.user, c.sasl.session = true, c.sasl.session.User(), nil
+		s.logger.Debug("SASL authenticated", "remote", c.remote, "mechanism", c.sasl.mechanism, "user", c.sasl.user)
+	}
+	return reply{msg: resp}, nil
+}
