@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,7 +84,11 @@ func TestTxnCrash(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	for round := 1; round <= 3; round++ {
+	rounds := 3
+	if os.Getenv("STRATA_LONG") == "1" {
+		rounds = 20
+	}
+	for round := 1; round <= rounds; round++ {
 		target := settled() + 5 + rng.IntN(20)
 		deadline := time.Now().Add(60 * time.Second)
 		for settled() < target && time.Now().Before(deadline) {
