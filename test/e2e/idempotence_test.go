@@ -47,7 +47,9 @@ func idempotenceAcrossCrash(t *testing.T, seg string) {
 	listen := "PLAINTEXT://127.0.0.1:" + strconv.Itoa(freePort(t))
 	flags := []string{"--listeners", listen}
 	p := startBroker(t, dir, flags...)
-	ctx := ctxFor(t, 3*time.Minute)
+	// The context bounds the whole run: 50 rounds with STRATA_LONG=1 take
+	// several minutes.
+	ctx := ctxFor(t, 2*time.Minute+time.Duration(crashRounds())*15*time.Second)
 	if res, err := newAdmin(t, p.Kafka).CreateTopic(ctx, crashPartitions, 1, map[string]*string{"segment.bytes": &seg}, "idem"); err != nil || res.Err != nil {
 		t.Fatalf("create: %v %v", err, res.Err)
 	}

@@ -33,10 +33,14 @@ func TestTxnCrash(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("random seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 7))
+	rounds := 3
+	if os.Getenv("STRATA_LONG") == "1" {
+		rounds = 20
+	}
 	dir := t.TempDir()
 	flags := []string{"--listeners", "PLAINTEXT://127.0.0.1:" + strconv.Itoa(freePort(t))}
 	p := startBroker(t, dir, flags...)
-	ctx := ctxFor(t, 4*time.Minute)
+	ctx := ctxFor(t, 4*time.Minute+time.Duration(rounds)*15*time.Second)
 	if res, err := newAdmin(t, p.Kafka).CreateTopic(ctx, crashPartitions, 1, nil, "txn"); err != nil || res.Err != nil {
 		t.Fatalf("create: %v %v", err, res.Err)
 	}
@@ -84,10 +88,6 @@ func TestTxnCrash(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	rounds := 3
-	if os.Getenv("STRATA_LONG") == "1" {
-		rounds = 20
-	}
 	for round := 1; round <= rounds; round++ {
 		target := settled() + 5 + rng.IntN(20)
 		deadline := time.Now().Add(60 * time.Second)
