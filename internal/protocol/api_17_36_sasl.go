@@ -1,9 +1,12 @@
 package protocol
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/strata-io/strata/internal/sasl"
@@ -47,13 +50,25 @@ func (cr credentials) Scram(mechanism, user string) (sasl.ScramCredential, bool)
 	return cr.s.b.ScramCredential(mechanism, user)
 }
 
-// handleSaslHandshake (key 17, v1 only: v0 means unframed SASL tokens,
-// which Strata does not serve) picks the mechanism of the connection;
-// a mechanism that is not enabled gets UNSUPPORTED_SASL_MECHANISM with the
-// enabled list. A second handshake before authenticating closes the
-// connection; after it, ILLEGAL_SASL_STATE (as Kafka's KafkaApis).
+// handleSaslHandshake (key 17, v0-1) picks the mechanism of the
+// connection; a mechanism that is not enabled gets
+// UNSUPPORTED_SASL_MECHANISM with the enabled list, then the connection
+// closes (as Kafka). After v1 the tokens come in SaslAuthenticate
+// requests; after v0 they come unframed (readRawTokens). A second
+// handshake before authenticating closes the connection; after it,
+// ILLEGAL_SASL_STATE (as Kafka's KafkaApis).
 func (s *Server) handleSaslHandshake(_ context.Context, c *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.SASLHandshakeRequest)
+	rep, err := s.saslHandshake(c, req)
+	if req.Version == 0 { // the reader waits: unframed tokens next, or not
+		c.rawNext <- err == nil && c.sasl.session != nil && !c.sasl.done
+	}
+	return rep, err
+}
+
+// saslHandshake answers a SaslHandshake; an unsupported mechanism is
+// answered then the connection closes, as Kafka.
+func (s *Server) saslHandshake(c *conn, req *kmsg.SASLHandshakeRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
 	resp.SupportedMechanisms = append([]string(nil), s.cfg.SASLMechanisms...)
 	switch {
@@ -63,13 +78,14 @@ func (s *Server) handleSaslHandshake(_ context.Context, c *conn, kreq kmsg.Reque
 	case c.sasl.mechanism != "":
 		return reply{}, fmt.Errorf("second SaslHandshake during SASL authentication: %w", kerr.IllegalSaslState)
 	case !slices.Contains(s.cfg.SASLMechanisms, req.Mechanism):
+		s.logger.Info("closing connection: SASL mechanism not enabled", "remote", c.remote, "mechanism", req.Mechanism)
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
-		return reply{msg: resp}, nil
+		return reply{msg: resp, closeAfter: true}, nil
 	}
 	sess, err := sasl.NewSession(req.Mechanism, credentials{s})
 	if err != nil {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
-		return reply{msg: resp}, nil
+		return reply{msg: resp, closeAfter: true}, nil
 	}
 	c.sasl.mechanism, c.sasl.session = req.Mechanism, sess
 	return reply{msg: resp}, nil
@@ -106,4 +122,70 @@ func (s *Server) handleSaslAuthenticate(_ context.Context, c *conn, kreq kmsg.Re
 		s.logger.Debug("SASL authenticated", "remote", c.remote, "mechanism", c.sasl.mechanism, "user", c.sasl.user)
 	}
 	return reply{msg: resp}, nil
+}
+
+// maxRawToken bounds an unframed SASL token (Kafka's
+// sasl.server.max.receive.size default).
+const maxRawToken = 524288
+
+// readRawTokens runs on the reader after a SaslHandshake v0: while the
+// serve loop says so (rawNext), the next frames are unframed SASL tokens
+// (size and bytes, no request header), as Kafka before SaslAuthenticate.
+// False ends the connection.
+func (c *conn) readRawTokens(br *bufio.Reader, out chan<- request) bool {
+	for {
+		select {
+		case raw := <-c.rawNext:
+			if !raw {
+				return true
+			}
+		case <-c.quit:
+			return false
+		case <-c.s.ctx.Done():
+			return false
+		}
+		if !c.acquire() {
+			return false
+		}
+		var size [4]byte
+		if _, err := io.ReadFull(br, size[:]); err != nil {
+			return false
+		}
+		n := binary.BigEndian.Uint32(size[:])
+		if n > maxRawToken {
+			c.s.logger.Warn("closing connection: SASL token too large", "remote", c.remote, "size", n)
+			return false
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(br, body); err != nil {
+			return false
+		}
+		c.hold(len(body))
+		out <- request{header: header{key: 36}, raw: true, size: len(body), body: body}
+	}
+}
+
+// rawToken runs one unframed SASL token through the session. A failure
+// closes the connection without an answer (the unframed exchange has no
+// error field; Kafka closes it too); success answers the server's token.
+func (c *conn) rawToken(req request) (reply, error) {
+	if c.sasl.session == nil {
+		return reply{}, fmt.Errorf("unframed SASL token without a mechanism: %w", kerr.IllegalSaslState)
+	}
+	answer, done, err := c.sasl.session.Step(req.body)
+	if err != nil {
+		if errors.Is(err, sasl.ErrAuthFailed) {
+			c.s.logger.Info("SASL authentication failed", "remote", c.remote, "mechanism", c.sasl.mechanism, "err", err)
+		}
+		return reply{}, fmt.Errorf("SASL authentication (unframed tokens): %w", err)
+	}
+	if done {
+		c.sasl.done, c.sasl.user, c.sasl.session = true, c.sasl.session.User(), nil
+		c.s.logger.Debug("SASL authenticated", "remote", c.remote, "mechanism", c.sasl.mechanism, "user", c.sasl.user)
+	}
+	c.rawNext <- !done
+	if answer == nil {
+		answer = []byte{}
+	}
+	return reply{token: answer}, nil
 }

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bufio"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -36,6 +37,12 @@ type conn struct {
 	fetchBuf []byte
 	// sasl is the SASL authentication progress (SASL listeners).
 	sasl saslState
+	// rawNext tells the reader, after a SaslHandshake v0 and after each
+	// unframed SASL token, whether the next frame is an unframed token
+	// (true) or a Kafka request again (false). quit is closed when the
+	// connection ends, releasing a reader waiting on rawNext.
+	rawNext chan bool
+	quit    chan struct{}
 
 	// Unanswered request bytes, for the read-ahead bound.
 	budgetMu sync.Mutex
@@ -85,7 +92,8 @@ func newConn(s *Server, nc net.Conn) *conn {
 	if tc, ok := raw.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), w: bufio.NewWriterSize(nc, 64<<10)}
+	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), w: bufio.NewWriterSize(nc, 64<<10),
+		rawNext: make(chan bool, 1), quit: make(chan struct{})}
 	c.budget = sync.NewCond(&c.budgetMu)
 	return c
 }
@@ -124,6 +132,7 @@ func (c *conn) serve() {
 		c.writeLoop(out)
 	}()
 	defer func() {
+		close(c.quit)
 		close(out)
 		<-writerDone
 		c.nc.Close()
@@ -237,11 +246,17 @@ func (c *conn) readLoop(out chan<- request) {
 		req.body = body
 		c.hold(req.size)
 		out <- req
+		if req.key == 17 && req.version == 0 && !c.readRawTokens(br, out) {
+			return
+		}
 	}
 }
 
 // dispatch runs the handler for one request.
 func (c *conn) dispatch(req request) (reply, error) {
+	if req.raw { // an unframed SASL token (after SaslHandshake v0)
+		return c.rawToken(req)
+	}
 	if req.msg == nil { // ApiVersions at an unsupported version
 		return reply{msg: c.s.apiVersionsUnsupported()}, nil
 	}
@@ -269,6 +284,14 @@ func (c *conn) write(req request, rep reply) error {
 		return nil
 	case rep.fetch != nil:
 		return c.writeFetch(req.corr, rep.fetch)
+	case req.raw: // an unframed SASL token: size and bytes only
+		c.buf = binary.BigEndian.AppendUint32(c.buf[:0], uint32(len(rep.token)))
+		c.buf = append(c.buf, rep.token...)
+		_, err := c.w.Write(c.buf)
+		if err == nil {
+			err = c.w.Flush()
+		}
+		return err
 	}
 	c.buf = appendResponse(c.buf[:0], req.corr, rep.msg)
 	_, err := c.w.Write(c.buf)

@@ -176,6 +176,9 @@ type request struct {
 	msg  kmsg.Request // nil when the version is unsupported (ApiVersions answers it anyway)
 	size int          // frame bytes, held against the connection's read-ahead budget
 	body []byte       // the frame msg was decoded from (its fields may alias it)
+	// raw marks an unframed SASL token (after SaslHandshake v0): body is
+	// the token, key is 36 (SaslAuthenticate) for metrics.
+	raw bool
 }
 
 // decodeRequest parses a request body: header then the kmsg request of the

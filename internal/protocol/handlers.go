@@ -32,7 +32,7 @@ func (s *Server) buildHandlers() map[int16]handler {
 		51: {0, 0, s.handleAlterUserScramCredentials},
 	}
 	if len(s.cfg.SASLMechanisms) > 0 { // SASL listeners only
-		h[17] = handler{1, 1, s.handleSaslHandshake} // v0 (unframed tokens) is not served
+		h[17] = handler{0, 1, s.handleSaslHandshake} // v0: unframed tokens follow (librdkafka needs v0 advertised)
 		h[36] = handler{0, 2, s.handleSaslAuthenticate}
 	}
 	if t := s.cfg.Txn; t != nil {

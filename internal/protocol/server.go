@@ -254,6 +254,9 @@ type reply struct {
 	// closeAfter closes the connection once the answer is sent (a failed
 	// SASL authentication).
 	closeAfter bool
+	// token is the answer to an unframed SASL token (sent size-prefixed,
+	// without a response header).
+	token []byte
 }
 
 // supported reports the served version range of key.

@@ -169,8 +169,10 @@ func (s *scramSession) clientFinal(msg string) ([]byte, error) {
 	if len(attrs) < 2 || attrs[0] != "c="+base64.StdEncoding.EncodeToString([]byte(s.gs2)) {
 		return nil, failf("Authentication failed: invalid SCRAM channel binding")
 	}
-	if attrs[1] != "r="+s.nonce {
-		return nil, failf("Authentication failed: invalid SCRAM nonce")
+	// Kafka checks that the client's nonce ends with the server's, not
+	// that it equals it: librdkafka sends its client nonce again in front.
+	if !strings.HasPrefix(attrs[1], "r=") || !strings.HasSuffix(attrs[1], s.nonce) {
+		return nil, failf("Authentication failed: invalid SCRAM nonce in the final client message")
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofB64)
 	h := hashOf(s.mech)

@@ -231,12 +231,7 @@ func TestSASLUnauthenticatedClosed(t *testing.T) {
 	ov := saslOverrides()
 	ov["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256"
 	tb := startBrokerLog(t, "", ov, logs)
-	c, err := net.Dial("tcp", tb.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	c := dialT(t, tb)
 	if err := apiVersionsRoundTrip(c); err != nil {
 		t.Fatalf("ApiVersions before authentication: %v", err)
 	}
@@ -254,6 +249,10 @@ func TestSASLUnauthenticatedClosed(t *testing.T) {
 	if hresp.ErrorCode != kerr.UnsupportedSaslMechanism.Code || strings.Join(hresp.SupportedMechanisms, ",") != "PLAIN,SCRAM-SHA-256" {
 		t.Errorf("handshake for a disabled mechanism: %+v", hresp)
 	}
+	if err := apiVersionsRoundTrip(c); err == nil {
+		t.Error("connection still open after a disabled mechanism")
+	}
+	c = dialT(t, tb)
 	md := kmsg.NewPtrMetadataRequest()
 	md.Version = 1
 	if _, err := saslRawRequest(c, md, 2); err == nil {
@@ -294,5 +293,66 @@ func TestSASLSSL(t *testing.T) {
 	authFails(t, tb, plain.Auth{User: "alice", Pass: "nope"}.AsMechanism(), tlsOpt)
 	if _, err := tls.Dial("tcp", tb.addr(), &tls.Config{ServerName: "127.0.0.1"}); err == nil {
 		t.Error("a client not trusting the test CA completed the handshake")
+	}
+}
+
+// dialT opens a raw connection closed at test end, with a deadline so a
+// hang fails instead of blocking the package.
+func dialT(t *testing.T, tb *testBroker) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", tb.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	return c
+}
+
+// rawToken sends one unframed SASL token and reads the unframed answer.
+func rawToken(c net.Conn, tok []byte) ([]byte, error) {
+	if _, err := c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(tok))), tok...)); err != nil {
+		return nil, err
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return nil, err
+	}
+	out := make([]byte, binary.BigEndian.Uint32(size[:]))
+	_, err := io.ReadFull(c, out)
+	return out, err
+}
+
+// TestSASLHandshakeV0 authenticates with unframed tokens after a
+// SaslHandshake v0 (PLAIN), then serves Kafka requests; a wrong password
+// closes the connection.
+func TestSASLHandshakeV0(t *testing.T) {
+	tb := startBroker(t, "", saslOverrides())
+	for _, pass := range []string{"alice-secret", "wrong"} {
+		c := dialT(t, tb)
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Version, hs.Mechanism = 0, "PLAIN"
+		body, err := saslRawRequest(c, hs, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body[0] != 0 || body[1] != 0 {
+			t.Fatalf("handshake v0 error code %v", body[:2])
+		}
+		ans, err := rawToken(c, []byte("\x00alice\x00"+pass))
+		if pass == "wrong" {
+			if err == nil {
+				t.Error("wrong password: answered")
+			}
+			continue
+		}
+		if err != nil || len(ans) != 0 {
+			t.Fatalf("unframed PLAIN: %q %v", ans, err)
+		}
+		md := kmsg.NewPtrMetadataRequest()
+		md.Version = 1
+		if _, err := saslRawRequest(c, md, 2); err != nil {
+			t.Fatalf("Metadata after unframed authentication: %v", err)
+		}
 	}
 }
