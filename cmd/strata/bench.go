@@ -49,9 +49,14 @@ func newBenchCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				mech, err := o.saslMech()
+				if err != nil {
+					return err
+				}
 				cfg := *c
 				cfg.Brokers = o.seeds()
 				cfg.TLS = tlsCfg
+				cfg.SASL = mech
 				if !quiet {
 					cfg.Progress = cmd.ErrOrStderr()
 				}

@@ -35,6 +35,7 @@ func newRootCmd() *cobra.Command {
 		newCompactionCmd(),
 		newLogCmd(),
 		newBenchCmd(),
+		newUserCmd(),
 	)
 	return root
 }

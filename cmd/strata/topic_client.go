@@ -18,6 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // defaultBrokers is used when neither --brokers nor STRATA_BROKERS is set.
@@ -33,10 +36,15 @@ type clientOpts struct {
 	tlsCA   string
 	tlsCert string
 	tlsKey  string
+	// SASL to a SASL_PLAINTEXT or SASL_SSL listener: --sasl-mechanism,
+	// --sasl-user, --sasl-password (env STRATA_SASL_PASSWORD).
+	saslMechanism string
+	saslUser      string
+	saslPassword  string
 }
 
 // addClientFlags registers --brokers, -o/--output, --timeout and the TLS
-// flags on cmd and its subcommands.
+// and SASL flags on cmd and its subcommands.
 func addClientFlags(cmd *cobra.Command, o *clientOpts) {
 	def := os.Getenv("STRATA_BROKERS")
 	if def == "" {
@@ -50,6 +58,32 @@ func addClientFlags(cmd *cobra.Command, o *clientOpts) {
 	f.StringVar(&o.tlsCA, "tls-ca", "", "PEM file of CA certificates to verify the broker certificate with (implies --tls)")
 	f.StringVar(&o.tlsCert, "tls-cert", "", "PEM client certificate (chain) for mutual TLS, with --tls-key (implies --tls)")
 	f.StringVar(&o.tlsKey, "tls-key", "", "PEM unencrypted private key of --tls-cert (implies --tls)")
+	f.StringVar(&o.saslMechanism, "sasl-mechanism", "", "authenticate with SASL (the brokers' listener is SASL_PLAINTEXT:// or, with --tls, SASL_SSL://): PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+	f.StringVar(&o.saslUser, "sasl-user", "", "SASL user name (with --sasl-mechanism)")
+	f.StringVar(&o.saslPassword, "sasl-password", os.Getenv("STRATA_SASL_PASSWORD"), "SASL password (with --sasl-mechanism; env STRATA_SASL_PASSWORD keeps it out of the process list)")
+}
+
+// saslMech builds the client SASL mechanism from the SASL flags; nil
+// means no SASL.
+func (o *clientOpts) saslMech() (sasl.Mechanism, error) {
+	if o.saslMechanism == "" {
+		if o.saslUser != "" {
+			return nil, errors.New("--sasl-user needs --sasl-mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)")
+		}
+		return nil, nil
+	}
+	if o.saslUser == "" || o.saslPassword == "" {
+		return nil, fmt.Errorf("--sasl-mechanism %s needs --sasl-user and --sasl-password (or env STRATA_SASL_PASSWORD)", o.saslMechanism)
+	}
+	switch o.saslMechanism {
+	case "PLAIN":
+		return plain.Auth{User: o.saslUser, Pass: o.saslPassword}.AsMechanism(), nil
+	case "SCRAM-SHA-256":
+		return scram.Auth{User: o.saslUser, Pass: o.saslPassword}.AsSha256Mechanism(), nil
+	case "SCRAM-SHA-512":
+		return scram.Auth{User: o.saslUser, Pass: o.saslPassword}.AsSha512Mechanism(), nil
+	}
+	return nil, fmt.Errorf("--sasl-mechanism %q: must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", o.saslMechanism)
 }
 
 // tlsConfig builds the client TLS configuration from the TLS flags; nil
@@ -114,6 +148,13 @@ func (o *clientOpts) connect(ctx context.Context, extra ...kgo.Opt) (*kgo.Client
 	}
 	if tlsCfg != nil {
 		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+	}
+	mech, err := o.saslMech()
+	if err != nil {
+		return nil, err
+	}
+	if mech != nil {
+		opts = append(opts, kgo.SASL(mech))
 	}
 	opts = append(opts, extra...)
 	cl, err := kgo.NewClient(opts...)

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Config describes one benchmark run.
@@ -36,6 +37,9 @@ type Config struct {
 	Linger      time.Duration // producer linger
 	// TLS, when set, makes every client connect with TLS (an SSL listener).
 	TLS *tls.Config
+	// SASL, when set, makes every client authenticate with it (a
+	// SASL_PLAINTEXT or SASL_SSL listener).
+	SASL sasl.Mechanism
 	// Progress receives one line per second while running (nil = silent).
 	Progress io.Writer
 }
@@ -141,13 +145,17 @@ func (c *Config) producerOpts() ([]kgo.Opt, error) {
 	return opts, nil
 }
 
-// newClient connects to c.Brokers (with TLS when c.TLS is set) and checks
+// newClient connects to c.Brokers (with TLS when c.TLS is set, SASL when
+// c.SASL is) and checks
 // that a broker answers.
 func newClient(ctx context.Context, c *Config, opts ...kgo.Opt) (*kgo.Client, error) {
 	brokers := c.Brokers
 	base := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID("strata-bench")}
 	if c.TLS != nil {
 		base = append(base, kgo.DialTLSConfig(c.TLS))
+	}
+	if c.SASL != nil {
+		base = append(base, kgo.SASL(c.SASL))
 	}
 	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/server"
+)
+
+// startSASLBroker runs an in-process Strata broker with a SASL_PLAINTEXT
+// listener: PLAIN user admin, SCRAM-SHA-256 and SCRAM-SHA-512 enabled.
+func startSASLBroker(t *testing.T) string {
+	t.Helper()
+	cfg, err := config.LoadBroker("", nil, map[string]string{
+		"log.dirs": t.TempDir(), "listeners": "SASL_PLAINTEXT://127.0.0.1:0", "strata.metrics.listener": "",
+		"offsets.topic.num.partitions": "2", "transaction.state.log.num.partitions": "2",
+		"group.initial.rebalance.delay.ms":                    "0",
+		"sasl.enabled.mechanisms":                             "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+		"listener.name.sasl_plaintext.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	return srv.Addr().String()
+}
+
+// TestSASLFlags drives the client commands against a SASL_PLAINTEXT
+// broker: the PLAIN admin creates a SCRAM user with `user scram set`, that
+// user produces, consumes and benchmarks; wrong passwords and bad flags
+// are refused; `serve` rejects a SASL listener without mechanisms.
+func TestSASLFlags(t *testing.T) {
+	bin := buildStrata(t)
+	addr := startSASLBroker(t)
+	b := "--brokers=" + addr
+	admin := []string{b, "--sasl-mechanism", "PLAIN", "--sasl-user", "admin", "--sasl-password", "admin-secret"}
+	bob := []string{b, "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", "bob", "--sasl-password", "bob-secret"}
+	with := func(auth []string, args ...string) []string { return append(args, auth...) }
+
+	if out := ok(t, bin, "", with(admin, "user", "scram", "set", "bob", "--mechanism", "SCRAM-SHA-512", "--password", "bob-secret", "--iterations", "8192")...); out != "SCRAM-SHA-512 credential of \"bob\" set (8192 iterations)\n" {
+		t.Errorf("user scram set: %q", out)
+	}
+	if out := ok(t, bin, "", with(admin, "user", "scram", "list")...); !strings.Contains(out, "bob") || !strings.Contains(out, "SCRAM-SHA-512") || !strings.Contains(out, "8192") {
+		t.Errorf("user scram list:\n%s", out)
+	}
+	ok(t, bin, "", with(bob, "topic", "create", "secure", "--partitions", "1")...)
+	ok(t, bin, "a:1\nb:2\n", with(bob, "produce", "secure", "-K:")...)
+	if out := ok(t, bin, "", with(bob, "consume", "secure", "-e", "-f", `%k=%s\n`)...); out != "a=1\nb=2\n" {
+		t.Errorf("consume over SASL: %q", out)
+	}
+	if out := ok(t, bin, "", with(bob, "bench", "e2e", "-t", "sasl-bench", "-n", "100", "-s", "64", "-q")...); !strings.HasPrefix(out, "e2e sasl-bench: 100 records") {
+		t.Errorf("bench over SASL: %q", out)
+	}
+
+	r := run(t, bin, "", "topic", "list", b, "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", "bob", "--sasl-password", "wrong", "--timeout", "2s")
+	if r.code != 1 || !strings.Contains(r.stderr, "SASL_AUTHENTICATION_FAILED") {
+		t.Errorf("wrong password: %+v", r)
+	}
+	r = run(t, bin, "", "topic", "list", b, "--timeout", "2s")
+	if r.code != 1 {
+		t.Errorf("no SASL against a SASL listener: %+v", r)
+	}
+	fails(t, bin, "strata: --sasl-user needs --sasl-mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)\n", "topic", "list", b, "--sasl-user", "bob")
+	fails(t, bin, "strata: --sasl-mechanism PLAIN needs --sasl-user and --sasl-password (or env STRATA_SASL_PASSWORD)\n", "topic", "list", b, "--sasl-mechanism", "PLAIN", "--sasl-user", "bob")
+	fails(t, bin, "strata: --sasl-mechanism \"GSSAPI\": must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512\n", "topic", "list", b, "--sasl-mechanism", "GSSAPI", "--sasl-user", "bob", "--sasl-password", "x")
+	fails(t, bin, "strata: --mechanism \"SCRAM-SHA-1\": must be SCRAM-SHA-256 or SCRAM-SHA-512\n", with(admin, "user", "scram", "set", "carol", "--mechanism", "SCRAM-SHA-1", "--password", "x")...)
+	r = run(t, bin, "", with(admin, "user", "scram", "set", "carol", "--password", "x", "--iterations", "100")...)
+	if r.code != 1 || !strings.Contains(r.stderr, "iterations 100 is outside the allowed 4096 to 16384 range") { // kadm checks before sending
+		t.Errorf("too few iterations: %+v", r)
+	}
+
+	if out := ok(t, bin, "", with(admin, "user", "scram", "delete", "bob", "--mechanism", "SCRAM-SHA-512")...); out != "SCRAM-SHA-512 credential of \"bob\" deleted\n" {
+		t.Errorf("user scram delete: %q", out)
+	}
+	if out := ok(t, bin, "", with(admin, "user", "scram", "list", "-o", "json")...); strings.TrimSpace(out) != "[]" {
+		t.Errorf("user scram list after delete: %q", out)
+	}
+
+	dir := t.TempDir()
+	fails(t, bin, "strata: invalid value \"GSSAPI\" for configuration sasl.enabled.mechanisms: GSSAPI (Kafka's default) is not supported (Strata has no Kerberos): set sasl.enabled.mechanisms to a subset of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512\n",
+		"serve", "--log.dirs", dir, "--strata.metrics.listener", "", "--listeners", "SASL_PLAINTEXT://127.0.0.1:0")
+}
