@@ -41,6 +41,17 @@ type Op struct {
 	// id runs each Txn in turn.
 	TransactionalID string `json:"transactional_id,omitempty"`
 	Txns            []Txn  `json:"txns,omitempty"`
+	// SASL, when set, makes the client authenticate (drivers that support
+	// it: kafkajs).
+	SASL *SASLAuth `json:"sasl,omitempty"`
+}
+
+// SASLAuth is a client's SASL mechanism (PLAIN, SCRAM-SHA-256,
+// SCRAM-SHA-512) and credentials.
+type SASLAuth struct {
+	Mechanism string `json:"mechanism"`
+	Username  string `json:"username"`
+	Password  string `json:"password"`
 }
 
 // Txn is one transaction of opTransaction: produce Records to Op.Topic

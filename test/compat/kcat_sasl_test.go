@@ -18,6 +18,7 @@ import (
 // with kadm's AlterUserSCRAMs): each produces and consumes; a wrong
 // password is refused with librdkafka's authentication error.
 func TestKcatSASL(t *testing.T) {
+	t.Parallel()
 	if targetKfake() {
 		t.Skip("kfake's SASL is configured differently; this test drives Strata's SASL listener")
 	}

@@ -42,12 +42,16 @@ const hdrs = (h) => {
 const buf = (s) => (s === null || s === undefined ? null : Buffer.from(s))
 
 function client (op) {
-  return new Kafka({
+  const cfg = {
     clientId: 'strata-compat-kafkajs',
     brokers: [op.bootstrap],
     logLevel: logLevel.NOTHING,
     retry: { retries: 3, initialRetryTime: 100 }
-  })
+  }
+  if (op.sasl) { // kafkajs names mechanisms in lower case
+    cfg.sasl = { mechanism: op.sasl.mechanism.toLowerCase(), username: op.sasl.username, password: op.sasl.password }
+  }
+  return new Kafka(cfg)
 }
 
 async function withAdmin (op, fn) {
@@ -121,7 +125,7 @@ async function run (op) {
     case 'produce': {
       // One producer per configuration for the whole process: a --session
       // keeps it (and its idempotent producer id) across operations.
-      const key = JSON.stringify([op.bootstrap, !!op.idempotent])
+      const key = JSON.stringify([op.bootstrap, !!op.idempotent, op.sasl || null])
       let producer = producers.get(key)
       if (!producer) {
         producer = client(op).producer(op.idempotent
