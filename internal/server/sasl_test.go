@@ -116,6 +116,24 @@ func TestSASLPlainAndScram(t *testing.T) {
 	if _, err := adm.AlterUserSCRAMs(ctxT(t), []kadm.DeleteSCRAM{{User: "dave", Mechanism: kadm.ScramSha256}}, nil); err != nil {
 		t.Fatal(err)
 	}
+	rcs, err := adm.DescribeBrokerConfigs(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jaasSeen := false
+	for _, rc := range rcs {
+		for _, c := range rc.Configs {
+			if c.Key == "listener.name.sasl_plaintext.plain.sasl.jaas.config" {
+				jaasSeen = true
+				if c.Value != nil || !c.Sensitive {
+					t.Errorf("JAAS setting described with value %v, sensitive %v", c.Value, c.Sensitive)
+				}
+			}
+		}
+	}
+	if !jaasSeen {
+		t.Error("JAAS setting not described")
+	}
 
 	tb.restart()
 	roundTrip(t, tb, bob256, "sasl", 3)
