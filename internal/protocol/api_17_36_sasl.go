@@ -119,14 +119,35 @@ func (s *Server) handleSaslAuthenticate(_ context.Context, c *conn, kreq kmsg.Re
 	resp.SASLAuthBytes = answer
 	if done {
 		c.sasl.done, c.sasl.user, c.sasl.session = true, c.sasl.session.User(), nil
+		c.authed.Store(true)
 		s.logger.Debug("SASL authenticated", "remote", c.remote, "mechanism", c.sasl.mechanism, "user", c.sasl.user)
 	}
 	return reply{msg: resp}, nil
 }
 
-// maxRawToken bounds an unframed SASL token (Kafka's
-// sasl.server.max.receive.size default).
+// maxRawToken bounds an unframed SASL token and every request before
+// SASL authentication (Kafka's sasl.server.max.receive.size default).
 const maxRawToken = 524288
+
+// preAuthSizeOK bounds a request read before SASL authentication to
+// maxRawToken, as Kafka does, so an unauthenticated client cannot make the
+// broker buffer socket.request.max.bytes. It waits for the next frame's
+// size first: a client sends the request after SaslAuthenticate only once
+// it has the answer, by when authed is set. False closes the connection.
+func (c *conn) preAuthSizeOK(br *bufio.Reader) bool {
+	if len(c.s.cfg.SASLMechanisms) == 0 || c.authed.Load() {
+		return true
+	}
+	size, err := br.Peek(4)
+	if err != nil {
+		return true // readFrame sees the same error
+	}
+	if n := binary.BigEndian.Uint32(size); n > maxRawToken && !c.authed.Load() {
+		c.s.logger.Warn("closing connection: request before SASL authentication too large", "remote", c.remote, "size", n, "max", maxRawToken)
+		return false
+	}
+	return true
+}
 
 // readRawTokens runs on the reader after a SaslHandshake v0: while the
 // serve loop says so (rawNext), the next frames are unframed SASL tokens
@@ -181,6 +202,7 @@ func (c *conn) rawToken(req request) (reply, error) {
 	}
 	if done {
 		c.sasl.done, c.sasl.user, c.sasl.session = true, c.sasl.session.User(), nil
+		c.authed.Store(true)
 		c.s.logger.Debug("SASL authenticated", "remote", c.remote, "mechanism", c.sasl.mechanism, "user", c.sasl.user)
 	}
 	c.rawNext <- !done

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -43,6 +44,9 @@ type conn struct {
 	// connection ends, releasing a reader waiting on rawNext.
 	rawNext chan bool
 	quit    chan struct{}
+	// authed is set (by the serve loop) once SASL authentication
+	// succeeds; the reader uses it to bound requests before that.
+	authed atomic.Bool
 
 	// Unanswered request bytes, for the read-ahead bound.
 	budgetMu sync.Mutex
@@ -227,6 +231,9 @@ func (c *conn) readLoop(out chan<- request) {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
 		if !c.acquire() {
+			return
+		}
+		if !c.preAuthSizeOK(br) {
 			return
 		}
 		body, err := c.s.frames.readFrame(br, c.s.cfg.MaxRequestBytes)

@@ -282,7 +282,21 @@ func TestSASLUnauthenticatedClosed(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	keys := apiKeys(t, tb.client(kgo.SASL(plain.Auth{User: "carol", Pass: "carol-secret"}.AsMechanism())))
+	// A request larger than 512 KiB before authentication closes the
+	// connection (Kafka's sasl.server.max.receive.size).
+	c = dialT(t, tb)
+	if _, err := c.Write(binary.BigEndian.AppendUint32(nil, 600<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 1)); err == nil {
+		t.Error("oversized request before authentication: connection still open")
+	}
+	// After authentication large requests are served (a 1 MiB record).
+	carol := kgo.SASL(plain.Auth{User: "carol", Pass: "carol-secret"}.AsMechanism())
+	if err := tb.client(carol, kgo.ProducerBatchMaxBytes(2<<20), kgo.AllowAutoTopicCreation()).ProduceSync(ctxT(t), &kgo.Record{Topic: "big", Value: make([]byte, 1<<20)}).FirstErr(); err != nil {
+		t.Errorf("1 MiB record after authentication: %v", err)
+	}
+	keys := apiKeys(t, tb.client(carol))
 	for _, k := range []int16{17, 36, 50, 51} {
 		if !slices.Contains(keys, k) {
 			t.Errorf("SASL listener does not advertise key %d", k)
