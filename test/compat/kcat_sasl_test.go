@@ -11,6 +11,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/strata-io/strata/internal/broker"
+	"github.com/strata-io/strata/internal/sasl"
+	"github.com/strata-io/strata/internal/tlstest"
 )
 
 // TestKcatSASL runs kcat (librdkafka) against a SASL_PLAINTEXT listener
@@ -80,4 +84,50 @@ func TestKcatSASL(t *testing.T) {
 			t.Errorf("kcat %s with a wrong password: err %v, stderr:\n%s", mech, err, stderr)
 		}
 	}
+}
+
+// TestKcatSASLSSL runs kcat with SCRAM-SHA-512 over a SASL_SSL listener
+// (the TLS test certificates): produce and consume.
+func TestKcatSASLSSL(t *testing.T) {
+	t.Parallel()
+	if targetKfake() {
+		t.Skip("this test drives Strata's SASL_SSL listener")
+	}
+	path := requireTool(t, "kcat", "-V")
+	p, err := tlstest.Generate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startBroker(t, brokerOpts{extra: map[string]string{
+		"listeners": "SASL_SSL://127.0.0.1:0", "ssl.keystore.location": p.ServerKeystore,
+		"sasl.enabled.mechanisms": "SCRAM-SHA-512",
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The first SCRAM user is created over TLS before any user exists: the
+	// admin API needs an authenticated connection on a SASL listener, so
+	// bootstrap it through the broker's own store.
+	if res := b.srv.Broker().AlterScram(nil, []broker.ScramUpsertion{scramUpsert(t, "kc", "kc-secret")}); res["kc"] != nil {
+		t.Fatal(res["kc"])
+	}
+	args := []string{"-b", b.Addr(), "-t", "sasl-ssl", "-X", "security.protocol=sasl_ssl", "-X", "ssl.ca.location=" + p.CAFile,
+		"-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=kc", "-X", "sasl.password=kc-secret"}
+	if _, stderr, err := kcatRun(ctx, path, []byte("a:1\nb:2\n"), append([]string{"-P", "-K:", "-X", "acks=all"}, args...)...); err != nil || strings.Contains(stderr, "Delivery failed") {
+		t.Fatalf("kcat SASL_SSL produce: %v: %s", err, stderr)
+	}
+	stdout, stderr, err := kcatRun(ctx, path, nil, append([]string{"-C", "-o", "beginning", "-c", "2", "-e", "-f", `%k=%s\n`}, args...)...)
+	if err != nil || stdout != "a=1\nb=2\n" {
+		t.Fatalf("kcat SASL_SSL consume: %q %v: %s", stdout, err, stderr)
+	}
+}
+
+// scramUpsert salts password for SCRAM-SHA-512 as a client would.
+func scramUpsert(t *testing.T, user, password string) broker.ScramUpsertion {
+	t.Helper()
+	salt := []byte("compat-salt-" + user)
+	sp, err := sasl.SaltPassword(sasl.ScramSHA512, password, salt, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return broker.ScramUpsertion{User: user, Mechanism: sasl.ScramSHA512, Iterations: 4096, Salt: salt, SaltedPassword: sp}
 }
