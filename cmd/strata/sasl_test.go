@@ -16,13 +16,25 @@ import (
 // listener: PLAIN user admin, SCRAM-SHA-256 and SCRAM-SHA-512 enabled.
 func startSASLBroker(t *testing.T) string {
 	t.Helper()
-	cfg, err := config.LoadBroker("", nil, map[string]string{
-		"log.dirs": t.TempDir(), "listeners": "SASL_PLAINTEXT://127.0.0.1:0", "strata.metrics.listener": "",
-		"offsets.topic.num.partitions": "2", "transaction.state.log.num.partitions": "2",
-		"group.initial.rebalance.delay.ms":                    "0",
-		"sasl.enabled.mechanisms":                             "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+	return startSASLBrokerWith(t, map[string]string{
+		"log.dirs":                t.TempDir(),
+		"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
 		"listener.name.sasl_plaintext.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";`,
 	})
+}
+
+// startSASLBrokerWith runs a SASL_PLAINTEXT broker with extra settings.
+func startSASLBrokerWith(t *testing.T, extra map[string]string) string {
+	t.Helper()
+	vals := map[string]string{
+		"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "strata.metrics.listener": "",
+		"offsets.topic.num.partitions": "2", "transaction.state.log.num.partitions": "2",
+		"group.initial.rebalance.delay.ms": "0",
+	}
+	for k, v := range extra {
+		vals[k] = v
+	}
+	cfg, err := config.LoadBroker("", nil, vals)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,4 +107,26 @@ func TestSASLFlags(t *testing.T) {
 	dir := t.TempDir()
 	fails(t, bin, "strata: invalid value \"GSSAPI\" for configuration sasl.enabled.mechanisms: GSSAPI (Kafka's default) is not supported (Strata has no Kerberos): set sasl.enabled.mechanisms to a subset of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512\n",
 		"serve", "--log.dirs", dir, "--strata.metrics.listener", "", "--listeners", "SASL_PLAINTEXT://127.0.0.1:0")
+}
+
+// TestScramOfflineBootstrap creates the first user of a SCRAM-only
+// listener in a stopped broker's log dir (`user scram set --log.dirs`),
+// then that user administers the running broker; the offline command
+// refuses a log dir a running broker holds.
+func TestScramOfflineBootstrap(t *testing.T) {
+	bin := buildStrata(t)
+	dir := t.TempDir()
+	if out := ok(t, bin, "", "user", "scram", "set", "root", "--mechanism", "SCRAM-SHA-512", "--password", "root-secret", "--log.dirs", dir); out != "SCRAM-SHA-512 credential of \"root\" set (4096 iterations) in "+dir+"\n" {
+		t.Errorf("offline set: %q", out)
+	}
+	addr := startSASLBrokerWith(t, map[string]string{"log.dirs": dir, "sasl.enabled.mechanisms": "SCRAM-SHA-512"})
+	root := []string{"--brokers=" + addr, "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", "root", "--sasl-password", "root-secret"}
+	ok(t, bin, "", append([]string{"user", "scram", "set", "app", "--mechanism", "SCRAM-SHA-512", "--password", "app-secret"}, root...)...)
+	if out := ok(t, bin, "", append([]string{"user", "scram", "list"}, root...)...); !strings.Contains(out, "app") || !strings.Contains(out, "root") {
+		t.Errorf("list after bootstrap:\n%s", out)
+	}
+	r := run(t, bin, "", "user", "scram", "set", "x", "--password", "x", "--log.dirs", dir)
+	if r.code != 1 || !strings.Contains(r.stderr, "is another broker using it?") {
+		t.Errorf("offline set on a running broker's dir: %+v", r)
+	}
 }

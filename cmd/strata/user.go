@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/strata-io/strata/internal/broker"
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/sasl"
 )
 
 // newUserCmd is `strata user scram set|delete|list`: SCRAM credentials
@@ -57,7 +62,7 @@ func msgSuffix(m string) string {
 
 // newUserScramSetCmd is `strata user scram set NAME`.
 func newUserScramSetCmd(o *clientOpts) *cobra.Command {
-	var mech, password string
+	var mech, password, offlineDirs string
 	var iterations int32
 	cmd := &cobra.Command{
 		Use:   "set NAME",
@@ -70,6 +75,22 @@ func newUserScramSetCmd(o *clientOpts) *cobra.Command {
 			}
 			if password == "" {
 				return errors.New("--password (or env STRATA_SCRAM_PASSWORD) is required")
+			}
+			if offlineDirs != "" {
+				salt := make([]byte, 24)
+				if _, err := rand.Read(salt); err != nil {
+					return err
+				}
+				sp, err := sasl.SaltPassword(mech, password, salt, int(iterations))
+				if err != nil {
+					return err
+				}
+				up := broker.ScramUpsertion{User: args[0], Mechanism: mech, Iterations: int(iterations), Salt: salt, SaltedPassword: sp}
+				if err := alterOffline(offlineDirs, args[0], nil, []broker.ScramUpsertion{up}); err != nil {
+					return fmt.Errorf("set SCRAM credential: %w", err)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s credential of %q set (%d iterations) in %s\n", mech, args[0], iterations, offlineDirs)
+				return err
 			}
 			return o.withAdmin(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
 				res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: args[0], Mechanism: m, Iterations: iterations, Password: password}})
@@ -88,12 +109,27 @@ func newUserScramSetCmd(o *clientOpts) *cobra.Command {
 	f.StringVar(&mech, "mechanism", "SCRAM-SHA-256", "SCRAM-SHA-256 or SCRAM-SHA-512")
 	f.Int32Var(&iterations, "iterations", 4096, "PBKDF2 iterations, 4096 to 16384 (Kafka's limits)")
 	f.StringVar(&password, "password", os.Getenv("STRATA_SCRAM_PASSWORD"), "the user's password (env STRATA_SCRAM_PASSWORD keeps it out of the process list)")
+	f.StringVar(&offlineDirs, "log.dirs", "", "write into the credential store of a STOPPED broker with these log.dirs instead of calling a running one (bootstraps the first user of a SCRAM-only listener, as kafka-storage format --add-scram)")
 	return cmd
+}
+
+// alterOffline applies one user's alterations to a stopped broker's
+// credential store.
+func alterOffline(logDirs, user string, dels []broker.ScramDeletion, ups []broker.ScramUpsertion) error {
+	cfg, err := config.LoadBroker("", nil, map[string]string{"log.dirs": logDirs})
+	if err != nil {
+		return err
+	}
+	res, err := broker.AlterScramOffline(cfg, dels, ups)
+	if err != nil {
+		return err
+	}
+	return res[user]
 }
 
 // newUserScramDeleteCmd is `strata user scram delete NAME`.
 func newUserScramDeleteCmd(o *clientOpts) *cobra.Command {
-	var mech string
+	var mech, offlineDirs string
 	cmd := &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a user's SCRAM credential for one mechanism",
@@ -101,6 +137,13 @@ func newUserScramDeleteCmd(o *clientOpts) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := scramMechanism(mech)
 			if err != nil {
+				return err
+			}
+			if offlineDirs != "" {
+				if err := alterOffline(offlineDirs, args[0], []broker.ScramDeletion{{User: args[0], Mechanism: mech}}, nil); err != nil {
+					return fmt.Errorf("delete SCRAM credential: %w", err)
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s credential of %q deleted from %s\n", mech, args[0], offlineDirs)
 				return err
 			}
 			return o.withAdmin(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
@@ -117,6 +160,7 @@ func newUserScramDeleteCmd(o *clientOpts) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&mech, "mechanism", "SCRAM-SHA-256", "SCRAM-SHA-256 or SCRAM-SHA-512")
+	cmd.Flags().StringVar(&offlineDirs, "log.dirs", "", "delete from the credential store of a STOPPED broker with these log.dirs instead of calling a running one")
 	return cmd
 }
 

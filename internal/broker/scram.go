@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
+	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/sasl"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -119,7 +121,47 @@ func (b *Broker) DescribeScram() map[string][]ScramInfo {
 // (tmp + fsync + rename) before AlterScram returns. A write failure is
 // returned for every user of the request.
 func (b *Broker) AlterScram(dels []ScramDeletion, ups []ScramUpsertion) map[string]error {
-	st := b.scram
+	results, err := b.scram.alter(dels, ups)
+	if err != nil {
+		b.logger.Error("persist SCRAM credentials", "err", err)
+	}
+	return results
+}
+
+// AlterScramOffline applies AlterScram's changes to the credential store
+// of a stopped broker (the first of cfg's log.dirs), as Kafka's
+// `kafka-storage format --add-scram` bootstraps the first SCRAM users of a
+// listener that accepts nothing else. It takes the log dir's lock, so it
+// fails while a broker runs there.
+func AlterScramOffline(cfg *config.Broker, dels []ScramDeletion, ups []ScramUpsertion) (map[string]error, error) {
+	first := ""
+	for _, d := range strings.Split(cfg.Get("log.dirs"), ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			first = d
+			break
+		}
+	}
+	if first == "" {
+		return nil, fmt.Errorf("log.dirs is empty")
+	}
+	abs, err := filepath.Abs(first)
+	if err != nil {
+		return nil, fmt.Errorf("log dir %s: %w", first, err)
+	}
+	d, err := lockDir(abs)
+	if err != nil {
+		return nil, err
+	}
+	defer d.unlock()
+	st, err := loadScram(abs)
+	if err != nil {
+		return nil, err
+	}
+	return st.alter(dels, ups)
+}
+
+// alter is AlterScram over the store; a write failure is also returned.
+func (st *scramStore) alter(dels []ScramDeletion, ups []ScramUpsertion) (map[string]error, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	results := map[string]error{}
@@ -204,14 +246,13 @@ func (b *Broker) AlterScram(dels []ScramDeletion, ups []ScramUpsertion) map[stri
 		err = writeFileAtomicPerm(st.path, data, 0o600)
 	}
 	if err != nil {
-		b.logger.Error("persist SCRAM credentials", "err", err)
 		for u := range results {
 			if results[u] == nil {
 				results[u] = fmt.Errorf("persist SCRAM credentials: %v: %w", err, kerr.KafkaStorageError)
 			}
 		}
-		return results
+		return results, err
 	}
 	st.users = next
-	return results
+	return results, nil
 }
