@@ -26,10 +26,20 @@ func startSASLBroker(t *testing.T) string {
 // startSASLBrokerWith runs a SASL_PLAINTEXT broker with extra settings.
 func startSASLBrokerWith(t *testing.T, extra map[string]string) string {
 	t.Helper()
+	return startTestBroker(t, "SASL_PLAINTEXT://127.0.0.1:0", extra)
+}
+
+// startTestBroker runs an in-process Strata broker on listener with small
+// internal topics and extra settings; it stops when the test ends.
+func startTestBroker(t *testing.T, listener string, extra map[string]string) string {
+	t.Helper()
 	vals := map[string]string{
-		"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "strata.metrics.listener": "",
+		"listeners": listener, "strata.metrics.listener": "",
 		"offsets.topic.num.partitions": "2", "transaction.state.log.num.partitions": "2",
 		"group.initial.rebalance.delay.ms": "0",
+	}
+	if _, ok := extra["log.dirs"]; !ok {
+		vals["log.dirs"] = t.TempDir()
 	}
 	for k, v := range extra {
 		vals[k] = v

@@ -1,16 +1,10 @@
 package main
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/strata-io/strata/internal/config"
-	"github.com/strata-io/strata/internal/server"
 	"github.com/strata-io/strata/internal/tlstest"
 )
 
@@ -18,28 +12,9 @@ import (
 // that requires a client certificate signed by p's CA.
 func startTLSBroker(t *testing.T, p *tlstest.PKI) string {
 	t.Helper()
-	cfg, err := config.LoadBroker("", nil, map[string]string{
-		"log.dirs": t.TempDir(), "listeners": "SSL://127.0.0.1:0", "strata.metrics.listener": "",
-		"offsets.topic.num.partitions": "2", "transaction.state.log.num.partitions": "2",
-		"group.initial.rebalance.delay.ms": "0",
-		"ssl.keystore.location":            p.ServerKeystore, "ssl.client.auth": "required", "ssl.truststore.location": p.CAFile,
+	return startTestBroker(t, "SSL://127.0.0.1:0", map[string]string{
+		"ssl.keystore.location": p.ServerKeystore, "ssl.client.auth": "required", "ssl.truststore.location": p.CAFile,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
-	return srv.Addr().String()
 }
 
 // TestTLSFlags drives the client commands against a broker whose SSL

@@ -22,6 +22,3 @@ func newFileMapper(r any) *fileMapper { return nil }
 func (m *fileMapper) mapAt(off int64, length int) ([]byte, error) { panic("unreachable") }
 
 func (m *fileMapper) close() {}
-
-// lowerThreadPriority is a no-op on this platform.
-func lowerThreadPriority(int) error { return nil }

@@ -51,7 +51,6 @@ func (c *Coordinator) partitionExists(topic string, p int32) bool {
 func (c *Coordinator) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.OffsetCommitResponse)
 	codes := newPartitionCodes(len(r.Topics), func(i int) int { return len(r.Topics[i].Partitions) })
-	setAll := codes.fill
 	defer func() {
 		for i, t := range r.Topics {
 			rt := kmsg.NewOffsetCommitResponseTopic()
@@ -65,7 +64,7 @@ func (c *Coordinator) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequ
 		}
 	}()
 	if !c.loaded.Load() {
-		setAll(kerr.CoordinatorLoadInProgress.Code)
+		codes.fill(kerr.CoordinatorLoadInProgress.Code)
 		return resp
 	}
 	now := c.env.clock.Now()
@@ -97,12 +96,12 @@ func (c *Coordinator) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequ
 	}
 	g := c.lockGroup(r.Group, r.Generation < 0)
 	if g == nil {
-		setAll(kerr.IllegalGeneration.Code)
+		codes.fill(kerr.IllegalGeneration.Code)
 		return resp
 	}
 	defer c.unlock(ctx, g)
 	if code := g.validateCommit(r.MemberID, r.InstanceID, r.Generation); code != 0 {
-		setAll(code)
+		codes.fill(code)
 		if g.removable() {
 			c.removeGroup(g)
 		}
@@ -121,7 +120,7 @@ func (c *Coordinator) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequ
 	}
 	if err := c.appendRecords(ctx, g.id, recs); err != nil {
 		c.logger.Warn("store offset commit", "group", g.id, "err", err)
-		setAll(storeErrorCode(err))
+		codes.fill(storeErrorCode(err))
 		if g.removable() {
 			c.removeGroup(g)
 		}

@@ -23,7 +23,6 @@ type txnCompletion struct {
 func (c *Coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetCommitRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	codes := newPartitionCodes(len(r.Topics), func(i int) int { return len(r.Topics[i].Partitions) })
-	setAll := codes.fill
 	defer func() {
 		for i, t := range r.Topics {
 			rt := kmsg.NewTxnOffsetCommitResponseTopic()
@@ -38,16 +37,16 @@ func (c *Coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 	}()
 	switch {
 	case !c.loaded.Load():
-		setAll(kerr.CoordinatorLoadInProgress.Code)
+		codes.fill(kerr.CoordinatorLoadInProgress.Code)
 		return resp
 	case r.Group == "":
-		setAll(kerr.InvalidGroupID.Code)
+		codes.fill(kerr.InvalidGroupID.Code)
 		return resp
 	case r.ProducerID < 0:
-		setAll(kerr.InvalidProducerIDMapping.Code)
+		codes.fill(kerr.InvalidProducerIDMapping.Code)
 		return resp
 	case r.ProducerEpoch < 0:
-		setAll(kerr.InvalidProducerEpoch.Code)
+		codes.fill(kerr.InvalidProducerEpoch.Code)
 		return resp
 	}
 	generation, memberID, instanceID := r.Generation, r.MemberID, r.InstanceID
@@ -81,18 +80,18 @@ func (c *Coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 	if c.cfg.VerifyTxn != nil && len(offs) > 0 {
 		err := c.cfg.VerifyTxn(r.TransactionalID, r.ProducerID, r.ProducerEpoch, PartitionFor(r.Group, c.cfg.NumPartitions))
 		if err != nil {
-			setAll(txnErrorCode(err, kerr.InvalidTxnState.Code))
+			codes.fill(txnErrorCode(err, kerr.InvalidTxnState.Code))
 			return resp
 		}
 	}
 	g := c.lockGroup(r.Group, generation < 0)
 	if g == nil {
-		setAll(kerr.IllegalGeneration.Code)
+		codes.fill(kerr.IllegalGeneration.Code)
 		return resp
 	}
 	defer c.unlock(ctx, g)
 	if code := g.validateTxnCommit(memberID, instanceID, generation); code != 0 {
-		setAll(code)
+		codes.fill(code)
 		if g.removable() {
 			c.removeGroup(g)
 		}
@@ -120,7 +119,7 @@ func (c *Coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 	}
 	if err != nil {
 		c.logger.Warn("store transactional offset commit", "group", g.id, "producer_id", r.ProducerID, "err", err)
-		setAll(txnErrorCode(err, storeErrorCode(err)))
+		codes.fill(txnErrorCode(err, storeErrorCode(err)))
 		if g.removable() {
 			c.removeGroup(g)
 		}

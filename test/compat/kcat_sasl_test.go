@@ -27,27 +27,11 @@ func TestKcatSASL(t *testing.T) {
 		t.Skip("kfake's SASL is configured differently; this test drives Strata's SASL listener")
 	}
 	path := requireTool(t, "kcat", "-V")
-	b := startBroker(t, brokerOpts{extra: map[string]string{
-		"listeners":               "SASL_PLAINTEXT://127.0.0.1:0",
-		"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-		"listener.name.sasl_plaintext.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";`,
-	}})
+	b, adm := startSASLBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "sasl"); err != nil {
 		t.Fatalf("create topic over SASL: %v", err)
-	}
-	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
-		{User: "scram256", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "pw-256"},
-		{User: "scram512", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "pw-512"},
-	}); err != nil {
-		t.Fatalf("AlterUserSCRAMs: %v", err)
 	}
 	sasl := func(mech, user, pass string) []string {
 		return []string{"-b", b.Addr(), "-t", "sasl", "-X", "security.protocol=sasl_plaintext", "-X", "sasl.mechanisms=" + mech,
@@ -130,4 +114,39 @@ func scramUpsert(t *testing.T, user, password string) broker.ScramUpsertion {
 		t.Fatal(err)
 	}
 	return broker.ScramUpsertion{User: user, Mechanism: sasl.ScramSHA512, Iterations: 4096, Salt: salt, SaltedPassword: sp}
+}
+
+// saslUsers are the users startSASLBroker sets up: PLAIN from the JAAS
+// setting, SCRAM through AlterUserScramCredentials.
+var saslUsers = []SASLAuth{
+	{"PLAIN", "admin", "admin-secret"},
+	{"SCRAM-SHA-256", "scram256", "pw-256"},
+	{"SCRAM-SHA-512", "scram512", "pw-512"},
+}
+
+// startSASLBroker starts a broker with a SASL_PLAINTEXT listener serving
+// PLAIN (JAAS user admin) and SCRAM-SHA-256/512 (users created with kadm's
+// AlterUserSCRAMs) and returns it with an admin client logged in as admin.
+func startSASLBroker(t *testing.T) (*testBroker, *kadm.Client) {
+	t.Helper()
+	b := startBroker(t, brokerOpts{extra: map[string]string{
+		"listeners":               "SASL_PLAINTEXT://127.0.0.1:0",
+		"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+		"listener.name.sasl_plaintext.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";`,
+	}})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
+		{User: "scram256", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "pw-256"},
+		{User: "scram512", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "pw-512"},
+	}); err != nil {
+		t.Fatalf("AlterUserSCRAMs: %v", err)
+	}
+	return b, adm
 }
