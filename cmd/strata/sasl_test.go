@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
-	"io"
-	"log/slog"
+	"maps"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/strata-io/strata/internal/config"
-	"github.com/strata-io/strata/internal/server"
+	"github.com/strata-io/strata/internal/servertest"
 )
 
 // startSASLBroker runs an in-process Strata broker with a SASL_PLAINTEXT
@@ -29,38 +25,13 @@ func startSASLBrokerWith(t *testing.T, extra map[string]string) string {
 	return startTestBroker(t, "SASL_PLAINTEXT://127.0.0.1:0", extra)
 }
 
-// startTestBroker runs an in-process Strata broker on listener with small
-// internal topics and extra settings; it stops when the test ends.
+// startTestBroker runs an in-process Strata broker (servertest) on
+// listener with extra settings; it stops when the test ends.
 func startTestBroker(t *testing.T, listener string, extra map[string]string) string {
 	t.Helper()
-	vals := map[string]string{
-		"listeners": listener, "strata.metrics.listener": "",
-		"offsets.topic.num.partitions": "2", "transaction.state.log.num.partitions": "2",
-		"group.initial.rebalance.delay.ms": "0",
-	}
-	if _, ok := extra["log.dirs"]; !ok {
-		vals["log.dirs"] = t.TempDir()
-	}
-	for k, v := range extra {
-		vals[k] = v
-	}
-	cfg, err := config.LoadBroker("", nil, vals)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
-	return srv.Addr().String()
+	settings := map[string]string{"listeners": listener}
+	maps.Copy(settings, extra)
+	return servertest.Start(t, servertest.Options{Settings: settings}).Addr()
 }
 
 // TestSASLFlags drives the client commands against a SASL_PLAINTEXT

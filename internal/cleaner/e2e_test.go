@@ -4,49 +4,24 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/strata-io/strata/internal/cleaner"
-	"github.com/strata-io/strata/internal/config"
-	"github.com/strata-io/strata/internal/server"
+	"github.com/strata-io/strata/internal/servertest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// startServer runs a real broker over dir on random ports.
-func startServer(t *testing.T, dir, listener string) *server.Server {
+// startServer runs a real broker (servertest) with the metrics listener
+// and no background cleaning (tests run it through /v1/compaction).
+func startServer(t *testing.T) *servertest.Broker {
 	t.Helper()
-	cfg, err := config.LoadBroker("", nil, map[string]string{
-		"log.dirs":                         dir,
-		"listeners":                        "PLAINTEXT://" + listener,
-		"strata.metrics.listener":          "127.0.0.1:0",
-		"offsets.topic.num.partitions":     "1",
-		"group.initial.rebalance.delay.ms": "0",
-		"log.cleaner.backoff.ms":           "3600000",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return srv
-}
-
-func stopServer(t *testing.T, srv *server.Server) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		t.Errorf("shutdown: %v", err)
-	}
+	return servertest.Start(t, servertest.Options{Metrics: true, Settings: map[string]string{
+		"offsets.topic.num.partitions": "1",
+		"log.cleaner.backoff.ms":       "3600000",
+	}})
 }
 
 // TestEndToEndCompaction drives a real broker with franz-go: an idempotent
@@ -55,13 +30,11 @@ func stopServer(t *testing.T, srv *server.Server) {
 // start sees exactly the latest value of every live key (across compacted
 // gaps), and after a broker restart the same producer keeps producing.
 func TestEndToEndCompaction(t *testing.T) {
-	dir := t.TempDir()
-	srv := startServer(t, dir, "127.0.0.1:0")
-	defer func() { stopServer(t, srv) }()
+	srv := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr().String()), kgo.DefaultProduceTopic("users"),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr()), kgo.DefaultProduceTopic("users"),
 		kgo.ProducerBatchCompression(kgo.ZstdCompression()), kgo.ProducerLinger(0))
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +62,7 @@ func TestEndToEndCompaction(t *testing.T) {
 		}
 	}
 
-	resp, err := http.Post("http://"+srv.MetricsAddr().String()+"/v1/compaction/run?topic=users&partition=0", "", nil)
+	resp, err := http.Post("http://"+srv.MetricsAddr()+"/v1/compaction/run?topic=users&partition=0", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +77,7 @@ func TestEndToEndCompaction(t *testing.T) {
 
 	check := func() int {
 		t.Helper()
-		cons, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr().String()), kgo.ConsumeTopics("users"),
+		cons, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr()), kgo.ConsumeTopics("users"),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		if err != nil {
 			t.Fatal(err)
@@ -156,9 +129,7 @@ func TestEndToEndCompaction(t *testing.T) {
 
 	// Restart on the same port; the same idempotent producer (same client,
 	// producer id and sequence numbers) keeps producing.
-	addr := srv.Addr().String()
-	stopServer(t, srv)
-	srv = startServer(t, dir, addr)
+	srv.RestartSamePort()
 	for i := 0; i < 20; i++ {
 		k := fmt.Sprint("user-", i)
 		latest[k] = fmt.Sprint("after-", i)

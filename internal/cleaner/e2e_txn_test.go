@@ -22,13 +22,11 @@ import (
 // aborted record below the cleaned offset, and after a broker restart the
 // same transactional producer keeps committing.
 func TestEndToEndTransactionalCompaction(t *testing.T) {
-	dir := t.TempDir()
-	srv := startServer(t, dir, "127.0.0.1:0")
-	defer func() { stopServer(t, srv) }()
+	srv := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	seeds := kgo.SeedBrokers(srv.Addr().String())
+	seeds := kgo.SeedBrokers(srv.Addr())
 	txn, err := kgo.NewClient(seeds, kgo.DefaultProduceTopic("txusers"), kgo.TransactionalID("cleaner-e2e"),
 		kgo.ProducerBatchCompression(kgo.Lz4Compression()), kgo.ProducerLinger(0),
 		kgo.RequiredAcks(kgo.AllISRAcks()))
@@ -114,7 +112,7 @@ func TestEndToEndTransactionalCompaction(t *testing.T) {
 		}
 	}
 
-	resp, err := http.Post("http://"+srv.MetricsAddr().String()+"/v1/compaction/run?topic=txusers&partition=0", "", nil)
+	resp, err := http.Post("http://"+srv.MetricsAddr()+"/v1/compaction/run?topic=txusers&partition=0", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,9 +178,7 @@ func TestEndToEndTransactionalCompaction(t *testing.T) {
 
 	// Restart on the same port; the same transactional producer keeps
 	// committing.
-	addr := srv.Addr().String()
-	stopServer(t, srv)
-	srv = startServer(t, dir, addr)
+	srv.RestartSamePort()
 	for i := 60; i < 66; i++ {
 		runTxn(i, i%2 == 0)
 	}

@@ -75,7 +75,7 @@ func (b *testBroker) saramaMember(t *testing.T, group, topic string, s *seen, li
 	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
 	cfg.Metadata.Retry.Backoff = 100 * time.Millisecond
 	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange()}
-	cg, err := sarama.NewConsumerGroup([]string{b.addr()}, group, cfg)
+	cg, err := sarama.NewConsumerGroup([]string{b.Addr()}, group, cfg)
 	if err != nil {
 		t.Fatalf("sarama group: %v", err)
 	}
@@ -110,7 +110,7 @@ func TestSaramaGroup(t *testing.T) {
 	s := newSeen()
 	b.saramaMember(t, "g", "t", s, 0)
 	m2 := b.saramaMember(t, "g", "t", s, 0)
-	adm := b.admin()
+	adm := b.Admin()
 	waitSplit(t, adm, "g", "t", 2, parts)
 	waitFor(t, 30*time.Second, "all records consumed", func() bool { return s.len() == n })
 	// Kill member 2 without LeaveGroup: member 1 takes every partition.
@@ -128,7 +128,7 @@ func TestSaramaCommitRestartResume(t *testing.T) {
 	m := b.saramaMember(t, "g", "t", s1, n/3)
 	waitFor(t, 30*time.Second, "a third of the records", func() bool { return s1.len() >= n/3 })
 	m.close()
-	b.restart()
+	b.Restart()
 	s2 := newSeen()
 	b.saramaMember(t, "g", "t", s2, 0)
 	waitFor(t, 30*time.Second, "the rest of the records", func() bool { return s1.len()+s2.len() >= n })
@@ -149,7 +149,7 @@ func (b *testBroker) kafkaGoReader(t *testing.T, group, topic string, s *seen, l
 	t.Helper()
 	kr := &kafkaGoReader{ks: &killSwitch{}, done: make(chan struct{})}
 	kr.r = kafka.NewReader(kafka.ReaderConfig{
-		Brokers:           []string{b.addr()},
+		Brokers:           []string{b.Addr()},
 		GroupID:           group,
 		Topic:             topic,
 		Dialer:            &kafka.Dialer{ClientID: "strata-group-kafka-go", DialFunc: kr.ks.dial, Timeout: 5 * time.Second},
@@ -201,7 +201,7 @@ func TestKafkaGoGroup(t *testing.T) {
 	s := newSeen()
 	b.kafkaGoReader(t, "g", "t", s, 0)
 	r2 := b.kafkaGoReader(t, "g", "t", s, 0)
-	adm := b.admin()
+	adm := b.Admin()
 	waitSplit(t, adm, "g", "t", 2, parts)
 	waitFor(t, 30*time.Second, "all records consumed", func() bool { return s.len() == n })
 	r2.ks.kill()
@@ -218,7 +218,7 @@ func TestKafkaGoCommitRestartResume(t *testing.T) {
 	r := b.kafkaGoReader(t, "g", "t", s1, n/3)
 	waitFor(t, 30*time.Second, "a third of the records", func() bool { return s1.len() >= n/3 })
 	r.close()
-	b.restart()
+	b.Restart()
 	s2 := newSeen()
 	b.kafkaGoReader(t, "g", "t", s2, 0)
 	waitFor(t, 30*time.Second, "the rest of the records", func() bool { return s1.len()+s2.len() >= n })

@@ -30,7 +30,7 @@ func advertises(t *testing.T, adm *kadm.Client, key kmsg.Key) bool {
 // does not advertise ConsumerGroupHeartbeat and the test is skipped.
 func TestKgoConsumerProtocol(t *testing.T) {
 	b := startBroker(t, nil)
-	adm := b.admin()
+	adm := b.Admin()
 	if !advertises(t, adm, kmsg.ConsumerGroupHeartbeat) {
 		t.Skip("ConsumerGroupHeartbeat is not advertised: the server does not set group.Config.Topics yet")
 	}
@@ -60,7 +60,7 @@ func TestKgoConsumerProtocol(t *testing.T) {
 // broker and resumes exactly after the committed offsets.
 func TestKgoConsumerProtocolRestart(t *testing.T) {
 	b := startBroker(t, nil)
-	if !advertises(t, b.admin(), kmsg.ConsumerGroupHeartbeat) {
+	if !advertises(t, b.Admin(), kmsg.ConsumerGroupHeartbeat) {
 		t.Skip("ConsumerGroupHeartbeat is not advertised: the server does not set group.Config.Topics yet")
 	}
 	const parts, n = 3, 300
@@ -74,7 +74,7 @@ func TestKgoConsumerProtocolRestart(t *testing.T) {
 		t.Fatalf("commit: %v", err)
 	}
 	m.cl.Close()
-	b.restart()
+	b.Restart()
 	s2 := newSeen()
 	b.kgoMember(t, "g", "t", s2, opts...)
 	waitFor(t, 60*time.Second, "the rest of the records", func() bool { return s1.len()+s2.len() >= n })

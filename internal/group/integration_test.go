@@ -1,16 +1,14 @@
 package group_test
 
-// Real-client integration tests: an in-process Strata broker (server.New)
+// Real-client integration tests: an in-process Strata broker (servertest)
 // on a random port, driven by franz-go, sarama and kafka-go consumer groups.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
+	"maps"
 	"net"
-	"os"
 	"sort"
 	"strconv"
 	"sync"
@@ -21,94 +19,30 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/group"
-	"github.com/strata-io/strata/internal/server"
+	"github.com/strata-io/strata/internal/servertest"
 )
 
-// testBroker is a real broker over a temp log dir.
+// testBroker is a real broker (servertest) with the group tests' helpers.
 type testBroker struct {
-	t   testing.TB
-	dir string
-	ov  map[string]string
-	srv *server.Server
-	// startTook is how long the last server.New + Start took (log
-	// recovery and __consumer_offsets replay included).
-	startTook time.Duration
+	*servertest.Broker
+	t testing.TB
 }
 
+// startBroker starts a broker with overrides over the group tests'
+// defaults; its clients wait at most 100ms in a fetch.
 func startBroker(t testing.TB, overrides map[string]string) *testBroker {
 	t.Helper()
-	b := &testBroker{t: t, dir: t.TempDir(), ov: overrides}
-	b.start()
-	t.Cleanup(b.stop)
-	return b
+	settings := map[string]string{
+		"group.min.session.timeout.ms": "1000",
+		"offsets.topic.num.partitions": "5",
+	}
+	maps.Copy(settings, overrides)
+	return &testBroker{t: t, Broker: servertest.Start(t, servertest.Options{
+		Settings:   settings,
+		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(100 * time.Millisecond)},
+	})}
 }
-
-func (b *testBroker) start() {
-	b.t.Helper()
-	vals := map[string]string{
-		"log.dirs":                         b.dir,
-		"listeners":                        "PLAINTEXT://127.0.0.1:0",
-		"strata.metrics.listener":          "",
-		"group.initial.rebalance.delay.ms": "0",
-		"group.min.session.timeout.ms":     "1000",
-		"offsets.topic.num.partitions":     "5",
-	}
-	for k, v := range b.ov {
-		vals[k] = v
-	}
-	cfg, err := config.LoadBroker("", nil, vals)
-	if err != nil {
-		b.t.Fatalf("config: %v", err)
-	}
-	var w io.Writer = io.Discard
-	if os.Getenv("STRATA_TEST_LOG") != "" {
-		w = os.Stderr
-	}
-	began := time.Now()
-	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		b.t.Fatalf("server.New: %v", err)
-	}
-	if err := srv.Start(); err != nil {
-		b.t.Fatalf("Start: %v", err)
-	}
-	b.startTook = time.Since(began)
-	b.srv = srv
-}
-
-func (b *testBroker) stop() {
-	if b.srv == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := b.srv.Shutdown(ctx); err != nil {
-		b.t.Errorf("Shutdown: %v", err)
-	}
-	b.srv = nil
-}
-
-func (b *testBroker) restart() {
-	b.stop()
-	b.start()
-}
-
-func (b *testBroker) addr() string { return b.srv.Addr().String() }
-
-func (b *testBroker) client(opts ...kgo.Opt) *kgo.Client {
-	b.t.Helper()
-	opts = append([]kgo.Opt{kgo.SeedBrokers(b.addr()), kgo.FetchMaxWait(100 * time.Millisecond)}, opts...)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	b.t.Cleanup(cl.Close)
-	return cl
-}
-
-func (b *testBroker) admin() *kadm.Client { return kadm.NewClient(b.client()) }
 
 func ctxFor(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -121,7 +55,7 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 func (b *testBroker) createTopic(topic string, n int32, count int) {
 	b.t.Helper()
 	ctx := ctxFor(b.t, 30*time.Second)
-	if _, err := b.admin().CreateTopic(ctx, n, 1, nil, topic); err != nil {
+	if _, err := b.Admin().CreateTopic(ctx, n, 1, nil, topic); err != nil {
 		b.t.Fatalf("create %s: %v", topic, err)
 	}
 	b.produce(topic, 0, count)
@@ -130,7 +64,7 @@ func (b *testBroker) createTopic(topic string, n int32, count int) {
 // produce writes records from..to-1 round robin over the partitions.
 func (b *testBroker) produce(topic string, from, to int) {
 	b.t.Helper()
-	cl := b.client(kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.DefaultProduceTopic(topic))
+	cl := b.Client(kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.DefaultProduceTopic(topic))
 	ctx := ctxFor(b.t, 30*time.Second)
 	var recs []*kgo.Record
 	for i := from; i < to; i++ {
@@ -258,7 +192,7 @@ func (b *testBroker) kgoMemberLimit(t *testing.T, group, topic string, s *seen, 
 			m.mu.Unlock()
 		}),
 	}
-	m.cl = b.client(append(base, opts...)...)
+	m.cl = b.Client(append(base, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go func() {
@@ -378,7 +312,7 @@ func testKgoSplitAndKill(t *testing.T, balancer kgo.GroupBalancer) {
 	m1 := b.kgoMember(t, "g", "t", s, opts...)
 	m2 := b.kgoMember(t, "g", "t", s, opts...)
 	m3 := b.kgoMember(t, "g", "t", s, opts...)
-	adm := b.admin()
+	adm := b.Admin()
 	waitSplit(t, adm, "g", "t", 3, parts)
 	waitFor(t, 30*time.Second, "all records consumed", func() bool { return s.len() == n })
 
@@ -421,7 +355,7 @@ func TestKgoCommitRestartResume(t *testing.T) {
 		t.Fatalf("phase 1 consumed %d records, want %d", s1.len(), n/2)
 	}
 
-	b.restart()
+	b.Restart()
 	s2 := newSeen()
 	b.kgoMember(t, "g", "t", s2, kgo.DisableAutoCommit())
 	waitFor(t, 30*time.Second, "the rest of the records", func() bool { return s1.len()+s2.len() >= n })
@@ -451,7 +385,7 @@ func TestKgoStaticMemberRestart(t *testing.T) {
 	}
 	m1 := b.kgoMember(t, "g", "t", nil, opts("i1")...)
 	m2 := b.kgoMember(t, "g", "t", nil, opts("i2")...)
-	adm := b.admin()
+	adm := b.Admin()
 	before := waitSplit(t, adm, "g", "t", 2, parts)
 	waitFor(t, 30*time.Second, "both members assigned", func() bool {
 		m1.mu.Lock()
@@ -507,7 +441,7 @@ func TestLag(t *testing.T) {
 	}
 	b.produce("t", 100, 130) // 15 more per partition, not consumed by commit
 	m.stopPolling()
-	lags, err := b.admin().Lag(ctx, "g")
+	lags, err := b.Admin().Lag(ctx, "g")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +467,7 @@ func TestLag(t *testing.T) {
 func TestConsumerOnlyGroup(t *testing.T) {
 	b := startBroker(t, nil)
 	b.createTopic("t", 3, 30)
-	adm := b.admin()
+	adm := b.Admin()
 	ctx := ctxFor(t, 30*time.Second)
 	os := kadm.Offsets{}
 	os.Add(kadm.Offset{Topic: "t", Partition: 0, At: 4, LeaderEpoch: -1})
@@ -543,7 +477,7 @@ func TestConsumerOnlyGroup(t *testing.T) {
 		t.Fatalf("commit: %v %v", err, resp.Error())
 	}
 	// Existing tools can read the topic: Kafka's key and value schemas.
-	ocl := b.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+	ocl := b.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
 		"__consumer_offsets": {group.PartitionFor("tool", 5): kgo.NewOffset().AtStart()},
 	}))
 	fs := ocl.PollFetches(ctxFor(t, 30*time.Second))
@@ -561,8 +495,8 @@ func TestConsumerOnlyGroup(t *testing.T) {
 	}
 	ocl.Close()
 
-	b.restart()
-	adm = b.admin()
+	b.Restart()
+	adm = b.Admin()
 	got, err := adm.FetchOffsets(ctxFor(t, 30*time.Second), "tool")
 	if err != nil || got.Error() != nil {
 		t.Fatalf("fetch: %v", err)
@@ -574,7 +508,7 @@ func TestConsumerOnlyGroup(t *testing.T) {
 		t.Fatalf("partition 2 at %d %q", o.At, o.Metadata)
 	}
 	// A manual-assignment consumer (no group membership) resumes there.
-	cl := b.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"t": {2: kgo.NewOffset().At(got["t"][2].At)}}))
+	cl := b.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"t": {2: kgo.NewOffset().At(got["t"][2].At)}}))
 	fs = cl.PollFetches(ctxFor(t, 30*time.Second))
 	if recs := fs.Records(); len(recs) == 0 || recs[0].Offset != 7 {
 		t.Fatalf("manual consumer read %d records", len(recs))

@@ -65,7 +65,7 @@ func TestSoakConsumerOffsets(t *testing.T) {
 	b.createTopic("t", partitions, 0)
 	ctx := ctxFor(t, 60*time.Minute)
 	segBytes := "65536"
-	acr, err := b.admin().AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "segment.bytes", Value: &segBytes}}, "__consumer_offsets")
+	acr, err := b.Admin().AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "segment.bytes", Value: &segBytes}}, "__consumer_offsets")
 	if err != nil || acr[0].Err != nil {
 		t.Fatalf("set segment.bytes of __consumer_offsets: %v %v", err, acr)
 	}
@@ -74,7 +74,7 @@ func TestSoakConsumerOffsets(t *testing.T) {
 	sample := func(stop <-chan struct{}, done chan<- struct{}) {
 		defer close(done)
 		for {
-			if s := offsetsTopicSize(t, b.dir); s > maxSize.Load() {
+			if s := offsetsTopicSize(t, b.Dir); s > maxSize.Load() {
 				maxSize.Store(s)
 			}
 			select {
@@ -91,7 +91,7 @@ func TestSoakConsumerOffsets(t *testing.T) {
 	commitUpTo := func(upTo int64) time.Duration {
 		clients := make([]*kgo.Client, 4)
 		for i := range clients {
-			clients[i] = b.client()
+			clients[i] = b.Client()
 		}
 		stop, done := make(chan struct{}), make(chan struct{})
 		go sample(stop, done)
@@ -141,7 +141,7 @@ func TestSoakConsumerOffsets(t *testing.T) {
 		return took
 	}
 	verify := func() {
-		adm := b.admin()
+		adm := b.Admin()
 		for _, g := range []int{0, 37, 99} {
 			group := fmt.Sprintf("soak-%03d", g)
 			os, err := adm.FetchOffsets(ctxFor(t, 30*time.Second), group)
@@ -168,10 +168,10 @@ func TestSoakConsumerOffsets(t *testing.T) {
 		rate := float64(sum(next)-before) / took.Seconds()
 		// Give the cleaner a round, then restart and replay.
 		time.Sleep(2 * time.Second)
-		live := offsetsTopicSize(t, b.dir)
-		b.restart()
+		live := offsetsTopicSize(t, b.Dir)
+		b.Restart()
 		verify()
-		t.Logf("%-10d %-10.0f %-12d %-14d %-14d %-10s", sum(next), rate, live, maxSize.Load(), offsetsTopicSize(t, b.dir), b.startTook.Round(time.Millisecond))
+		t.Logf("%-10d %-10.0f %-12d %-14d %-14d %-10s", sum(next), rate, live, maxSize.Load(), offsetsTopicSize(t, b.Dir), b.StartTook().Round(time.Millisecond))
 	}
 	if m := maxSize.Load(); m > 32<<20 {
 		t.Fatalf("__consumer_offsets grew to %d bytes: the cleaner does not keep it bounded", m)

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 // so does Strata, on each creation and deletion too.
 func TestACLRequestsSecurityDisabled(t *testing.T) {
 	tb := startBroker(t, "", nil)
-	cl := tb.client()
+	cl := tb.Client()
 	ctx := ctxT(t)
 
 	d := kmsg.NewPtrDescribeACLsRequest()

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"context"
@@ -32,10 +32,10 @@ func fetchReq(topic string, offset int64, maxBytes, partMax, minBytes, maxWait i
 func TestFetchLimitsAndLongPoll(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	if _, err := tb.admin().CreateTopic(ctx, 1, 1, nil, "f"); err != nil {
+	if _, err := tb.Admin().CreateTopic(ctx, 1, 1, nil, "f"); err != nil {
 		t.Fatal(err)
 	}
-	cl := tb.client(kgo.DefaultProduceTopic("f"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
+	cl := tb.Client(kgo.DefaultProduceTopic("f"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
 	big := make([]byte, 64<<10)
 	rand.Read(big)
 	for i := 0; i < 3; i++ { // three batches of ~64 KiB
@@ -43,7 +43,7 @@ func TestFetchLimitsAndLongPoll(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	raw := tb.client()
+	raw := tb.Client()
 	// KIP-74: max bytes smaller than the first batch still returns it whole.
 	resp, err := fetchReq("f", 0, 1000, 1000, 1, 0).RequestWith(ctx, raw)
 	if err != nil {
@@ -99,11 +99,11 @@ func TestFetchLimitsAndLongPoll(t *testing.T) {
 func TestAdminAPIs(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	adm := tb.admin()
+	adm := tb.Admin()
 	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "adm"); err != nil {
 		t.Fatal(err)
 	}
-	cl := tb.client(kgo.DefaultProduceTopic("adm"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := tb.Client(kgo.DefaultProduceTopic("adm"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x"), Partition: 0}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -172,14 +172,14 @@ func TestAdminAPIs(t *testing.T) {
 func TestFetchSessions(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	if _, err := tb.admin().CreateTopic(ctx, 2, 1, nil, "s"); err != nil {
+	if _, err := tb.Admin().CreateTopic(ctx, 2, 1, nil, "s"); err != nil {
 		t.Fatal(err)
 	}
-	cl := tb.client(kgo.DefaultProduceTopic("s"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := tb.Client(kgo.DefaultProduceTopic("s"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("a"), Partition: 0}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	raw := tb.client()
+	raw := tb.Client()
 	// Initial (epoch 0): full answer, new session id.
 	req := fetchReq("s", 0, 1<<20, 1<<20, 0, 0)
 	p1 := kmsg.NewFetchRequestTopicPartition()

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"context"
@@ -45,10 +45,10 @@ func strataNoDurableTarget(b *testing.B, topic string, partitions int32) target 
 
 func strataTargetWith(b *testing.B, topic string, partitions int32, ov map[string]string) target {
 	tb := startBroker(b, "", ov)
-	if _, err := tb.srv.Broker().CreateTopic(createReq(topic, partitions)); err != nil {
+	if _, err := tb.Server().Broker().CreateTopic(createReq(topic, partitions)); err != nil {
 		b.Fatal(err)
 	}
-	return target{addr: tb.addr(), close: tb.stop}
+	return target{addr: tb.Addr(), close: tb.Close}
 }
 
 func kfakeTarget(b *testing.B, topic string, partitions int32) target {

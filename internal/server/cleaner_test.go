@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bytes"
@@ -30,10 +30,10 @@ func TestOneCleanerForAllLogDirs(t *testing.T) {
 	ctx := ctxT(t)
 	const parts = 4
 	compact, seg := "compact", "1024"
-	if _, err := tb.admin().CreateTopic(ctx, parts, 1, map[string]*string{"cleanup.policy": &compact, "segment.bytes": &seg}, "c"); err != nil {
+	if _, err := tb.Admin().CreateTopic(ctx, parts, 1, map[string]*string{"cleanup.policy": &compact, "segment.bytes": &seg}, "c"); err != nil {
 		t.Fatal(err)
 	}
-	cl := tb.client(kgo.DefaultProduceTopic("c"), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(900))
+	cl := tb.Client(kgo.DefaultProduceTopic("c"), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(900))
 	var recs []*kgo.Record
 	for p := int32(0); p < parts; p++ {
 		for i := 0; i < 200; i++ {
@@ -44,7 +44,7 @@ func TestOneCleanerForAllLogDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	resp, err := http.Post("http://"+tb.srv.MetricsAddr().String()+"/v1/compaction/run?topic=c", "", nil)
+	resp, err := http.Post("http://"+tb.Server().MetricsAddr().String()+"/v1/compaction/run?topic=c", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestOneCleanerForAllLogDirs(t *testing.T) {
 
 	// Each dir's checkpoint lists exactly the partitions that dir holds.
 	want := map[string][]string{}
-	for _, p := range tb.srv.Broker().Topic("c").Partitions {
+	for _, p := range tb.Server().Broker().Topic("c").Partitions {
 		want[p.BaseDir()] = append(want[p.BaseDir()], fmt.Sprintf("c %d ", p.Index))
 	}
 	if len(want) != 2 {

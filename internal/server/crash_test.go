@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"context"
@@ -29,9 +29,8 @@ func TestCrashChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("crash test helper")
 	}
-	tb := &testBroker{t: t, dir: dir}
-	tb.start()
-	if err := os.WriteFile(os.Getenv(envCrashAddr), []byte(tb.addr()), 0o644); err != nil {
+	tb := startBroker(t, dir, nil)
+	if err := os.WriteFile(os.Getenv(envCrashAddr), []byte(tb.Addr()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	select {} // until killed
@@ -112,7 +111,7 @@ func TestKill9KeepsAcknowledgedRecords(t *testing.T) {
 		t.Fatal("nothing acknowledged before the kill")
 	}
 	tb := startBroker(t, dir+"/data", nil)
-	p, err := tb.srv.Broker().Partition("crash", 0)
+	p, err := tb.Server().Broker().Partition("crash", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"context"
@@ -34,12 +34,12 @@ func waitMembers(t *testing.T, what string, check func(ctx context.Context) (boo
 func TestGroupClientInfo(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	adm := tb.admin()
+	adm := tb.Admin()
 	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "t"); err != nil {
 		t.Fatal(err)
 	}
-	classic := tb.client(kgo.ClientID("classic-client"), kgo.ConsumerGroup("g-classic"), kgo.ConsumeTopics("t"))
-	next := tb.client(kgo.ClientID("kip848-client"), kgo.ConsumerGroup("g-848"), kgo.ConsumeTopics("t"), kgo.ServerSideBalancer())
+	classic := tb.Client(kgo.ClientID("classic-client"), kgo.ConsumerGroup("g-classic"), kgo.ConsumeTopics("t"))
+	next := tb.Client(kgo.ClientID("kip848-client"), kgo.ConsumerGroup("g-848"), kgo.ConsumeTopics("t"), kgo.ServerSideBalancer())
 	for _, cl := range []*kgo.Client{classic, next} {
 		go func() { // joins the group; returns when the client closes
 			for !cl.PollFetches(context.Background()).IsClientClosed() {

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/servertest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,13 +18,13 @@ import (
 func sp(s string) *string { return &s }
 
 // consumeAll reads n records of topic from the given offsets.
-func consumeAll(t *testing.T, tb *testBroker, topic string, n int, opts ...kgo.Opt) []*kgo.Record {
+func consumeAll(t *testing.T, tb *servertest.Broker, topic string, n int, opts ...kgo.Opt) []*kgo.Record {
 	t.Helper()
 	ctx := ctxT(t)
 	if len(opts) == 0 {
 		opts = []kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}
 	}
-	cl := tb.client(opts...)
+	cl := tb.Client(opts...)
 	var out []*kgo.Record
 	for len(out) < n {
 		fs := cl.PollFetches(ctx)
@@ -37,7 +38,7 @@ func consumeAll(t *testing.T, tb *testBroker, topic string, n int, opts ...kgo.O
 
 func TestCreateTopicsConfigsAndRejections(t *testing.T) {
 	tb := startBroker(t, "", nil)
-	adm := tb.admin()
+	adm := tb.Admin()
 	ctx := ctxT(t)
 
 	resp, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{
@@ -118,10 +119,10 @@ func TestCreateTopicsConfigsAndRejections(t *testing.T) {
 func TestProduceConsumeKindsOffsetsTimestamps(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	if _, err := tb.admin().CreateTopic(ctx, 1, 1, nil, "kinds"); err != nil {
+	if _, err := tb.Admin().CreateTopic(ctx, 1, 1, nil, "kinds"); err != nil {
 		t.Fatal(err)
 	}
-	cl := tb.client(kgo.DefaultProduceTopic("kinds"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	cl := tb.Client(kgo.DefaultProduceTopic("kinds"), kgo.RequiredAcks(kgo.AllISRAcks()))
 	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 	recs := []*kgo.Record{
 		{Key: []byte("k1"), Value: []byte("keyed"), Timestamp: base},
@@ -156,7 +157,7 @@ func TestProduceConsumeKindsOffsetsTimestamps(t *testing.T) {
 		t.Errorf("from timestamp: first %d", fromTs[0].Offset)
 	}
 	// ListOffsets: earliest, latest, max timestamp, by time.
-	adm := tb.admin()
+	adm := tb.Admin()
 	if lo, err := adm.ListStartOffsets(ctx, "kinds"); err != nil || lo["kinds"][0].Offset != 0 {
 		t.Errorf("start offsets %v %v", lo, err)
 	}
@@ -193,10 +194,10 @@ func TestProduceConsumeKindsOffsetsTimestamps(t *testing.T) {
 func TestCompactedTopicRejectsNullKeys(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	if _, err := tb.admin().CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": sp("compact")}, "cmp"); err != nil {
+	if _, err := tb.Admin().CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": sp("compact")}, "cmp"); err != nil {
 		t.Fatal(err)
 	}
-	cl := tb.client(kgo.DefaultProduceTopic("cmp"), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0))
+	cl := tb.Client(kgo.DefaultProduceTopic("cmp"), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0))
 	err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("no key")}).FirstErr()
 	if !errors.Is(err, kerr.InvalidRecord) {
 		t.Fatalf("null key on compacted topic: %v, want INVALID_RECORD", err)
@@ -205,7 +206,7 @@ func TestCompactedTopicRejectsNullKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	// DeleteRecords on compact-only topic: POLICY_VIOLATION.
-	dr, err := tb.admin().DeleteRecords(ctx, kadm.Offsets{"cmp": {0: {Topic: "cmp", Partition: 0, At: 1}}})
+	dr, err := tb.Admin().DeleteRecords(ctx, kadm.Offsets{"cmp": {0: {Topic: "cmp", Partition: 0, At: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestCompactedTopicRejectsNullKeys(t *testing.T) {
 func TestAlterDescribeConfigs(t *testing.T) {
 	tb := startBroker(t, "", map[string]string{"log.retention.hours": "48"})
 	ctx := ctxT(t)
-	adm := tb.admin()
+	adm := tb.Admin()
 	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.bytes": sp("1000000")}, "cfg"); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestAlterDescribeConfigs(t *testing.T) {
 		t.Errorf("after incremental alter: segment.ms=%s cleanup.policy=%s retention.bytes source=%v",
 			m["segment.ms"].MaybeValue(), m["cleanup.policy"].MaybeValue(), m["retention.bytes"].Source)
 	}
-	if p, _ := tb.srv.Broker().Partition("cfg", 0); !p.Log.Config().Compact || p.Log.Config().SegmentMs != 10*time.Minute {
+	if p, _ := tb.Server().Broker().Partition("cfg", 0); !p.Log.Config().Compact || p.Log.Config().SegmentMs != 10*time.Minute {
 		t.Errorf("storage config not updated: %+v", p.Log.Config())
 	}
 	// SUBTRACT.
@@ -296,7 +297,7 @@ func TestAlterDescribeConfigs(t *testing.T) {
 			m["max.message.bytes"].MaybeValue(), m["segment.ms"].Source, m["cleanup.policy"].MaybeValue())
 	}
 	// The new max.message.bytes is honoured.
-	cl := tb.client(kgo.DefaultProduceTopic("cfg"), kgo.RecordRetries(0), kgo.DisableIdempotentWrite())
+	cl := tb.Client(kgo.DefaultProduceTopic("cfg"), kgo.RecordRetries(0), kgo.DisableIdempotentWrite())
 	big := make([]byte, 5000)
 	rand.Read(big)
 	err = cl.ProduceSync(ctx, &kgo.Record{Value: big}).FirstErr()
@@ -311,7 +312,7 @@ func TestAlterDescribeConfigs(t *testing.T) {
 	rr.ResourceName = "cfg"
 	rr.ConfigNames = []string{"retention.ms"}
 	req.Resources = append(req.Resources, rr)
-	dr, err := req.RequestWith(ctx, tb.client())
+	dr, err := req.RequestWith(ctx, tb.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,14 +325,14 @@ func TestAlterDescribeConfigs(t *testing.T) {
 func TestDeleteRecordsDeleteTopicRestart(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	adm := tb.admin()
+	adm := tb.Admin()
 	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"retention.ms": sp("86400000")}, "keep"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "gone"); err != nil {
 		t.Fatal(err)
 	}
-	cl := tb.client()
+	cl := tb.Client()
 	for i := 0; i < 20; i++ {
 		for _, topic := range []string{"keep", "gone"} {
 			r := &kgo.Record{Topic: topic, Partition: int32(i % 2), Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("%s-%d", topic, i))}
@@ -353,8 +354,8 @@ func TestDeleteRecordsDeleteTopicRestart(t *testing.T) {
 	}
 	before := td["keep"].ID
 
-	tb.restart()
-	adm = tb.admin()
+	tb.Restart()
+	adm = tb.Admin()
 	td, err = adm.ListTopics(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -402,10 +403,10 @@ func TestCompressionCodecsAndIdempotence(t *testing.T) {
 	codecs := map[string]kgo.CompressionCodec{"gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(), "lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression()}
 	for name, codec := range codecs {
 		topic := "codec-" + name
-		if _, err := tb.admin().CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		if _, err := tb.Admin().CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 			t.Fatal(err)
 		}
-		cl := tb.client(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(codec))
+		cl := tb.Client(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(codec))
 		var rs []*kgo.Record
 		for i := 0; i < 50; i++ {
 			rs = append(rs, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: bytes.Repeat([]byte(name), 100)})
@@ -419,7 +420,7 @@ func TestCompressionCodecsAndIdempotence(t *testing.T) {
 		}
 	}
 	// kgo is idempotent by default: InitProducerId + sequence numbers.
-	p, _ := tb.srv.Broker().Partition("codec-gzip", 0)
+	p, _ := tb.Server().Broker().Partition("codec-gzip", 0)
 	if p.Log.LogEndOffset() != 50 {
 		t.Errorf("end offset %d", p.Log.LogEndOffset())
 	}

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"testing"
@@ -13,7 +13,7 @@ import (
 func TestElectLeadersAndReassignments(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	createTopics(t, tb, 2, "lead")
-	cl := tb.client()
+	cl := tb.Client()
 	ctx := ctxT(t)
 
 	el := kmsg.NewPtrElectLeadersRequest()
@@ -36,7 +36,7 @@ func TestElectLeadersAndReassignments(t *testing.T) {
 	for _, c := range []struct {
 		p        int32
 		replicas []int32
-	}{{0, []int32{tb.srv.Broker().NodeID()}}, {1, []int32{7}}, {0, nil}} {
+	}{{0, []int32{tb.Server().Broker().NodeID()}}, {1, []int32{7}}, {0, nil}} {
 		rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
 		rp.Partition, rp.Replicas = c.p, c.replicas
 		at.Partitions = append(at.Partitions, rp)

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"github.com/klauspost/compress/snappy"
 	"github.com/pierrec/lz4/v4"
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/servertest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -218,7 +219,7 @@ func storedCodecs(t *testing.T, dir, topic string) []record.Compression {
 
 // checkConsumed reads want back with franz-go and compares keys, values
 // (null stays null) and timestamps (-1 for magic 0).
-func checkConsumed(t *testing.T, tb *testBroker, topic string, want []oldMsg) {
+func checkConsumed(t *testing.T, tb *servertest.Broker, topic string, want []oldMsg) {
 	t.Helper()
 	got := consumeAll(t, tb, topic, len(want),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
@@ -259,10 +260,10 @@ func TestProduceLegacyRawSocket(t *testing.T) {
 		{0, 0, record.None},
 		{0, 0, record.Snappy},
 	}
-	rc := dialRaw(t, tb.addr())
+	rc := dialRaw(t, tb.Addr())
 	for _, c := range cases {
 		topic := fmt.Sprintf("legacy-v%d-m%d-%s", c.version, c.magic, c.codec)
-		if _, err := tb.admin().CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		if _, err := tb.Admin().CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 			t.Fatal(err)
 		}
 		msgs := oldSample(c.magic, base)
@@ -276,7 +277,7 @@ func TestProduceLegacyRawSocket(t *testing.T) {
 			t.Fatalf("%s: second produce answer %+v", topic, p)
 		}
 		checkConsumed(t, tb, topic, append(slices.Clone(msgs), msgs[0]))
-		if got := storedCodecs(t, tb.dir, topic); !slices.Equal(got, []record.Compression{c.codec, c.codec}) {
+		if got := storedCodecs(t, tb.Dir, topic); !slices.Equal(got, []record.Compression{c.codec, c.codec}) {
 			t.Fatalf("%s: stored batch codecs %v, want two %v", topic, got, c.codec)
 		}
 	}
@@ -287,7 +288,7 @@ func TestProduceLegacyRawSocket(t *testing.T) {
 func TestProduceLegacyRejects(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	if _, err := tb.admin().CreateTopic(ctx, 1, 1, nil, "rej"); err != nil {
+	if _, err := tb.Admin().CreateTopic(ctx, 1, 1, nil, "rej"); err != nil {
 		t.Fatal(err)
 	}
 	good := oldMessageSet(t, 1, record.Gzip, oldSample(1, time.Now().UnixMilli()))
@@ -301,7 +302,7 @@ func TestProduceLegacyRejects(t *testing.T) {
 		w.Close()
 		return buf.Bytes()
 	}()})
-	rc := dialRaw(t, tb.addr())
+	rc := dialRaw(t, tb.Addr())
 	for _, c := range []struct {
 		name    string
 		records []byte
@@ -341,7 +342,7 @@ func TestProduceLegacyRejects(t *testing.T) {
 // it enables gzip, snappy and lz4.
 func TestProduceAdvertisesV0(t *testing.T) {
 	tb := startBroker(t, "", nil)
-	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctxT(t), tb.client())
+	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctxT(t), tb.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,12 +398,12 @@ func TestKcatProduceCompressed(t *testing.T) {
 		for _, codec := range []record.Compression{record.Gzip, record.Snappy, record.LZ4} {
 			t.Run(m.name+"/"+codec.String(), func(t *testing.T) {
 				topic := fmt.Sprintf("kcat-%s-%s", m.name, codec)
-				if _, err := tb.admin().CreateTopic(ctxT(t), 1, 1, nil, topic); err != nil {
+				if _, err := tb.Admin().CreateTopic(ctxT(t), 1, 1, nil, topic); err != nil {
 					t.Fatal(err)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()
-				args := append([]string{"-b", tb.addr(), "-P", "-t", topic, "-p", "0", "-K:", "-z", codec.String(),
+				args := append([]string{"-b", tb.Addr(), "-P", "-t", topic, "-p", "0", "-K:", "-z", codec.String(),
 					"-X", "linger.ms=100", "-X", "debug=msg"}, m.args...)
 				cmd := exec.CommandContext(ctx, kcat, args...)
 				cmd.Stdin = bytes.NewReader(input)
@@ -413,7 +414,7 @@ func TestKcatProduceCompressed(t *testing.T) {
 				if bytes.Contains(out, []byte("not compressing")) || !bytes.Contains(out, []byte(m.api+", MsgId")) {
 					t.Fatalf("librdkafka did not produce with %q and %v:\n%s", m.api, codec, out)
 				}
-				codecs := storedCodecs(t, tb.dir, topic)
+				codecs := storedCodecs(t, tb.Dir, topic)
 				if len(codecs) == 0 {
 					t.Fatal("nothing stored")
 				}
@@ -508,17 +509,17 @@ func TestKafkaPythonProduceLegacy(t *testing.T) {
 			}
 			t.Run(mode.version+"/"+codec.String(), func(t *testing.T) {
 				topic := fmt.Sprintf("kpy-%d-%s", mode.magic, codec)
-				if _, err := tb.admin().CreateTopic(ctxT(t), 1, 1, nil, topic); err != nil {
+				if _, err := tb.Admin().CreateTopic(ctxT(t), 1, 1, nil, topic); err != nil {
 					t.Fatal(err)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
-				cmd := exec.CommandContext(ctx, py, "-c", kafkaPythonScript, tb.addr(), topic, codec.String(), mode.version, fmt.Sprint(base))
+				cmd := exec.CommandContext(ctx, py, "-c", kafkaPythonScript, tb.Addr(), topic, codec.String(), mode.version, fmt.Sprint(base))
 				cmd.Stdin = bytes.NewReader(input)
 				if out, err := cmd.CombinedOutput(); err != nil {
 					t.Fatalf("kafka-python: %v\n%s", err, out)
 				}
-				codecs := storedCodecs(t, tb.dir, topic)
+				codecs := storedCodecs(t, tb.Dir, topic)
 				if len(codecs) == 0 {
 					t.Fatal("nothing stored")
 				}

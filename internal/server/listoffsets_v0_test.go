@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"fmt"
@@ -54,7 +54,7 @@ func listOffsetsV0(t *testing.T, rc *rawConn, q v0Query) (int16, []int64) {
 func TestListOffsetsV0(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	adm := tb.admin()
+	adm := tb.Admin()
 	// 200 bytes hold one of the 108-byte uncompressed batches below: one
 	// batch per segment, so segment base offsets are 0, 1, 2, ...
 	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"segment.bytes": sp("200")}, "lo0"); err != nil {
@@ -62,7 +62,7 @@ func TestListOffsetsV0(t *testing.T) {
 	}
 	const n = 5
 	t0 := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
-	cl := tb.client(kgo.DefaultProduceTopic("lo0"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	cl := tb.Client(kgo.DefaultProduceTopic("lo0"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	for i := 0; i < n; i++ {
 		r := &kgo.Record{Value: []byte(strings.Repeat("v", 40)), Timestamp: t0.Add(time.Duration(i) * time.Second)}
@@ -73,7 +73,7 @@ func TestListOffsetsV0(t *testing.T) {
 	ms := func(i int) int64 { return t0.Add(time.Duration(i) * time.Second).UnixMilli() }
 	future := time.Now().Add(time.Hour).UnixMilli()
 
-	rc := dialRaw(t, tb.addr())
+	rc := dialRaw(t, tb.Addr())
 	check := func(q v0Query, wantCode int16, want []int64) {
 		t.Helper()
 		code, got := listOffsetsV0(t, rc, q)

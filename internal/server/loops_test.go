@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"errors"
@@ -14,19 +14,19 @@ import (
 func TestRetentionLoopDeletesOldSegments(t *testing.T) {
 	tb := startBroker(t, "", map[string]string{"log.retention.check.interval.ms": "100"})
 	ctx := ctxT(t)
-	if _, err := tb.admin().CreateTopic(ctx, 1, 1, map[string]*string{
+	if _, err := tb.Admin().CreateTopic(ctx, 1, 1, map[string]*string{
 		"segment.bytes": sp("16384"), "retention.ms": sp("60000"), "file.delete.delay.ms": sp("0"),
 	}, "ret"); err != nil {
 		t.Fatal(err)
 	}
-	cl := tb.client(kgo.DefaultProduceTopic("ret"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
+	cl := tb.Client(kgo.DefaultProduceTopic("ret"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
 	old := time.Now().Add(-time.Hour)
 	for i := 0; i < 60; i++ {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 1024), Timestamp: old}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	p, _ := tb.srv.Broker().Partition("ret", 0)
+	p, _ := tb.Server().Broker().Partition("ret", 0)
 	deadline := time.Now().Add(10 * time.Second)
 	for p.Log.LogStartOffset() == 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
@@ -41,14 +41,14 @@ func TestRetentionLoopDeletesOldSegments(t *testing.T) {
 func TestMinInsyncReplicasHonoured(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	if _, err := tb.admin().CreateTopic(ctx, 1, 1, map[string]*string{"min.insync.replicas": sp("2")}, "isr"); err != nil {
+	if _, err := tb.Admin().CreateTopic(ctx, 1, 1, map[string]*string{"min.insync.replicas": sp("2")}, "isr"); err != nil {
 		t.Fatal(err)
 	}
-	all := tb.client(kgo.DefaultProduceTopic("isr"), kgo.RecordRetries(0), kgo.RecordDeliveryTimeout(3*time.Second))
+	all := tb.Client(kgo.DefaultProduceTopic("isr"), kgo.RecordRetries(0), kgo.RecordDeliveryTimeout(3*time.Second))
 	if err := all.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.NotEnoughReplicas) {
 		t.Errorf("acks=all with min.insync.replicas=2: %v", err)
 	}
-	one := tb.client(kgo.DefaultProduceTopic("isr"), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	one := tb.Client(kgo.DefaultProduceTopic("isr"), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
 	if err := one.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 		t.Errorf("acks=1: %v", err)
 	}
@@ -59,14 +59,14 @@ func TestMinInsyncReplicasHonoured(t *testing.T) {
 func TestManyConnections(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	if _, err := tb.admin().CreateTopic(ctx, 3, 1, nil, "many"); err != nil {
+	if _, err := tb.Admin().CreateTopic(ctx, 3, 1, nil, "many"); err != nil {
 		t.Fatal(err)
 	}
 	const clients, per = 20, 50
 	errs := make(chan error, clients)
 	for c := 0; c < clients; c++ {
 		go func(c int) {
-			cl, err := kgo.NewClient(kgo.SeedBrokers(tb.addr()), kgo.DefaultProduceTopic("many"))
+			cl, err := kgo.NewClient(kgo.SeedBrokers(tb.Addr()), kgo.DefaultProduceTopic("many"))
 			if err != nil {
 				errs <- err
 				return

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"testing"
@@ -15,7 +15,7 @@ import (
 func TestMetadataAutoCreateAnswersLeaderNotAvailable(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	cl := tb.client()
+	cl := tb.Client()
 	for _, v := range []int16{1, 12} {
 		name := "auto-v" + string(rune('0'+v%10))
 		req := kmsg.NewPtrMetadataRequest()
@@ -31,7 +31,7 @@ func TestMetadataAutoCreateAnswersLeaderNotAvailable(t *testing.T) {
 		if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != kerr.LeaderNotAvailable.Code || len(resp.Topics[0].Partitions) != 0 {
 			t.Fatalf("v%d creating request: %+v, want LEADER_NOT_AVAILABLE and no partitions", v, resp.Topics)
 		}
-		if tb.srv.Broker().Topic(name) == nil {
+		if tb.Server().Broker().Topic(name) == nil {
 			t.Fatalf("v%d: topic %s not created", v, name)
 		}
 		resp, err = req.RequestWith(ctx, cl)

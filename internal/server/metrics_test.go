@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"io"
@@ -13,15 +13,15 @@ import (
 func TestMetricsEndpoint(t *testing.T) {
 	tb := startBroker(t, "", map[string]string{"strata.metrics.listener": "127.0.0.1:0"})
 	ctx := ctxT(t)
-	if _, err := tb.admin().CreateTopic(ctx, 1, 1, nil, "m"); err != nil {
+	if _, err := tb.Admin().CreateTopic(ctx, 1, 1, nil, "m"); err != nil {
 		t.Fatal(err)
 	}
-	cl := tb.client(kgo.DefaultProduceTopic("m"))
+	cl := tb.Client(kgo.DefaultProduceTopic("m"))
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	consumeAll(t, tb, "m", 1)
-	base := "http://" + tb.srv.MetricsAddr().String()
+	base := "http://" + tb.Server().MetricsAddr().String()
 	get := func(path string) (int, string) {
 		t.Helper()
 		resp, err := http.Get(base + path)

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"errors"
@@ -62,10 +62,10 @@ func initPID(t *testing.T, cl *kgo.Client) int64 {
 func TestIdempotentProduceSurvivesRestart(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	if _, err := tb.admin().CreateTopic(ctx, 1, 1, nil, "idem"); err != nil {
+	if _, err := tb.Admin().CreateTopic(ctx, 1, 1, nil, "idem"); err != nil {
 		t.Fatal(err)
 	}
-	cl := tb.client()
+	cl := tb.Client()
 	pid := initPID(t, cl)
 	b0 := idemBatch(t, pid, 0, 3)
 	if r := produceRaw(t, cl, "idem", b0); r.ErrorCode != 0 || r.BaseOffset != 0 {
@@ -81,8 +81,8 @@ func TestIdempotentProduceSurvivesRestart(t *testing.T) {
 	if r := produceRaw(t, cl, "idem", idemBatch(t, pid, 9, 1)); r.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
 		t.Fatalf("gap: error %d, want 45", r.ErrorCode)
 	}
-	tb.restart()
-	cl = tb.client()
+	tb.Restart()
+	cl = tb.Client()
 	if r := produceRaw(t, cl, "idem", idemBatch(t, pid, 3, 2)); r.ErrorCode != 0 || r.BaseOffset != 3 {
 		t.Fatalf("duplicate after restart: %+v", r)
 	}
@@ -92,7 +92,7 @@ func TestIdempotentProduceSurvivesRestart(t *testing.T) {
 	if pid2 := initPID(t, cl); pid2 <= pid {
 		t.Errorf("producer id reused after restart: %d then %d", pid, pid2)
 	}
-	p, _ := tb.srv.Broker().Partition("idem", 0)
+	p, _ := tb.Server().Broker().Partition("idem", 0)
 	if p.Log.LogEndOffset() != 6 {
 		t.Errorf("log end offset %d, want 6", p.Log.LogEndOffset())
 	}
@@ -101,11 +101,11 @@ func TestIdempotentProduceSurvivesRestart(t *testing.T) {
 func TestAcksZeroAndOne(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	if _, err := tb.admin().CreateTopic(ctx, 1, 1, nil, "acks"); err != nil {
+	if _, err := tb.Admin().CreateTopic(ctx, 1, 1, nil, "acks"); err != nil {
 		t.Fatal(err)
 	}
 	for _, acks := range []kgo.Acks{kgo.NoAck(), kgo.LeaderAck()} {
-		cl := tb.client(kgo.DefaultProduceTopic("acks"), kgo.RequiredAcks(acks), kgo.DisableIdempotentWrite())
+		cl := tb.Client(kgo.DefaultProduceTopic("acks"), kgo.RequiredAcks(acks), kgo.DisableIdempotentWrite())
 		for i := 0; i < 5; i++ {
 			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 				t.Fatal(err)
@@ -120,12 +120,12 @@ func TestAcksZeroAndOne(t *testing.T) {
 func TestAutoCreateDisabled(t *testing.T) {
 	tb := startBroker(t, "", map[string]string{"auto.create.topics.enable": "false"})
 	ctx := ctxT(t)
-	cl := tb.client(kgo.DefaultProduceTopic("nope"), kgo.AllowAutoTopicCreation(), kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(2*time.Second))
+	cl := tb.Client(kgo.DefaultProduceTopic("nope"), kgo.AllowAutoTopicCreation(), kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(2*time.Second))
 	err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr()
 	if !errors.Is(err, kerr.UnknownTopicOrPartition) && err == nil {
 		t.Errorf("produce to missing topic with auto-create off: %v", err)
 	}
-	if tb.srv.Broker().Topic("nope") != nil {
+	if tb.Server().Broker().Topic("nope") != nil {
 		t.Error("topic was auto-created")
 	}
 }
@@ -133,10 +133,10 @@ func TestAutoCreateDisabled(t *testing.T) {
 func TestSendfileUsedForFetch(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	if _, err := tb.admin().CreateTopic(ctx, 1, 1, nil, "zc"); err != nil {
+	if _, err := tb.Admin().CreateTopic(ctx, 1, 1, nil, "zc"); err != nil {
 		t.Fatal(err)
 	}
-	cl := tb.client(kgo.DefaultProduceTopic("zc"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	cl := tb.Client(kgo.DefaultProduceTopic("zc"), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	var rs []*kgo.Record
 	for i := 0; i < 100; i++ {
 		rs = append(rs, &kgo.Record{Value: make([]byte, 1024)})
@@ -144,9 +144,9 @@ func TestSendfileUsedForFetch(t *testing.T) {
 	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	calls0, bytes0 := tb.srv.Protocol().SendfileCalls()
+	calls0, bytes0 := tb.Server().Protocol().SendfileCalls()
 	got := consumeAll(t, tb, "zc", 100)
-	calls, bytes := tb.srv.Protocol().SendfileCalls()
+	calls, bytes := tb.Server().Protocol().SendfileCalls()
 	if len(got) != 100 || calls <= calls0 || bytes-bytes0 < 100*1024 {
 		t.Errorf("sendfile not used: %d calls, %d bytes for %d records", calls-calls0, bytes-bytes0, len(got))
 	}
@@ -155,10 +155,10 @@ func TestSendfileUsedForFetch(t *testing.T) {
 func TestConsumerGroupCommitsSurviveRestart(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	if _, err := tb.admin().CreateTopic(ctx, 2, 1, nil, "grp"); err != nil {
+	if _, err := tb.Admin().CreateTopic(ctx, 2, 1, nil, "grp"); err != nil {
 		t.Fatal(err)
 	}
-	cl := tb.client(kgo.DefaultProduceTopic("grp"))
+	cl := tb.Client(kgo.DefaultProduceTopic("grp"))
 	for i := 0; i < 10; i++ {
 		if err := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte("v")}).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -167,7 +167,7 @@ func TestConsumerGroupCommitsSurviveRestart(t *testing.T) {
 	got := consumeAll(t, tb, "grp", 10, kgo.ConsumeTopics("grp"), kgo.ConsumerGroup("g1"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
 	_ = got
-	c2 := tb.client(kgo.ConsumeTopics("grp"), kgo.ConsumerGroup("g2"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	c2 := tb.Client(kgo.ConsumeTopics("grp"), kgo.ConsumerGroup("g2"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	n := 0
 	for n < 10 {
 		fs := c2.PollFetches(ctx)
@@ -180,8 +180,8 @@ func TestConsumerGroupCommitsSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	c2.Close()
-	tb.restart()
-	lag, err := tb.admin().FetchOffsets(ctxT(t), "g2")
+	tb.Restart()
+	lag, err := tb.Admin().FetchOffsets(ctxT(t), "g2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestConsumerGroupCommitsSurviveRestart(t *testing.T) {
 func TestPerRecordErrorsOnCompactedTopic(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	if _, err := tb.admin().CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": sp("compact")}, "keys"); err != nil {
+	if _, err := tb.Admin().CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": sp("compact")}, "keys"); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now().UnixMilli()
@@ -208,11 +208,11 @@ func TestPerRecordErrorsOnCompactedTopic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := produceRaw(t, tb.client(), "keys", batch)
+	r := produceRaw(t, tb.Client(), "keys", batch)
 	if r.ErrorCode != kerr.InvalidRecord.Code || len(r.ErrorRecords) != 1 || r.ErrorRecords[0].RelativeOffset != 1 || r.ErrorMessage == nil {
 		t.Errorf("null key in batch: %+v", r)
 	}
-	if p, _ := tb.srv.Broker().Partition("keys", 0); p.Log.LogEndOffset() != 0 {
+	if p, _ := tb.Server().Broker().Partition("keys", 0); p.Log.LogEndOffset() != 0 {
 		t.Errorf("partial batch appended: end offset %d", p.Log.LogEndOffset())
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"encoding/binary"
@@ -44,7 +44,7 @@ func expectClosed(t *testing.T, c net.Conn, what string) {
 func TestGarbageClosesOnlyThatConnection(t *testing.T) {
 	tb := startBroker(t, "", map[string]string{"socket.request.max.bytes": "1048576"})
 	ctx := ctxT(t)
-	good := tb.client(kgo.DefaultProduceTopic("robust"), kgo.AllowAutoTopicCreation())
+	good := tb.Client(kgo.DefaultProduceTopic("robust"), kgo.AllowAutoTopicCreation())
 	if err := good.ProduceSync(ctx, &kgo.Record{Value: []byte("before")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestGarbageClosesOnlyThatConnection(t *testing.T) {
 		"truncated frame":  valid[:len(valid)-5],
 	}
 	for name, payload := range cases {
-		c, err := net.Dial("tcp", tb.addr())
+		c, err := net.Dial("tcp", tb.Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestGarbageClosesOnlyThatConnection(t *testing.T) {
 		c.Close()
 	}
 	// A pipelined well-behaved raw client gets in-order answers.
-	c, err := net.Dial("tcp", tb.addr())
+	c, err := net.Dial("tcp", tb.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestGarbageClosesOnlyThatConnection(t *testing.T) {
 func TestApiVersionsExact(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	cl := tb.client()
+	cl := tb.Client()
 	req := kmsg.NewPtrApiVersionsRequest()
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
@@ -143,7 +143,7 @@ func TestApiVersionsExact(t *testing.T) {
 		}
 	}
 	// ApiVersions above the served version: v0 answer with UNSUPPORTED_VERSION.
-	c, err := net.Dial("tcp", tb.addr())
+	c, err := net.Dial("tcp", tb.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,12 +172,12 @@ func TestApiVersionsExact(t *testing.T) {
 func TestAdvertisedListener(t *testing.T) {
 	tb := startBroker(t, "", map[string]string{"advertised.listeners": "PLAINTEXT://kafka.example:19092"})
 	ctx := ctxT(t)
-	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, tb.client())
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, tb.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(resp.Brokers) != 1 || resp.Brokers[0].Host != "kafka.example" || resp.Brokers[0].Port != 19092 {
-		t.Errorf("advertised broker: %+v (bound %s)", resp.Brokers, tb.addr())
+		t.Errorf("advertised broker: %+v (bound %s)", resp.Brokers, tb.Addr())
 	}
 	if resp.ClusterID == nil || *resp.ClusterID == "" || resp.ControllerID != 1 {
 		t.Errorf("cluster id / controller: %v %d", resp.ClusterID, resp.ControllerID)

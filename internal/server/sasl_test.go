@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"crypto/tls"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/servertest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -35,15 +36,15 @@ func saslOverrides() map[string]string {
 
 // roundTrip creates topic (if new), produces n records and reads them
 // back with a client authenticating with mech.
-func roundTrip(t *testing.T, tb *testBroker, mech sasl.Mechanism, topic string, n int, extra ...kgo.Opt) {
+func roundTrip(t *testing.T, tb *servertest.Broker, mech sasl.Mechanism, topic string, n int, extra ...kgo.Opt) {
 	t.Helper()
 	ctx := ctxT(t)
 	opts := append([]kgo.Opt{kgo.SASL(mech)}, extra...)
-	adm := kadm.NewClient(tb.client(opts...))
+	adm := kadm.NewClient(tb.Client(opts...))
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		t.Fatalf("%s: create topic: %v", mech.Name(), err)
 	}
-	cl := tb.client(append(opts, kgo.DefaultProduceTopic(topic))...)
+	cl := tb.Client(append(opts, kgo.DefaultProduceTopic(topic))...)
 	var rs []*kgo.Record
 	for i := range n {
 		rs = append(rs, &kgo.Record{Value: []byte{byte(i)}})
@@ -63,9 +64,9 @@ func roundTrip(t *testing.T, tb *testBroker, mech sasl.Mechanism, topic string, 
 }
 
 // authFails checks that mech is refused with SASL_AUTHENTICATION_FAILED.
-func authFails(t *testing.T, tb *testBroker, mech sasl.Mechanism, extra ...kgo.Opt) {
+func authFails(t *testing.T, tb *servertest.Broker, mech sasl.Mechanism, extra ...kgo.Opt) {
 	t.Helper()
-	cl := tb.client(append([]kgo.Opt{kgo.SASL(mech), kgo.RetryTimeout(time.Second)}, extra...)...)
+	cl := tb.Client(append([]kgo.Opt{kgo.SASL(mech), kgo.RetryTimeout(time.Second)}, extra...)...)
 	_, err := kadm.NewClient(cl).ListTopics(ctxT(t))
 	if !errors.Is(err, kerr.SaslAuthenticationFailed) {
 		t.Fatalf("%s with a wrong password: got %v, want SASL_AUTHENTICATION_FAILED", mech.Name(), err)
@@ -82,7 +83,7 @@ func TestSASLPlainAndScram(t *testing.T) {
 	alice := plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()
 	roundTrip(t, tb, alice, "sasl", 10)
 
-	adm := kadm.NewClient(tb.client(kgo.SASL(alice)))
+	adm := kadm.NewClient(tb.Client(kgo.SASL(alice)))
 	res, err := adm.AlterUserSCRAMs(ctxT(t), nil, []kadm.UpsertSCRAM{
 		{User: "bob", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "bob-secret"},
 		{User: "bob", Mechanism: kadm.ScramSha512, Iterations: 8192, Password: "bob-512"},
@@ -135,7 +136,7 @@ func TestSASLPlainAndScram(t *testing.T) {
 		t.Error("JAAS setting not described")
 	}
 
-	tb.restart()
+	tb.Restart()
 	roundTrip(t, tb, bob256, "sasl", 3)
 	roundTrip(t, tb, bob512, "sasl", 3)
 	authFails(t, tb, scram.Auth{User: "dave", Pass: "dave-secret"}.AsSha256Mechanism())
@@ -146,7 +147,7 @@ func TestSASLPlainAndScram(t *testing.T) {
 // PLAINTEXT listener (served there as by Kafka without an authorizer).
 func TestScramAdminErrors(t *testing.T) {
 	tb := startBroker(t, "", nil)
-	cl := tb.client()
+	cl := tb.Client()
 	ctx := ctxT(t)
 	up := func(user string, mech int8, iters int32, salt []byte) kmsg.AlterUserSCRAMCredentialsRequestUpsertion {
 		u := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
@@ -293,10 +294,10 @@ func TestSASLUnauthenticatedClosed(t *testing.T) {
 	}
 	// After authentication large requests are served (a 1 MiB record).
 	carol := kgo.SASL(plain.Auth{User: "carol", Pass: "carol-secret"}.AsMechanism())
-	if err := tb.client(carol, kgo.ProducerBatchMaxBytes(2<<20), kgo.AllowAutoTopicCreation()).ProduceSync(ctxT(t), &kgo.Record{Topic: "big", Value: make([]byte, 1<<20)}).FirstErr(); err != nil {
+	if err := tb.Client(carol, kgo.ProducerBatchMaxBytes(2<<20), kgo.AllowAutoTopicCreation()).ProduceSync(ctxT(t), &kgo.Record{Topic: "big", Value: make([]byte, 1<<20)}).FirstErr(); err != nil {
 		t.Errorf("1 MiB record after authentication: %v", err)
 	}
-	keys := apiKeys(t, tb.client(carol))
+	keys := apiKeys(t, tb.Client(carol))
 	for _, k := range []int16{17, 36, 50, 51} {
 		if !slices.Contains(keys, k) {
 			t.Errorf("SASL listener does not advertise key %d", k)
@@ -317,22 +318,22 @@ func TestSASLSSL(t *testing.T) {
 	tlsOpt := kgo.DialTLSConfig(p.ClientConfig(false))
 	alice := plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()
 	roundTrip(t, tb, alice, "sasl-ssl", 5, tlsOpt)
-	adm := kadm.NewClient(tb.client(kgo.SASL(alice), tlsOpt))
+	adm := kadm.NewClient(tb.Client(kgo.SASL(alice), tlsOpt))
 	if _, err := adm.AlterUserSCRAMs(ctxT(t), nil, []kadm.UpsertSCRAM{{User: "erin", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "erin-secret"}}); err != nil {
 		t.Fatal(err)
 	}
 	roundTrip(t, tb, scram.Auth{User: "erin", Pass: "erin-secret"}.AsSha512Mechanism(), "sasl-ssl", 5, tlsOpt)
 	authFails(t, tb, plain.Auth{User: "alice", Pass: "nope"}.AsMechanism(), tlsOpt)
-	if _, err := tls.Dial("tcp", tb.addr(), &tls.Config{ServerName: "127.0.0.1"}); err == nil {
+	if _, err := tls.Dial("tcp", tb.Addr(), &tls.Config{ServerName: "127.0.0.1"}); err == nil {
 		t.Error("a client not trusting the test CA completed the handshake")
 	}
 }
 
 // dialT opens a raw connection closed at test end, with a deadline so a
 // hang fails instead of blocking the package.
-func dialT(t *testing.T, tb *testBroker) net.Conn {
+func dialT(t *testing.T, tb *servertest.Broker) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", tb.addr())
+	c, err := net.Dial("tcp", tb.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"fmt"
@@ -9,19 +9,19 @@ import (
 
 func TestSmokeProduceConsume(t *testing.T) {
 	tb := startBroker(t, "", nil)
-	adm := tb.admin()
+	adm := tb.Admin()
 	ctx := ctxT(t)
 	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "smoke"); err != nil {
 		t.Fatal(err)
 	}
-	cl := tb.client(kgo.DefaultProduceTopic("smoke"))
+	cl := tb.Client(kgo.DefaultProduceTopic("smoke"))
 	for i := 0; i < 10; i++ {
 		r := &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf("v%d", i))}
 		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cons := tb.client(kgo.ConsumeTopics("smoke"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cons := tb.Client(kgo.ConsumeTopics("smoke"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	got := 0
 	for got < 10 {
 		fs := cons.PollFetches(ctx)

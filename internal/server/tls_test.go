@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/servertest"
 	"github.com/strata-io/strata/internal/tlstest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -49,14 +50,14 @@ func apiVersionsRoundTrip(c net.Conn) error {
 
 // produceConsumeTLS creates a topic, produces n records and reads them back
 // over TLS with franz-go.
-func produceConsumeTLS(t *testing.T, tb *testBroker, cfg *tls.Config, topic string, n int) {
+func produceConsumeTLS(t *testing.T, tb *servertest.Broker, cfg *tls.Config, topic string, n int) {
 	t.Helper()
 	ctx := ctxT(t)
-	adm := kadm.NewClient(tb.client(kgo.DialTLSConfig(cfg)))
+	adm := kadm.NewClient(tb.Client(kgo.DialTLSConfig(cfg)))
 	if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
 		t.Fatalf("create topic over TLS: %v", err)
 	}
-	cl := tb.client(kgo.DialTLSConfig(cfg), kgo.DefaultProduceTopic(topic))
+	cl := tb.Client(kgo.DialTLSConfig(cfg), kgo.DefaultProduceTopic(topic))
 	var rs []*kgo.Record
 	for i := range n {
 		rs = append(rs, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: bytes.Repeat([]byte{'v'}, 1000)})
@@ -86,10 +87,10 @@ func TestTLSListener(t *testing.T) {
 		"ssl.keystore.certificate.chain": p.ServerChainPEM,
 	})
 	produceConsumeTLS(t, tb, p.ClientConfig(false), "tls", 200)
-	if calls, _ := tb.srv.Protocol().SendfileCalls(); calls != 0 {
+	if calls, _ := tb.Server().Protocol().SendfileCalls(); calls != 0 {
 		t.Errorf("sendfile used on a TLS connection: %d calls", calls)
 	}
-	adm := kadm.NewClient(tb.client(kgo.DialTLSConfig(p.ClientConfig(false))))
+	adm := kadm.NewClient(tb.Client(kgo.DialTLSConfig(p.ClientConfig(false))))
 	rcs, err := adm.DescribeBrokerConfigs(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +118,7 @@ func TestTLSBadClientsClosedAlone(t *testing.T) {
 	p := genPKI(t)
 	logs := &syncBuffer{}
 	tb := startBrokerLog(t, "", map[string]string{"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": p.ServerKeystore}, logs)
-	good, err := tls.Dial("tcp", tb.addr(), p.ClientConfig(false))
+	good, err := tls.Dial("tcp", tb.Addr(), p.ClientConfig(false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestTLSBadClientsClosedAlone(t *testing.T) {
 		t.Fatalf("TLS client: %v", err)
 	}
 
-	plain, err := net.Dial("tcp", tb.addr())
+	plain, err := net.Dial("tcp", tb.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestTLSBadClientsClosedAlone(t *testing.T) {
 		t.Errorf("no log line for the plaintext client:\n%s", logs.String())
 	}
 
-	if _, err := tls.Dial("tcp", tb.addr(), &tls.Config{ServerName: "127.0.0.1"}); err == nil {
+	if _, err := tls.Dial("tcp", tb.Addr(), &tls.Config{ServerName: "127.0.0.1"}); err == nil {
 		t.Error("a client not trusting the test CA completed the handshake")
 	}
 
@@ -158,7 +159,7 @@ func TestTLSClientAuth(t *testing.T) {
 		"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": p.ServerKeystore,
 		"ssl.client.auth": "required", "ssl.truststore.location": p.CAFile,
 	}, logs)
-	anon, err := tls.Dial("tcp", tb.addr(), p.ClientConfig(false))
+	anon, err := tls.Dial("tcp", tb.Addr(), p.ClientConfig(false))
 	if err == nil { // TLS 1.3: the refusal arrives after the client's side of the handshake
 		defer anon.Close()
 		_ = anon.SetDeadline(time.Now().Add(20 * time.Second))
@@ -181,7 +182,7 @@ func TestTLSClientAuth(t *testing.T) {
 		"ssl.client.auth": "requested", "ssl.truststore.certificates": p.CAPEM,
 	})
 	for _, withCert := range []bool{false, true} {
-		c, err := tls.Dial("tcp", tb2.addr(), p.ClientConfig(withCert))
+		c, err := tls.Dial("tcp", tb2.Addr(), p.ClientConfig(withCert))
 		if err != nil {
 			t.Fatalf("requested, client cert %v: %v", withCert, err)
 		}

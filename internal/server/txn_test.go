@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/servertest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -18,24 +19,23 @@ import (
 // for both isolation levels, the last stable offset, consume-transform-
 // produce with group offsets, fencing, timeouts and restarts.
 
-func txnProducer(tb *testBroker, id string, opts ...kgo.Opt) *kgo.Client {
-	tb.t.Helper()
-	return tb.client(append([]kgo.Opt{kgo.TransactionalID(id), kgo.DefaultProduceTopic("out"),
+func txnProducer(tb *servertest.Broker, id string, opts ...kgo.Opt) *kgo.Client {
+	return tb.Client(append([]kgo.Opt{kgo.TransactionalID(id), kgo.DefaultProduceTopic("out"),
 		kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
 }
 
-func createTopics(t *testing.T, tb *testBroker, parts int32, names ...string) {
+func createTopics(t *testing.T, tb *servertest.Broker, parts int32, names ...string) {
 	t.Helper()
-	if _, err := tb.admin().CreateTopics(ctxT(t), parts, 1, nil, names...); err != nil {
+	if _, err := tb.Admin().CreateTopics(ctxT(t), parts, 1, nil, names...); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // readAll reads topic from the start at an isolation level until n records
 // arrived or a quiet period passed; returns values by partition and offset.
-func readAll(t *testing.T, tb *testBroker, topic string, iso kgo.IsolationLevel, n int) []string {
+func readAll(t *testing.T, tb *servertest.Broker, topic string, iso kgo.IsolationLevel, n int) []string {
 	t.Helper()
-	cl := tb.client(kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(iso), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := tb.Client(kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(iso), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	defer cl.Close()
 	var recs []*kgo.Record
 	deadline := time.Now().Add(10 * time.Second)
@@ -97,21 +97,21 @@ func TestTxnCommitAbortVisibility(t *testing.T) {
 		t.Errorf("read_uncommitted: %v, want %v", got, want)
 	}
 	// Markers take offsets: a0 m b0 m c0 m on each partition.
-	p, err := tb.srv.Broker().Partition("out", 0)
+	p, err := tb.Server().Broker().Partition("out", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if hw, lso := p.Log.HighWatermark(), p.Log.LastStableOffset(); hw != 6 || lso != 6 {
 		t.Errorf("hw %d lso %d, want 6 6", hw, lso)
 	}
-	tb.restart()
+	tb.Restart()
 	if got, want := readAll(t, tb, "out", kgo.ReadCommitted(), 4), []string{"a0", "c0", "a1", "c1"}; !slices.Equal(got, want) {
 		t.Errorf("read_committed after restart: %v, want %v", got, want)
 	}
 }
 
 // listEnd returns ListOffsets latest for out/0 at an isolation level.
-func listEnd(t *testing.T, tb *testBroker, iso int8) int64 {
+func listEnd(t *testing.T, tb *servertest.Broker, iso int8) int64 {
 	t.Helper()
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.IsolationLevel = iso
@@ -121,7 +121,7 @@ func listEnd(t *testing.T, tb *testBroker, iso int8) int64 {
 	rp.Timestamp = -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctxT(t), tb.client())
+	resp, err := req.RequestWith(ctxT(t), tb.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func listEnd(t *testing.T, tb *testBroker, iso int8) int64 {
 func TestTxnOpenTransactionHoldsLSO(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	createTopics(t, tb, 2, "out")
-	plain := tb.client(kgo.DefaultProduceTopic("out"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	plain := tb.Client(kgo.DefaultProduceTopic("out"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := plain.ProduceSync(ctxT(t), &kgo.Record{Value: []byte("before")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestTxnOpenTransactionHoldsLSO(t *testing.T) {
 func TestTxnGroupTransactSession(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	createTopics(t, tb, 2, "in", "out")
-	src := tb.client(kgo.DefaultProduceTopic("in"))
+	src := tb.Client(kgo.DefaultProduceTopic("in"))
 	const n = 200
 	for i := range n {
 		src.Produce(context.Background(), &kgo.Record{Value: []byte(strconv.Itoa(i))}, nil)
@@ -174,7 +174,7 @@ func TestTxnGroupTransactSession(t *testing.T) {
 	if err := src.Flush(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(tb.addr()), kgo.TransactionalID("etl"),
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(tb.Addr()), kgo.TransactionalID("etl"),
 		kgo.ConsumerGroup("etl-group"), kgo.ConsumeTopics("in"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DefaultProduceTopic("out"), kgo.FetchMaxWait(200*time.Millisecond))
 	if err != nil {
@@ -207,7 +207,7 @@ func TestTxnGroupTransactSession(t *testing.T) {
 	if len(got) != n {
 		t.Fatalf("out has %d committed records, want %d", len(got), n)
 	}
-	offs, err := tb.admin().FetchOffsets(ctxT(t), "etl-group")
+	offs, err := tb.Admin().FetchOffsets(ctxT(t), "etl-group")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestTxnTimeoutAbortsAndSurvivesRestart(t *testing.T) {
 	if err := cl.ProduceSync(ctxT(t), &kgo.Record{Value: []byte("stuck")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	p, err := tb.srv.Broker().Partition("out", 0)
+	p, err := tb.Server().Broker().Partition("out", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,8 +268,8 @@ func TestTxnTimeoutAbortsAndSurvivesRestart(t *testing.T) {
 	}
 	// Restart with the transaction open: it is still open afterwards, then
 	// the coordinator aborts it after its timeout.
-	tb.restart()
-	p, err = tb.srv.Broker().Partition("out", 0)
+	tb.Restart()
+	p, err = tb.Server().Broker().Partition("out", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestTxnTimeoutAbortsAndSurvivesRestart(t *testing.T) {
 func TestTxnProduceToUnaddedPartition(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	createTopics(t, tb, 2, "out")
-	cl := tb.client()
+	cl := tb.Client()
 	ctx := ctxT(t)
 	txnID := "raw"
 	init := kmsg.NewPtrInitProducerIDRequest()
@@ -318,7 +318,7 @@ func TestTxnProduceToUnaddedPartition(t *testing.T) {
 	if code := pr.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidTxnState.Code {
 		t.Errorf("produce to an unadded partition: %v, want INVALID_TXN_STATE", kerr.ErrorForCode(code))
 	}
-	p, _ := tb.srv.Broker().Partition("out", 0)
+	p, _ := tb.Server().Broker().Partition("out", 0)
 	if leo := p.Log.LogEndOffset(); leo != 0 {
 		t.Errorf("log end offset %d after a refused produce", leo)
 	}

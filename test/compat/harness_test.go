@@ -1,17 +1,13 @@
 package compat
 
 import (
-	"cmp"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,8 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/strata-io/strata/internal/config"
-	"github.com/strata-io/strata/internal/server"
+	"github.com/strata-io/strata/internal/servertest"
 )
 
 // targetKfake reports whether the suite runs against kfake (development only).
@@ -33,91 +28,58 @@ type brokerOpts struct {
 	extra map[string]string
 }
 
-// testBroker is one broker under test: a Strata server (default) or a kfake
-// cluster, with a data directory kept across restarts.
+// testBroker is one broker under test: a Strata server (servertest, the
+// default) or a kfake cluster, with a data directory kept across restarts.
 type testBroker struct {
 	t    testing.TB
 	dir  string
 	opts brokerOpts
-	logw *testLogWriter
 
-	srv  *server.Server
+	srv  *servertest.Broker
 	fake *kfake.Cluster
 
 	addr    string
 	metrics string
-	// port, when set, is the Kafka listener port to bind (restarts that
-	// keep connected clients pointed at the same address).
-	port string
 }
 
 // startBroker starts a broker on a fresh data directory; it is shut down when
 // the test ends.
 func startBroker(t testing.TB, opts brokerOpts) *testBroker {
 	t.Helper()
-	b := &testBroker{t: t, dir: t.TempDir(), opts: opts, logw: &testLogWriter{t: t}}
-	b.start()
-	t.Cleanup(func() {
-		b.stop()
-		b.logw.close()
+	b := &testBroker{t: t, dir: t.TempDir(), opts: opts}
+	if targetKfake() {
+		b.startKfake()
+		t.Cleanup(b.stopKfake)
+		return b
+	}
+	// The compat suite runs against the product's defaults (internal
+	// topics of 50 partitions, the 3s initial rebalance delay).
+	b.srv = servertest.Start(t, servertest.Options{
+		Dir: b.dir, ProductDefaults: true, Metrics: opts.metrics, Settings: opts.extra,
+		Logger: servertest.TestLogger(t, slog.LevelWarn),
 	})
+	b.started()
 	return b
 }
 
-func (b *testBroker) start() {
-	b.t.Helper()
-	if targetKfake() {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(b.dir), kfake.SyncWrites())
-		if err != nil {
-			b.t.Fatalf("start kfake: %v", err)
-		}
-		b.fake = c
-		b.addr = c.ListenAddrs()[0]
-		return
-	}
-	metrics := ""
-	if b.opts.metrics {
-		metrics = "127.0.0.1:0"
-	}
-	overrides := map[string]string{
-		"log.dirs":                b.dir,
-		"listeners":               "PLAINTEXT://127.0.0.1:" + cmp.Or(b.port, "0"),
-		"strata.metrics.listener": metrics,
-	}
-	for k, v := range b.opts.extra {
-		overrides[k] = v
-	}
-	cfg, err := config.LoadBroker("", nil, overrides)
-	if err != nil {
-		b.t.Fatalf("load broker config: %v", err)
-	}
-	logger := slog.New(slog.NewTextHandler(b.logw, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := server.New(cfg, logger)
-	if err != nil {
-		b.t.Fatalf("server.New: %v", err)
-	}
-	if err := srv.Start(); err != nil {
-		b.t.Fatalf("server.Start: %v", err)
-	}
-	b.srv = srv
-	b.addr = srv.Addr().String()
-	if a := srv.MetricsAddr(); a != nil {
-		b.metrics = a.String()
-	}
+func (b *testBroker) started() {
+	b.addr, b.metrics = b.srv.Addr(), b.srv.MetricsAddr()
 }
 
-func (b *testBroker) stop() {
+func (b *testBroker) startKfake() {
+	b.t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(b.dir), kfake.SyncWrites())
+	if err != nil {
+		b.t.Fatalf("start kfake: %v", err)
+	}
+	b.fake = c
+	b.addr = c.ListenAddrs()[0]
+}
+
+func (b *testBroker) stopKfake() {
 	if b.fake != nil {
 		b.fake.Close()
 		b.fake = nil
-	}
-	if b.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := b.srv.Shutdown(ctx); err != nil {
-			b.t.Errorf("server.Shutdown: %v", err)
-		}
-		b.srv = nil
 	}
 }
 
@@ -125,21 +87,25 @@ func (b *testBroker) stop() {
 // directory; the listener port may change.
 func (b *testBroker) Restart() {
 	b.t.Helper()
-	b.stop()
-	b.start()
+	if b.fake != nil {
+		b.stopKfake()
+		b.startKfake()
+		return
+	}
+	b.srv.Restart()
+	b.started()
 }
 
 // RestartSamePort restarts the broker on the same listener address, so
 // long-lived clients reconnect to it.
 func (b *testBroker) RestartSamePort() {
 	b.t.Helper()
-	_, port, err := net.SplitHostPort(b.addr)
-	if err != nil {
-		b.t.Fatalf("broker address %q: %v", b.addr, err)
+	if b.fake != nil {
+		b.Restart() // kfake picks its own port
+		return
 	}
-	b.stop()
-	b.port = port
-	b.start()
+	b.srv.RestartSamePort()
+	b.started()
 }
 
 // Addr is the current bootstrap address.
@@ -176,28 +142,6 @@ func (b *testBroker) Compact(topic string) error {
 		return fmt.Errorf("trigger compaction: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	return nil
-}
-
-// testLogWriter sends broker logs to the test log until the test ends.
-type testLogWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *testLogWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log("broker: " + strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *testLogWriter) close() {
-	w.mu.Lock()
-	w.done = true
-	w.mu.Unlock()
 }
 
 // requireTool returns the path of an external tool. A missing tool fails the

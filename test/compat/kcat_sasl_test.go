@@ -91,7 +91,7 @@ func TestKcatSASLSSL(t *testing.T) {
 	// The first SCRAM user is created over TLS before any user exists: the
 	// admin API needs an authenticated connection on a SASL listener, so
 	// bootstrap it through the broker's own store.
-	if res := b.srv.Broker().AlterScram(nil, []broker.ScramUpsertion{scramUpsert(t, "kc", "kc-secret")}); res["kc"] != nil {
+	if res := b.srv.Server().Broker().AlterScram(nil, []broker.ScramUpsertion{scramUpsert(t, "kc", "kc-secret")}); res["kc"] != nil {
 		t.Fatal(res["kc"])
 	}
 	args := []string{"-b", b.Addr(), "-t", "sasl-ssl", "-X", "security.protocol=sasl_ssl", "-X", "ssl.ca.location=" + p.CAFile,

@@ -1,0 +1,378 @@
+// Package servertest starts real Strata brokers in-process for tests, in
+// the manner of net/http/httptest: each broker is a full server.Server on
+// random ports over its own temporary log directory, stopped when the test
+// ends. Start gives one broker; StartN gives N brokers, each with its own
+// data directory and node id (independent brokers today; Options.Configure
+// is where cluster wiring adjusts each node's settings).
+package servertest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/server"
+)
+
+// TestDefaults are the settings a test broker starts with unless
+// Options.ProductDefaults is set: a plaintext listener and no HTTP
+// listener, both on random ports, small internal topics and no initial
+// rebalance delay, so tests start fast and groups form at once.
+var TestDefaults = map[string]string{
+	"listeners":                            "PLAINTEXT://127.0.0.1:0",
+	"strata.metrics.listener":              "",
+	"offsets.topic.num.partitions":         "2",
+	"transaction.state.log.num.partitions": "2",
+	"group.initial.rebalance.delay.ms":     "0",
+}
+
+// Options tune the brokers a test starts. The zero value is a plaintext
+// broker with TestDefaults over a fresh temporary directory.
+type Options struct {
+	// Settings override the defaults (Kafka and Strata setting names, as
+	// in server.properties). A "log.dirs" here replaces Dir.
+	Settings map[string]string
+	// ProductDefaults starts from the product's defaults instead of
+	// TestDefaults (the listener and the HTTP listener still bind random
+	// ports unless Settings name them).
+	ProductDefaults bool
+	// Dir is the log directory of a broker started with Start; empty means
+	// a fresh t.TempDir(). StartN always gives each node a fresh directory.
+	Dir string
+	// Metrics binds the metrics/admin HTTP listener on a random port.
+	Metrics bool
+	// Logger receives the broker's log; nil discards it (or writes it to
+	// stderr when STRATA_TEST_LOG is set). StartN adds a node attribute.
+	Logger *slog.Logger
+	// Configure, when set, adjusts node i's loaded configuration (i counts
+	// from 0) before the server is built, at every start and restart.
+	Configure func(i int, cfg *config.Broker) error
+	// ClientOpts are prepended to the options of every Client.
+	ClientOpts []kgo.Opt
+	// ShutdownTimeout bounds a clean shutdown (default 30s).
+	ShutdownTimeout time.Duration
+}
+
+// Broker is one in-process broker under test. Its methods are for the test
+// goroutine (like testing.T's Fatal they may stop the test).
+type Broker struct {
+	t    testing.TB
+	opts Options
+	// index is the node's position in StartN (0 for Start).
+	index int
+
+	// Dir is the broker's (first) log directory; it survives restarts.
+	Dir string
+	// NodeID is the broker's node.id.
+	NodeID int32
+
+	srv       *server.Server
+	addr      string
+	metrics   string
+	startTook time.Duration
+	// port, when set, is the Kafka listener port bound at the next start.
+	port string
+}
+
+// Start starts one broker and stops it when the test ends.
+func Start(t testing.TB, opts Options) *Broker {
+	t.Helper()
+	b := newBroker(t, opts, 0)
+	if err := b.start(); err != nil {
+		t.Fatalf("servertest: %v", err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// Cluster is N brokers started together by StartN.
+type Cluster struct {
+	Brokers []*Broker
+}
+
+// StartN starts n brokers, node ids 1..n, each over its own fresh
+// directory, concurrently; all are stopped when the test ends.
+func StartN(t testing.TB, n int, opts Options) *Cluster {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("servertest: StartN(%d)", n)
+	}
+	opts.Dir = ""
+	c := &Cluster{}
+	for i := 0; i < n; i++ {
+		o := opts
+		o.Settings = maps.Clone(opts.Settings)
+		if o.Settings == nil {
+			o.Settings = map[string]string{}
+		}
+		delete(o.Settings, "log.dirs")
+		o.Settings["node.id"] = strconv.Itoa(i + 1)
+		if opts.Logger != nil {
+			o.Logger = opts.Logger.With("node", i+1)
+		}
+		c.Brokers = append(c.Brokers, newBroker(t, o, i))
+	}
+	t.Cleanup(c.Close)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, b := range c.Brokers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = b.start()
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("servertest: node %d: %v", i+1, err)
+		}
+	}
+	return c
+}
+
+// Addrs are the brokers' Kafka listener addresses.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.Brokers))
+	for i, b := range c.Brokers {
+		out[i] = b.Addr()
+	}
+	return out
+}
+
+// Client returns a kgo client seeded with every broker (closed at test end).
+func (c *Cluster) Client(opts ...kgo.Opt) *kgo.Client {
+	b := c.Brokers[0]
+	b.t.Helper()
+	return b.client(c.Addrs(), opts)
+}
+
+// Close stops every broker (idempotent).
+func (c *Cluster) Close() {
+	for _, b := range c.Brokers {
+		b.Close()
+	}
+}
+
+func newBroker(t testing.TB, opts Options, index int) *Broker {
+	b := &Broker{t: t, opts: opts, index: index, Dir: opts.Dir}
+	if dirs := opts.Settings["log.dirs"]; dirs != "" {
+		b.Dir, _, _ = strings.Cut(dirs, ",")
+	} else if b.Dir == "" {
+		b.Dir = t.TempDir()
+	}
+	return b
+}
+
+// settings are the values the broker is configured with at its next start.
+func (b *Broker) settings() map[string]string {
+	vals := map[string]string{}
+	if !b.opts.ProductDefaults {
+		maps.Copy(vals, TestDefaults)
+	} else {
+		vals["listeners"] = TestDefaults["listeners"]
+		vals["strata.metrics.listener"] = ""
+	}
+	if b.opts.Metrics {
+		vals["strata.metrics.listener"] = "127.0.0.1:0"
+	}
+	vals["log.dirs"] = b.Dir
+	maps.Copy(vals, b.opts.Settings)
+	if b.port != "" {
+		vals["listeners"] = withPort(vals["listeners"], b.port)
+	}
+	return vals
+}
+
+// withPort replaces the port of listener "PROTOCOL://host:port".
+func withPort(listener, port string) string {
+	proto, hostPort, ok := strings.Cut(listener, "://")
+	if !ok {
+		proto, hostPort = "", listener
+	}
+	host, _, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return listener
+	}
+	out := net.JoinHostPort(host, port)
+	if ok {
+		out = proto + "://" + out
+	}
+	return out
+}
+
+func (b *Broker) logger() *slog.Logger {
+	if b.opts.Logger != nil {
+		return b.opts.Logger
+	}
+	var w io.Writer = io.Discard
+	if os.Getenv("STRATA_TEST_LOG") != "" {
+		w = os.Stderr
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// start builds and starts the server; safe to call from any goroutine.
+func (b *Broker) start() error {
+	cfg, err := config.LoadBroker("", nil, b.settings())
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if b.opts.Configure != nil {
+		if err := b.opts.Configure(b.index, cfg); err != nil {
+			return fmt.Errorf("configure node %d: %w", b.index, err)
+		}
+	}
+	b.NodeID = int32(cfg.Int("node.id"))
+	began := time.Now()
+	srv, err := server.New(cfg, b.logger())
+	if err != nil {
+		return fmt.Errorf("server.New: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), b.shutdownTimeout())
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		return fmt.Errorf("server.Start: %w", err)
+	}
+	b.startTook = time.Since(began)
+	b.srv = srv
+	b.addr = srv.Addr().String()
+	b.metrics = ""
+	if a := srv.MetricsAddr(); a != nil {
+		b.metrics = a.String()
+	}
+	return nil
+}
+
+func (b *Broker) shutdownTimeout() time.Duration {
+	if b.opts.ShutdownTimeout > 0 {
+		return b.opts.ShutdownTimeout
+	}
+	return 30 * time.Second
+}
+
+// Open starts a stopped broker again over the same directory.
+func (b *Broker) Open() {
+	b.t.Helper()
+	if b.srv != nil {
+		b.t.Fatalf("servertest: Open of a running broker")
+	}
+	if err := b.start(); err != nil {
+		b.t.Fatalf("servertest: %v", err)
+	}
+}
+
+// Close shuts the broker down cleanly (flushes logs, writes the
+// clean-shutdown marker); a no-op when it is not running. A shutdown error
+// fails the test.
+func (b *Broker) Close() {
+	if b.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.shutdownTimeout())
+	defer cancel()
+	if err := b.srv.Shutdown(ctx); err != nil {
+		b.t.Errorf("servertest: shutdown of node %d: %v", b.NodeID, err)
+	}
+	b.srv = nil
+}
+
+// Restart shuts the broker down cleanly and starts it again over the same
+// directory; the listener port may change.
+func (b *Broker) Restart() {
+	b.t.Helper()
+	b.Close()
+	b.Open()
+}
+
+// RestartSamePort restarts the broker on the same listener address, so
+// long-lived clients reconnect to it.
+func (b *Broker) RestartSamePort() {
+	b.t.Helper()
+	_, port, err := net.SplitHostPort(b.addr)
+	if err != nil {
+		b.t.Fatalf("servertest: broker address %q: %v", b.addr, err)
+	}
+	b.Close()
+	b.port = port
+	b.Open()
+}
+
+// Server is the running server (nil while stopped).
+func (b *Broker) Server() *server.Server { return b.srv }
+
+// Addr is the Kafka listener address of the running broker.
+func (b *Broker) Addr() string { return b.addr }
+
+// MetricsAddr is the metrics/admin HTTP address ("" when not bound).
+func (b *Broker) MetricsAddr() string { return b.metrics }
+
+// StartTook is how long the last start took (server.New and Start: log
+// recovery and the coordinators' replay included).
+func (b *Broker) StartTook() time.Duration { return b.startTook }
+
+// Client returns a kgo client seeded with the broker, with
+// Options.ClientOpts then opts; it is closed when the test ends.
+func (b *Broker) Client(opts ...kgo.Opt) *kgo.Client {
+	b.t.Helper()
+	return b.client([]string{b.addr}, opts)
+}
+
+func (b *Broker) client(seeds []string, opts []kgo.Opt) *kgo.Client {
+	b.t.Helper()
+	all := append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, b.opts.ClientOpts...)
+	cl, err := kgo.NewClient(append(all, opts...)...)
+	if err != nil {
+		b.t.Fatalf("servertest: kgo client: %v", err)
+	}
+	b.t.Cleanup(cl.Close)
+	return cl
+}
+
+// Admin returns an admin client over a new Client.
+func (b *Broker) Admin() *kadm.Client { return kadm.NewClient(b.Client()) }
+
+// TestLogger returns a logger that writes the broker's lines at level and
+// above to t.Log until the test ends (later lines are dropped: t.Log after
+// the test panics).
+func TestLogger(t testing.TB, level slog.Level) *slog.Logger {
+	w := &testLogWriter{t: t}
+	t.Cleanup(w.close)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// testLogWriter sends log lines to the test log until the test ends.
+type testLogWriter struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func (w *testLogWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log("broker: " + strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func (w *testLogWriter) close() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
+}
