@@ -8,25 +8,19 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
-// fakeClock is a settable clock shared by a log and its cleaner.
-type fakeClock struct{ ms atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ms.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
-	return c
+// newFakeClock is the manual clock a log and its cleaner share in tests.
+func newFakeClock() *clock.Manual {
+	return clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }
-func (c *fakeClock) Now() time.Time          { return time.UnixMilli(c.ms.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 // fatalf is the part of testing.TB and *rapid.T the harness needs.
 type fatalf interface {
@@ -42,7 +36,7 @@ type harness struct {
 	topic  string
 	cfg    storage.Config
 	ccfg   Config
-	clock  *fakeClock
+	clock  *clock.Manual
 	fs     vfs.FS
 	syncer *storage.Syncer
 	log    *storage.Log
@@ -65,7 +59,7 @@ func compactCfg() storage.Config {
 	return cfg
 }
 
-func newHarness(t fatalf, logDir string, cfg storage.Config, ccfg Config, clock *fakeClock, fsys vfs.FS) *harness {
+func newHarness(t fatalf, logDir string, cfg storage.Config, ccfg Config, clock *clock.Manual, fsys vfs.FS) *harness {
 	h := &harness{t: t, logDir: logDir, topic: "t", cfg: cfg, ccfg: ccfg, clock: clock, fs: fsys,
 		logger: discardLogger()}
 	if h.clock == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/storage"
 )
@@ -130,7 +131,7 @@ func NewCoordinator(cfg Config, store Storage, logger *slog.Logger, reg promethe
 		cfg.ConsumerHeartbeatInterval = 5 * time.Second
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = realClock{}
+		cfg.Clock = clock.Real()
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

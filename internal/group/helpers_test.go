@@ -11,79 +11,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/storage"
 )
 
-// fakeClock is a manual clock: timers fire from Advance, in time order.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c       *fakeClock
-	at      time.Time
-	f       func()
-	stopped bool
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.stopped
-	t.stopped = true
-	return was
-}
-
-// Advance moves time forward by d, firing due timers one by one.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	target := c.now.Add(d)
-	for {
-		var next *fakeTimer
-		live := c.timers[:0]
-		for _, t := range c.timers {
-			if t.stopped {
-				continue
-			}
-			live = append(live, t)
-			if !t.at.After(target) && (next == nil || t.at.Before(next.at)) {
-				next = t
-			}
-		}
-		c.timers = live
-		if next == nil {
-			break
-		}
-		next.stopped = true
-		if next.at.After(c.now) {
-			c.now = next.at
-		}
-		c.mu.Unlock()
-		next.f()
-		c.mu.Lock()
-	}
-	c.now = target
-	c.mu.Unlock()
-}
+// newFakeClock is the manual clock of the coordinator tests.
+func newFakeClock() *clock.Manual { return clock.NewManual(time.Unix(1_700_000_000, 0)) }
 
 // memStore is an in-memory Storage double for state machine tests (the
 // real-log tests use storage.Log).
@@ -190,14 +124,14 @@ var errStoreDown = errors.New("store down")
 type harness struct {
 	t     *testing.T
 	c     *Coordinator
-	clk   *fakeClock
+	clk   *clock.Manual
 	store *memStore
 	cfg   Config
 	// backend, when set, is the Storage instead of store (real logs).
 	backend Storage
 }
 
-func testConfig(clk *fakeClock) Config {
+func testConfig(clk *clock.Manual) Config {
 	return Config{
 		NodeID: 1, Host: "127.0.0.1", Port: 9092, NumPartitions: 50,
 		MinSessionTimeout: 6 * time.Second, MaxSessionTimeout: 30 * time.Minute,

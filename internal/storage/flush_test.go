@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -40,11 +41,11 @@ func TestFlushKnobs(t *testing.T) {
 
 func TestFlushMsViaMaybeRoll(t *testing.T) {
 	fsys := vfs.NewCrashFS()
-	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	cfg := testConfig()
 	cfg.Durable = false
 	cfg.FlushMs = 1000
-	l, err := Open("/d/fms-0", [16]byte{}, cfg, false, Options{FS: fsys, Now: clock.now, Logger: quiet})
+	l, err := Open("/d/fms-0", [16]byte{}, cfg, false, Options{FS: fsys, Now: clk.Now, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +54,8 @@ func TestFlushMsViaMaybeRoll(t *testing.T) {
 	if l.RecoveryPoint() != 0 {
 		t.Fatalf("flushed too early: %d", l.RecoveryPoint())
 	}
-	clock.t = clock.t.Add(2 * time.Second)
-	if _, err := l.MaybeRoll(clock.t); err != nil {
+	clk.Advance(2 * time.Second)
+	if _, err := l.MaybeRoll(clk.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if l.RecoveryPoint() != 2 {
@@ -63,31 +64,31 @@ func TestFlushMsViaMaybeRoll(t *testing.T) {
 }
 
 func TestIdleRollCompactedUsesMaxCompactionLag(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 	cfg := testConfig()
 	cfg.SegmentMs = 7 * 24 * time.Hour
 	cfg.Compact = true
 	cfg.MaxCompactionLagMs = 60_000
-	l, err := Open("/d/idle-0", [16]byte{}, cfg, false, Options{FS: vfs.NewCrashFS(), Now: clock.now, Logger: quiet})
+	l, err := Open("/d/idle-0", [16]byte{}, cfg, false, Options{FS: vfs.NewCrashFS(), Now: clk.Now, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	mustAppend(t, l, mkBatch(t, 1, "i", clock.t.UnixMilli()))
-	clock.t = clock.t.Add(30 * time.Second)
-	if rolled, _ := l.MaybeRoll(clock.t); rolled {
+	mustAppend(t, l, mkBatch(t, 1, "i", clk.Now().UnixMilli()))
+	clk.Advance(30 * time.Second)
+	if rolled, _ := l.MaybeRoll(clk.Now()); rolled {
 		t.Fatal("rolled before max.compaction.lag.ms")
 	}
-	clock.t = clock.t.Add(31 * time.Second)
-	if rolled, err := l.MaybeRoll(clock.t); !rolled || err != nil {
+	clk.Advance(31 * time.Second)
+	if rolled, err := l.MaybeRoll(clk.Now()); !rolled || err != nil {
 		t.Fatalf("idle compacted segment not rolled: %v", err)
 	}
 	if n := len(l.Segments()); n != 2 {
 		t.Fatalf("%d segments", n)
 	}
 	// An empty active segment is never rolled.
-	clock.t = clock.t.Add(time.Hour)
-	if rolled, _ := l.MaybeRoll(clock.t); rolled {
+	clk.Advance(time.Hour)
+	if rolled, _ := l.MaybeRoll(clk.Now()); rolled {
 		t.Fatal("rolled an empty segment")
 	}
 }

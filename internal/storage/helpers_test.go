@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/vfs"
@@ -15,11 +14,6 @@ import (
 
 // quiet discards log output in tests.
 var quiet = slog.New(slog.DiscardHandler)
-
-// fakeClock is a settable clock for tests.
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time { return c.t }
 
 // mkBatch builds a producer batch (baseOffset 0) of n records with values
 // derived from tag, timestamps ts..ts+n-1.

@@ -8,6 +8,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/vfs"
 )
@@ -73,7 +74,7 @@ func TestLogModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		fsys := vfs.NewCrashFS()
 		dir := "/d/model-0"
-		clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+		clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 		cfg := testConfig()
 		cfg.SegmentBytes = int64(rapid.IntRange(300, 3000).Draw(rt, "segBytes"))
 		cfg.IndexIntervalBytes = int32(rapid.IntRange(0, 400).Draw(rt, "interval"))
@@ -86,7 +87,7 @@ func TestLogModel(t *testing.T) {
 			cfg.RetentionBytes = int64(rapid.IntRange(500, 5000).Draw(rt, "retentionBytes"))
 		}
 		open := func(clean bool) *Log {
-			l, err := Open(dir, [16]byte{9}, cfg, clean, Options{FS: fsys, Now: clock.now, Logger: quiet})
+			l, err := Open(dir, [16]byte{9}, cfg, clean, Options{FS: fsys, Now: clk.Now, Logger: quiet})
 			if err != nil {
 				rt.Fatalf("open clean=%v: %v", clean, err)
 			}
@@ -95,7 +96,7 @@ func TestLogModel(t *testing.T) {
 		l := open(false)
 		defer func() { l.Close() }()
 		m := &logModel{}
-		tsBase := clock.t.UnixMilli()
+		tsBase := clk.Now().UnixMilli()
 
 		check := func() {
 			if l.LogEndOffset() != m.leo() {
@@ -142,8 +143,8 @@ func TestLogModel(t *testing.T) {
 				}
 			},
 			"maybeRoll": func(rt *rapid.T) {
-				clock.t = clock.t.Add(time.Duration(rapid.IntRange(0, 200).Draw(rt, "advance")) * time.Second)
-				if _, err := l.MaybeRoll(clock.t); err != nil {
+				clk.Advance(time.Duration(rapid.IntRange(0, 200).Draw(rt, "advance")) * time.Second)
+				if _, err := l.MaybeRoll(clk.Now()); err != nil {
 					rt.Fatal(err)
 				}
 			},
@@ -203,7 +204,7 @@ func TestLogModel(t *testing.T) {
 				m.logStart = to
 			},
 			"retention": func(rt *rapid.T) {
-				if _, err := l.ApplyRetention(clock.t); err != nil {
+				if _, err := l.ApplyRetention(clk.Now()); err != nil {
 					rt.Fatal(err)
 				}
 				ls := l.LogStartOffset()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/vfs"
 )
@@ -87,15 +88,15 @@ func TestIdempotentProducer(t *testing.T) {
 }
 
 func TestProducerExpiration(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	l, err := Open("/d/exp-0", [16]byte{}, testConfig(), false, Options{FS: vfs.NewCrashFS(), Now: clock.now, ProducerIDExpiration: time.Second})
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	l, err := Open("/d/exp-0", [16]byte{}, testConfig(), false, Options{FS: vfs.NewCrashFS(), Now: clk.Now, ProducerIDExpiration: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	mustAppend(t, l, mkBatchP(t, 1, "a", 1, 5, 0, 0))
-	clock.t = clock.t.Add(2 * time.Second)
-	l.MaybeRoll(clock.t)
+	clk.Advance(2 * time.Second)
+	l.MaybeRoll(clk.Now())
 	if _, ok := l.ActiveProducerLastBatches()[5]; ok {
 		t.Fatal("producer not expired")
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/vfs"
 )
@@ -181,8 +182,8 @@ func TestTxnMarkersIndexAndLSO(t *testing.T) {
 
 func TestTxnInvalidTxnStateAndProducers(t *testing.T) {
 	testNow := time.UnixMilli(1_700_000_000_000)
-	clk := &fakeClock{t: testNow}
-	l, err := Open("/d/ts-0", [16]byte{}, txnConfig(), false, Options{FS: vfs.NewCrashFS(), Logger: quiet, Now: clk.now})
+	clk := clock.NewManual(testNow)
+	l, err := Open("/d/ts-0", [16]byte{}, txnConfig(), false, Options{FS: vfs.NewCrashFS(), Logger: quiet, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

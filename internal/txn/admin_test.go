@@ -48,7 +48,7 @@ func TestListTransactions(t *testing.T) {
 	h.add("app-ongoing", op, oe, tp("a", 0))
 	h.add("other-done", cp, ce, tp("a", 0))
 	wantCode(t, "commit", h.end(4, "other-done", cp, ce, true), nil)
-	h.clk.advance(5000 * time.Millisecond)
+	h.clk.Advance(5000 * time.Millisecond)
 
 	list := func(version int16, f func(r *kmsg.ListTransactionsRequest)) *kmsg.ListTransactionsResponse {
 		r := kmsg.NewPtrListTransactionsRequest()

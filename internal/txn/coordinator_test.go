@@ -44,10 +44,10 @@ func TestCommitFlow(t *testing.T) {
 		t.Fatalf("first init: pid %d epoch %d", pid, epoch)
 	}
 	h.wantState("tx", "Empty", pid, 0)
-	h.clk.advance(1000 * time.Millisecond)
+	h.clk.Advance(1000 * time.Millisecond)
 	h.add("tx", pid, epoch, tp("a", 1), tp("a", 0), tp("b", 0))
 	d := h.wantState("tx", "Ongoing", pid, 0)
-	if d.StartTimestamp != h.clk.ms.Load() || d.TimeoutMillis != 30000 {
+	if d.StartTimestamp != h.clk.Now().UnixMilli() || d.TimeoutMillis != 30000 {
 		t.Fatalf("describe: start %d timeout %d", d.StartTimestamp, d.TimeoutMillis)
 	}
 	if len(d.Topics) != 2 || d.Topics[0].Topic != "a" || !slices.Equal(d.Topics[0].Partitions, []int32{0, 1}) {
@@ -417,9 +417,9 @@ func TestTimeoutAbort(t *testing.T) {
 	pid, epoch := r.ProducerID, r.ProducerEpoch
 	h.add("tx", pid, epoch, tp("a", 0))
 	other, oe := h.init("fresh")
-	h.clk.advance(999 * time.Millisecond)
+	h.clk.Advance(999 * time.Millisecond)
 	h.add("fresh", other, oe, tp("a", 1))
-	h.clk.advance(2 * time.Millisecond)
+	h.clk.Advance(2 * time.Millisecond)
 	if n := h.c.abortTimedOut(); n != 1 {
 		t.Fatalf("aborted %d, want 1", n)
 	}
@@ -453,11 +453,11 @@ func TestExpiry(t *testing.T) {
 	dp, de := h.init("done")
 	h.add("done", dp, de, tp("a", 0))
 	wantCode(t, "commit", h.end(4, "done", dp, de, true), nil)
-	h.clk.advance(h.cfg.IDExpiration - time.Millisecond)
+	h.clk.Advance(h.cfg.IDExpiration - time.Millisecond)
 	if n := h.c.expireIDs(); n != 0 {
 		t.Fatalf("expired %d before the expiration", n)
 	}
-	h.clk.advance(1 * time.Millisecond)
+	h.clk.Advance(1 * time.Millisecond)
 	if n := h.c.expireIDs(); n != 2 {
 		t.Fatalf("expired %d, want 2 (idle, done)", n)
 	}
@@ -483,7 +483,7 @@ func TestExpiry(t *testing.T) {
 func TestExpiryAppendFailure(t *testing.T) {
 	h := newHarness(t)
 	pid, epoch := h.init("idle")
-	h.clk.advance(h.cfg.IDExpiration)
+	h.clk.Advance(h.cfg.IDExpiration)
 	h.d.set(func(d *testDeps) { d.appendFn = func(int32, []byte) error { return errDisk } })
 	if n := h.c.expireIDs(); n != 0 {
 		t.Fatalf("expired %d with a failing log", n)
@@ -609,7 +609,7 @@ func TestPrepareAbortCodes(t *testing.T) {
 func TestRequestsDuringExpiry(t *testing.T) {
 	h := newHarness(t)
 	pid, epoch := h.init("tx")
-	h.clk.advance(h.cfg.IDExpiration)
+	h.clk.Advance(h.cfg.IDExpiration)
 	entered, release := make(chan struct{}), make(chan struct{})
 	h.d.set(func(d *testDeps) {
 		d.appendFn = func(_ int32, b []byte) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/strata-io/strata/internal/vfs"
@@ -165,24 +166,17 @@ func (d *testDeps) records(p int32) []stateRecord {
 	return out
 }
 
-// fakeClock is a settable clock.
-type fakeClock struct{ ms atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ms.Store(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC).UnixMilli())
-	return c
+// newFakeClock is the manual clock of the coordinator tests.
+func newFakeClock() *clock.Manual {
+	return clock.NewManual(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
 }
-
-func (c *fakeClock) now() time.Time          { return time.UnixMilli(c.ms.Load()) }
-func (c *fakeClock) advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 // harness is a loaded coordinator over testDeps.
 type harness struct {
 	t   testing.TB
 	c   *Coordinator
 	d   *testDeps
-	clk *fakeClock
+	clk *clock.Manual
 	cfg Config
 }
 
@@ -191,7 +185,7 @@ const testPartitions = 3
 func newHarness(t testing.TB) *harness {
 	t.Helper()
 	clk := newFakeClock()
-	cfg := Config{NodeID: 1, NumPartitions: testPartitions, MaxTimeout: time.Minute, IDExpiration: time.Hour, Clock: clk.now}
+	cfg := Config{NodeID: 1, NumPartitions: testPartitions, MaxTimeout: time.Minute, IDExpiration: time.Hour, Clock: clk.Now}
 	h := &harness{t: t, d: openDeps(t, t.TempDir(), testPartitions), clk: clk, cfg: cfg}
 	h.start()
 	t.Cleanup(func() {

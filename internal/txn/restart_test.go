@@ -144,7 +144,7 @@ func TestFenceSurvivesRestart(t *testing.T) {
 	h := newHarness(t)
 	pid, epoch := h.init("tx")
 	h.add("tx", pid, epoch, tp("t", 0))
-	h.clk.advance(31000 * time.Millisecond)
+	h.clk.Advance(31000 * time.Millisecond)
 	if n := h.c.abortTimedOut(); n != 1 {
 		t.Fatalf("aborted %d", n)
 	}
@@ -165,7 +165,7 @@ func TestLoadSkipsForeignRecords(t *testing.T) {
 		{Key: stateKey("bad"), Value: []byte{0, 7, 0, 0, 0}}, // unknown value version
 		{Key: []byte{0}, Value: nil},                         // short key
 	}
-	b, err := buildBatch(h.clk.now(), foreign)
+	b, err := buildBatch(h.clk.Now(), foreign)
 	if err != nil {
 		t.Fatal(err)
 	}
