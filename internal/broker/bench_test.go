@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,17 +19,13 @@ import (
 func bigBatch(b *testing.B, n int) []byte {
 	val := make([]byte, 1024)
 	rand.Read(val)
-	now := time.Now().UnixMilli()
 	recs := make([]record.Record, n)
 	for i := range recs {
-		recs[i] = record.Record{OffsetDelta: int32(i), Value: val}
+		recs[i] = record.Record{Value: val}
 	}
-	batch, err := record.Build(record.BatchHeader{LastOffsetDelta: int32(n - 1), BaseTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return batch
+	h := recordtest.NoProducer
+	h.PartitionLeaderEpoch, h.BaseTimestamp = 0, time.Now().UnixMilli()
+	return recordtest.Batch(h, recs...)
 }
 
 // BenchmarkPartitionAppendDurable is the broker's durable produce path

@@ -13,6 +13,7 @@ import (
 
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -221,17 +222,13 @@ func TestCompressionTypeRecompresses(t *testing.T) {
 
 func testBatch(t *testing.T, n int) []byte {
 	t.Helper()
-	now := time.Now().UnixMilli()
 	var recs []record.Record
 	for i := 0; i < n; i++ {
-		recs = append(recs, record.Record{OffsetDelta: int32(i), Key: []byte{byte(i)}, Value: []byte("v")})
+		recs = append(recs, record.Record{Key: []byte{byte(i)}, Value: []byte("v")})
 	}
-	b, err := record.Build(record.BatchHeader{LastOffsetDelta: int32(n - 1), BaseTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	h := recordtest.NoProducer
+	h.PartitionLeaderEpoch, h.BaseTimestamp = 0, time.Now().UnixMilli()
+	return recordtest.Batch(h, recs...)
 }
 
 func openTestB(b *testing.B, dir string) *Broker {

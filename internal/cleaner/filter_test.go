@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 )
 
 var codecs = []record.Compression{record.None, record.Gzip, record.Snappy, record.LZ4, record.Zstd}
@@ -19,22 +20,17 @@ func mkBatch(t testing.TB, base int64, codec record.Compression, pid int64, ts0 
 	t.Helper()
 	recs := make([]record.Record, len(kvs))
 	for i, x := range kvs {
-		recs[i] = record.Record{TimestampDelta: int64(i), OffsetDelta: int32(i), Key: x.key, Value: x.val,
+		recs[i] = record.Record{TimestampDelta: int64(i), Key: x.key, Value: x.val,
 			Headers: []record.Header{{Key: "h", Value: []byte{byte(i)}}}}
 	}
 	h := record.BatchHeader{
-		BaseOffset: base, PartitionLeaderEpoch: 3, Attributes: int16(codec),
-		LastOffsetDelta: int32(len(kvs) - 1), BaseTimestamp: ts0, MaxTimestamp: ts0 + int64(len(kvs)-1),
+		BaseOffset: base, PartitionLeaderEpoch: 3, Attributes: int16(codec), BaseTimestamp: ts0,
 		ProducerID: pid, ProducerEpoch: -1, BaseSequence: -1,
 	}
 	if pid >= 0 {
 		h.ProducerEpoch, h.BaseSequence = 1, 10
 	}
-	b, err := record.Build(h, recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return recordtest.Batch(h, recs...)
 }
 
 func newTestFilter(t testing.TB, puts map[string]int64, latest int64) *filter {

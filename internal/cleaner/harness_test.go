@@ -13,6 +13,7 @@ import (
 
 	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/strata-io/strata/internal/vfs"
 )
@@ -133,22 +134,17 @@ var noProducer = producer{id: -1, epoch: -1, seq: -1}
 func clientBatch(codec record.Compression, p producer, ts int64, kvs []kv) []byte {
 	recs := make([]record.Record, len(kvs))
 	for i, x := range kvs {
-		recs[i] = record.Record{TimestampDelta: int64(i), OffsetDelta: int32(i), Key: x.key, Value: x.val,
+		recs[i] = record.Record{TimestampDelta: int64(i), Key: x.key, Value: x.val,
 			Headers: []record.Header{{Key: "n", Value: []byte(fmt.Sprint(i))}}}
 	}
 	attrs := int16(codec)
 	if p.txn {
 		attrs |= record.AttrTransactional
 	}
-	b, err := record.Build(record.BatchHeader{
-		Attributes: attrs, LastOffsetDelta: int32(len(kvs) - 1), BaseTimestamp: ts,
-		MaxTimestamp: ts + int64(len(kvs)-1), ProducerID: p.id, ProducerEpoch: p.epoch, BaseSequence: p.seq,
+	return recordtest.Batch(record.BatchHeader{
+		Attributes: attrs, BaseTimestamp: ts, ProducerID: p.id, ProducerEpoch: p.epoch, BaseSequence: p.seq,
 		PartitionLeaderEpoch: -1,
-	}, recs)
-	if err != nil {
-		panic(err)
-	}
-	return b
+	}, recs...)
 }
 
 func (h *harness) append(b []byte) (storage.AppendResult, error) {

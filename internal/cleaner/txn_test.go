@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 )
 
 // txnBatch builds a transactional data batch of producer pid at base.
@@ -13,34 +14,18 @@ func txnBatch(t testing.TB, base int64, codec record.Compression, pid int64, kvs
 	t.Helper()
 	recs := make([]record.Record, len(kvs))
 	for i, x := range kvs {
-		recs[i] = record.Record{TimestampDelta: int64(i), OffsetDelta: int32(i), Key: x.key, Value: x.val}
+		recs[i] = record.Record{TimestampDelta: int64(i), Key: x.key, Value: x.val}
 	}
-	b, err := record.Build(record.BatchHeader{
+	return recordtest.Batch(record.BatchHeader{
 		BaseOffset: base, PartitionLeaderEpoch: 2, Attributes: int16(codec) | record.AttrTransactional,
-		LastOffsetDelta: int32(len(kvs) - 1), BaseTimestamp: 5000, MaxTimestamp: 5000 + int64(len(kvs)-1),
-		ProducerID: pid, ProducerEpoch: 4, BaseSequence: 7,
-	}, recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+		BaseTimestamp: 5000, ProducerID: pid, ProducerEpoch: 4, BaseSequence: 7,
+	}, recs...)
 }
 
 // markerBatch builds a COMMIT or ABORT marker of producer pid at off.
 func markerBatch(t testing.TB, off, pid int64, epoch int16, commit bool) record.Batch {
 	t.Helper()
-	typ := record.ControlAbort
-	if commit {
-		typ = record.ControlCommit
-	}
-	b, err := record.Build(record.BatchHeader{
-		BaseOffset: off, PartitionLeaderEpoch: 2, Attributes: record.AttrControl | record.AttrTransactional,
-		BaseTimestamp: 6000, MaxTimestamp: 6000, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: -1,
-	}, []record.Record{record.EndTxnMarker(typ, 9)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return recordtest.Marker(record.BatchHeader{BaseOffset: off, PartitionLeaderEpoch: 2, BaseTimestamp: 6000, ProducerID: pid, ProducerEpoch: epoch}, commit, 9)
 }
 
 // keysOf returns the keys of b's records.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/strata-io/strata/internal/storage"
 )
 
@@ -69,25 +70,11 @@ func (s *memStore) AppendTxn(ctx context.Context, p int32, batch []byte) error {
 func (s *memStore) marker(p int32, pid int64, epoch int16, commit bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := markerBatch(pid, epoch, commit)
+	b := recordtest.Marker(record.BatchHeader{ProducerID: pid, ProducerEpoch: epoch}, commit, 0)
 	record.Batch(b).SetBaseOffset(s.next[p])
 	s.next[p]++
 	s.parts[p] = append(s.parts[p], b)
 	return nil
-}
-
-// markerBatch builds a transaction marker batch (kafka-internals §2.4).
-func markerBatch(pid int64, epoch int16, commit bool) []byte {
-	typ := record.ControlAbort
-	if commit {
-		typ = record.ControlCommit
-	}
-	h := record.BatchHeader{Attributes: record.AttrControl | record.AttrTransactional, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: -1}
-	b, err := record.Build(h, []record.Record{record.EndTxnMarker(typ, 0)})
-	if err != nil {
-		panic(err)
-	}
-	return b
 }
 
 func (s *memStore) Log(int32) *storage.Log { return nil }

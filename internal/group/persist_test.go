@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 )
 
 // FuzzReplay feeds arbitrary __consumer_offsets keys and values to the
@@ -46,8 +47,8 @@ func FuzzReplayBatch(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(tb)
-	f.Add(markerBatch(7, 0, true))
-	f.Add(markerBatch(7, 0, false))
+	f.Add([]byte(recordtest.Marker(record.BatchHeader{ProducerID: 7}, true, 0)))
+	f.Add([]byte(recordtest.Marker(record.BatchHeader{ProducerID: 7}, false, 0)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < record.HeaderSize {
 			return

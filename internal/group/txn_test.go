@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 )
 
 // txnEnv is a harness with transactions enabled over either the in-memory
@@ -673,7 +674,7 @@ func BenchmarkReplayTxn(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	marker := markerBatch(1, 0, true)
+	marker := recordtest.Marker(record.BatchHeader{ProducerID: 1}, true, 0)
 	r := newReplayer()
 	b.ReportAllocs()
 	for b.Loop() {

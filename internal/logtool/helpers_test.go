@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 )
 
 // segWriter writes a segment the way Kafka does: batches appended to .log,
@@ -34,18 +35,15 @@ func (w *segWriter) appendBatch(n int, c record.Compression, ts int64) record.Ba
 	w.t.Helper()
 	recs := make([]record.Record, n)
 	for i := range recs {
-		recs[i] = record.Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Key: []byte(fmt.Sprint("k", w.next+int64(i))),
+		recs[i] = record.Record{TimestampDelta: int64(i), Key: []byte(fmt.Sprint("k", w.next+int64(i))),
 			Value: []byte(fmt.Sprint("value-", w.next+int64(i))), Headers: []record.Header{{Key: "h", Value: nil}}}
 	}
 	if n > 0 {
 		recs[0].Key = nil
 	}
-	h := record.BatchHeader{BaseOffset: w.next, Attributes: int16(c), LastOffsetDelta: int32(n - 1), BaseTimestamp: ts,
-		MaxTimestamp: ts + int64(n-1), ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: 0}
-	b, err := record.Build(h, recs)
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	h := recordtest.NoProducer
+	h.BaseOffset, h.Attributes, h.BaseTimestamp, h.PartitionLeaderEpoch = w.next, int16(c), ts, 0
+	b := recordtest.Batch(h, recs...)
 	w.appendRaw(b)
 	return b
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 )
 
 func mustVerify(t *testing.T, dir string) *Report {
@@ -227,12 +228,7 @@ func TestDumpControlBatch(t *testing.T) {
 	}
 	w := newSegWriter(t, dir, 0, 1<<20)
 	w.appendBatch(2, record.None, 10)
-	marker, err := record.Build(record.BatchHeader{BaseOffset: 2, Attributes: record.AttrControl | record.AttrTransactional,
-		BaseTimestamp: 20, MaxTimestamp: 20, ProducerID: 5, ProducerEpoch: 1, BaseSequence: -1}, []record.Record{record.EndTxnMarker(record.ControlCommit, 4)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.appendRaw(marker)
+	w.appendRaw(recordtest.Marker(record.BatchHeader{BaseOffset: 2, BaseTimestamp: 20, ProducerID: 5, ProducerEpoch: 1}, true, 4))
 	logPath := w.write()
 	var out bytes.Buffer
 	if probs, err := Dump(&out, logPath, DumpOptions{PrintRecords: true}); err != nil || len(probs) != 0 {

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-io/strata/internal/broker"
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 )
@@ -62,13 +63,11 @@ func newFetchFixture(tb testing.TB, disableSendfile bool) *fetchFixture {
 	rand.Read(val)
 	var recs []record.Record
 	for i := 0; i < 256; i++ { // 256 KiB batches
-		recs = append(recs, record.Record{OffsetDelta: int32(i), Value: val})
+		recs = append(recs, record.Record{Value: val})
 	}
-	now := time.Now().UnixMilli()
-	batch, err := record.Build(record.BatchHeader{LastOffsetDelta: 255, BaseTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	h := recordtest.NoProducer
+	h.PartitionLeaderEpoch, h.BaseTimestamp = 0, time.Now().UnixMilli()
+	batch := recordtest.Batch(h, recs...)
 	batchBytes = int64(len(batch))
 	var total int64
 	for total < benchDataBytes() {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -16,19 +17,11 @@ import (
 // idemBatch builds an idempotent batch of n records.
 func idemBatch(t *testing.T, pid int64, seq int32, n int) []byte {
 	t.Helper()
-	now := time.Now().UnixMilli()
 	var recs []record.Record
 	for i := 0; i < n; i++ {
-		recs = append(recs, record.Record{OffsetDelta: int32(i), Key: []byte(fmt.Sprint(seq + int32(i))), Value: []byte("v")})
+		recs = append(recs, record.Record{Key: []byte(fmt.Sprint(seq + int32(i))), Value: []byte("v")})
 	}
-	b, err := record.Build(record.BatchHeader{
-		LastOffsetDelta: int32(n - 1), BaseTimestamp: now, MaxTimestamp: now,
-		ProducerID: pid, ProducerEpoch: 0, BaseSequence: seq,
-	}, recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return recordtest.Batch(record.BatchHeader{BaseTimestamp: time.Now().UnixMilli(), ProducerID: pid, BaseSequence: seq}, recs...)
 }
 
 func produceRaw(t *testing.T, cl *kgo.Client, topic string, batch []byte) kmsg.ProduceResponseTopicPartition {
@@ -198,16 +191,13 @@ func TestPerRecordErrorsOnCompactedTopic(t *testing.T) {
 	if _, err := tb.Admin().CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": sp("compact")}, "keys"); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UnixMilli()
-	batch, err := record.Build(record.BatchHeader{LastOffsetDelta: 2, BaseTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []record.Record{
-		{OffsetDelta: 0, Key: []byte("a"), Value: []byte("1")},
-		{OffsetDelta: 1, Key: nil, Value: []byte("2")},
-		{OffsetDelta: 2, Key: []byte{}, Value: []byte("3")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := recordtest.NoProducer
+	h.PartitionLeaderEpoch, h.BaseTimestamp = 0, time.Now().UnixMilli()
+	batch := recordtest.Batch(h,
+		record.Record{Key: []byte("a"), Value: []byte("1")},
+		record.Record{Key: nil, Value: []byte("2")},
+		record.Record{Key: []byte{}, Value: []byte("3")},
+	)
 	r := produceRaw(t, tb.Client(), "keys", batch)
 	if r.ErrorCode != kerr.InvalidRecord.Code || len(r.ErrorRecords) != 1 || r.ErrorRecords[0].RelativeOffset != 1 || r.ErrorMessage == nil {
 		t.Errorf("null key in batch: %+v", r)

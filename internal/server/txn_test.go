@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/strata-io/strata/internal/servertest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -326,11 +327,6 @@ func TestTxnProduceToUnaddedPartition(t *testing.T) {
 
 // rawTxnBatch encodes a one-record transactional batch.
 func rawTxnBatch(pid int64, epoch int16) []byte {
-	now := time.Now().UnixMilli()
-	b, err := record.Build(record.BatchHeader{Attributes: record.AttrTransactional, BaseTimestamp: now, MaxTimestamp: now,
-		ProducerID: pid, ProducerEpoch: epoch}, []record.Record{{Value: []byte("v")}})
-	if err != nil {
-		panic(err)
-	}
-	return b
+	return recordtest.Batch(record.BatchHeader{Attributes: record.AttrTransactional, BaseTimestamp: time.Now().UnixMilli(),
+		ProducerID: pid, ProducerEpoch: epoch}, record.Record{Value: []byte("v")})
 }

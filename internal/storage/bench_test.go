@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -38,13 +39,9 @@ func benchBatchBytes(b testing.TB) []byte {
 		for j := range v {
 			v[j] = byte(i*31 + j)
 		}
-		recs[i] = record.Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Key: []byte(fmt.Sprint(i)), Value: v}
+		recs[i] = record.Record{TimestampDelta: int64(i), Key: []byte(fmt.Sprint(i)), Value: v}
 	}
-	bt, err := record.Build(record.BatchHeader{PartitionLeaderEpoch: -1, LastOffsetDelta: int32(n - 1), BaseTimestamp: 1, MaxTimestamp: int64(n), ProducerID: -1, BaseSequence: -1}, recs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return bt
+	return recordtest.Batch(record.BatchHeader{PartitionLeaderEpoch: -1, BaseTimestamp: 1, ProducerID: -1, BaseSequence: -1}, recs...)
 }
 
 func benchConfig(durable, prealloc bool) Config {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -34,15 +35,10 @@ func TestMain(m *testing.M) {
 func crashBatch(w, i int) []byte {
 	recs := make([]record.Record, 1+(w+i)%8)
 	for j := range recs {
-		recs[j] = record.Record{OffsetDelta: int32(j), TimestampDelta: int64(j), Key: []byte(strconv.Itoa(j)),
+		recs[j] = record.Record{TimestampDelta: int64(j), Key: []byte(strconv.Itoa(j)),
 			Value: []byte(strings.Repeat(fmt.Sprintf("w%d-i%d-r%d;", w, i, j), 1+(i%5)*20))}
 	}
-	b, err := record.Build(record.BatchHeader{PartitionLeaderEpoch: -1, LastOffsetDelta: int32(len(recs) - 1),
-		BaseTimestamp: int64(i), MaxTimestamp: int64(i + len(recs) - 1), ProducerID: -1, BaseSequence: -1}, recs)
-	if err != nil {
-		panic(err)
-	}
-	return b
+	return recordtest.Batch(record.BatchHeader{PartitionLeaderEpoch: -1, BaseTimestamp: int64(i), ProducerID: -1, BaseSequence: -1}, recs...)
 }
 
 func crashConfig() Config {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -28,24 +29,11 @@ func mkBatchP(t testing.TB, n int, tag string, ts int64, pid int64, epoch int16,
 	for i := range recs {
 		recs[i] = record.Record{
 			TimestampDelta: int64(i),
-			OffsetDelta:    int32(i),
 			Key:            []byte(fmt.Sprintf("k%d", i%7)),
 			Value:          []byte(fmt.Sprintf("%s-%d", tag, i)),
 		}
 	}
-	b, err := record.Build(record.BatchHeader{
-		PartitionLeaderEpoch: -1,
-		LastOffsetDelta:      int32(n - 1),
-		BaseTimestamp:        ts,
-		MaxTimestamp:         ts + int64(n-1),
-		ProducerID:           pid,
-		ProducerEpoch:        epoch,
-		BaseSequence:         seq,
-	}, recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return recordtest.Batch(record.BatchHeader{PartitionLeaderEpoch: -1, BaseTimestamp: ts, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}, recs...)
 }
 
 // testConfig returns a small-segment config for tests.

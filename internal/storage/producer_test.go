@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -209,8 +210,7 @@ func TestTransactionStateAcrossRestart(t *testing.T) {
 		t.Fatalf("after power cut: open txn first offset %d", open())
 	}
 	// COMMIT marker from the coordinator closes it.
-	m, _ := record.Build(record.BatchHeader{Attributes: record.AttrTransactional | record.AttrControl, ProducerID: 9, ProducerEpoch: 0, BaseSequence: -1, PartitionLeaderEpoch: -1},
-		[]record.Record{{Key: []byte{0, 0, 0, 1}, Value: []byte{0, 0, 0, 0, 0, 0}}})
+	m := recordtest.Marker(record.BatchHeader{ProducerID: 9, PartitionLeaderEpoch: -1}, true, 0)
 	if _, err := l.Append(m, AppendOptions{}); !errors.Is(err, kerr.InvalidRecord) {
 		t.Fatalf("control batch from a client: %v", err)
 	}

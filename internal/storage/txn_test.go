@@ -16,6 +16,7 @@ import (
 
 	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -24,16 +25,12 @@ func mkTxnBatch(t testing.TB, n int, tag string, pid int64, epoch int16, seq int
 	t.Helper()
 	recs := make([]record.Record, n)
 	for i := range recs {
-		recs[i] = record.Record{OffsetDelta: int32(i), Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("%s-%d", tag, i))}
+		recs[i] = record.Record{Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("%s-%d", tag, i))}
 	}
-	b, err := record.Build(record.BatchHeader{
-		PartitionLeaderEpoch: -1, Attributes: record.AttrTransactional, LastOffsetDelta: int32(n - 1),
-		BaseTimestamp: 1, MaxTimestamp: 1, ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq,
-	}, recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return recordtest.Batch(record.BatchHeader{
+		PartitionLeaderEpoch: -1, Attributes: record.AttrTransactional, BaseTimestamp: 1,
+		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq,
+	}, recs...)
 }
 
 // txnConfig is testConfig without time-based rolls (the test batches
@@ -465,15 +462,15 @@ func (m *txnModel) check(t *testing.T, what string, l *Log, fsys vfs.FS, dir str
 // no panic, a rejected payload writes nothing, and a power cut right after
 // rebuilds the same transaction state.
 func FuzzAppendCoordinator(f *testing.F) {
-	marker := func(typ record.ControlType, pid int64, epoch int16) []byte {
-		b, _ := record.Build(record.BatchHeader{Attributes: record.AttrTransactional | record.AttrControl, ProducerID: pid, ProducerEpoch: epoch,
-			BaseSequence: -1, PartitionLeaderEpoch: -1}, []record.Record{record.EndTxnMarker(typ, 2)})
-		return b
+	marker := func(commit bool, pid int64, epoch int16) []byte {
+		return recordtest.Marker(record.BatchHeader{ProducerID: pid, ProducerEpoch: epoch, PartitionLeaderEpoch: -1}, commit, 2)
 	}
-	f.Add(marker(record.ControlAbort, 1, 0))
-	f.Add(marker(record.ControlCommit, 1, 0))
-	f.Add(marker(record.ControlAbort, 2, 7))
-	f.Add(marker(record.ControlLeaderChange, 1, 0))
+	f.Add(marker(false, 1, 0))
+	f.Add(marker(true, 1, 0))
+	f.Add(marker(false, 2, 7))
+	leaderChange := recordtest.Batch(record.BatchHeader{Attributes: record.AttrTransactional | record.AttrControl, ProducerID: 1,
+		BaseSequence: -1, PartitionLeaderEpoch: -1}, record.EndTxnMarker(record.ControlLeaderChange, 2))
+	f.Add([]byte(leaderChange))
 	f.Add(mkTxnBatch(f, 2, "o", 3, 0, -1))
 	bad, _ := record.Build(record.BatchHeader{Attributes: record.AttrControl, ProducerID: 1, BaseSequence: -1, PartitionLeaderEpoch: -1},
 		[]record.Record{{Key: []byte{0}, Value: nil}})
