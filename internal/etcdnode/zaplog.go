@@ -1,0 +1,64 @@
+package etcdnode
+
+import (
+	"context"
+	"log/slog"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// slogCore is a zapcore.Core that forwards etcd's log entries at or above
+// a level to a *slog.Logger, so the embedded member logs through the
+// broker's logger instead of its own stderr writer.
+type slogCore struct {
+	l      *slog.Logger
+	min    zapcore.Level
+	fields []zapcore.Field
+}
+
+func newZapLogger(l *slog.Logger, min zapcore.Level) *zap.Logger {
+	return zap.New(&slogCore{l: l.With("component", "etcd"), min: min})
+}
+
+func (c *slogCore) Enabled(l zapcore.Level) bool { return l >= c.min }
+
+func (c *slogCore) With(fs []zapcore.Field) zapcore.Core {
+	out := *c
+	out.fields = append(append([]zapcore.Field(nil), c.fields...), fs...)
+	return &out
+}
+
+func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c *slogCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range c.fields {
+		f.AddTo(enc)
+	}
+	for _, f := range fs {
+		f.AddTo(enc)
+	}
+	attrs := make([]slog.Attr, 0, len(enc.Fields))
+	for k, v := range enc.Fields {
+		attrs = append(attrs, slog.Any(k, v))
+	}
+	lvl := slog.LevelInfo
+	switch {
+	case e.Level >= zapcore.ErrorLevel:
+		lvl = slog.LevelError
+	case e.Level == zapcore.WarnLevel:
+		lvl = slog.LevelWarn
+	case e.Level < zapcore.InfoLevel:
+		lvl = slog.LevelDebug
+	}
+	c.l.LogAttrs(context.Background(), lvl, e.Message, attrs...)
+	return nil
+}
+
+func (c *slogCore) Sync() error { return nil }
