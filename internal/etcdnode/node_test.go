@@ -210,4 +210,5 @@ func BenchmarkStart(b *testing.B) {
 		n.Close()
 	}
 }
+
 var benchTiming = Timing{}
