@@ -44,6 +44,11 @@ type Broker struct {
 	Listeners   []Endpoint `json:"listeners"`
 	// Controller is set on nodes whose process.roles include controller.
 	Controller bool `json:"controller,omitempty"`
+	// UncleanShutdown is set when the broker's previous run did not shut
+	// down cleanly and its logs may miss acknowledged records (only with
+	// strata.durable.acks=false; with fsynced acks nothing acknowledged
+	// is lost). KIP-966: such a broker leaves the eligible leader replicas.
+	UncleanShutdown bool `json:"unclean_shutdown,omitempty"`
 	// Epoch is filled from the key's create revision when read.
 	Epoch int64 `json:"-"`
 }

@@ -52,6 +52,8 @@ type Change struct {
 	Key    string
 	Value  []byte // nil with Delete
 	Delete bool
+	// Prefix with Delete removes every key under Key (no compare).
+	Prefix bool
 	Expect int64
 }
 
@@ -86,12 +88,15 @@ func (s *Store) Txn(ctx context.Context, changes []Change) (int64, error) {
 	ops := make([]clientv3.Op, 0, len(changes))
 	for _, c := range changes {
 		switch {
+		case c.Prefix:
 		case c.Expect == 0:
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.Key), "=", 0))
 		case c.Expect > 0:
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.Key), "=", c.Expect))
 		}
-		if c.Delete {
+		if c.Delete && c.Prefix {
+			ops = append(ops, clientv3.OpDelete(c.Key, clientv3.WithPrefix()))
+		} else if c.Delete {
 			ops = append(ops, clientv3.OpDelete(c.Key))
 		} else {
 			ops = append(ops, clientv3.OpPut(c.Key, string(c.Value)))

@@ -1,0 +1,125 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/strata-io/strata/internal/meta"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Driver is the I/O shell around the pure decisions: it campaigns for the
+// active controller role (etcd election, so that one node does the work),
+// and while active it reconciles partitions with the live brokers after
+// every metadata change, committing each decision as a compare-and-set on
+// the partition's key. Holding the election is only about who works:
+// a decision computed by a deposed controller on stale metadata fails its
+// compare and changes nothing.
+type Driver struct {
+	NodeID int32
+	Store  *meta.Store
+	Cache  *meta.Cache
+	// Policy gives a topic's election policy (min.insync.replicas,
+	// unclean.leader.election.enable from its configs and the defaults).
+	Policy func(*meta.Topic) Policy
+	// SessionTTL is the election lease's TTL (broker.session.timeout.ms).
+	SessionTTL time.Duration
+	Logger     *slog.Logger
+	// OnActive, if set, is called with true when this node becomes the
+	// active controller and false when it stops being it.
+	OnActive func(bool)
+}
+
+// Run campaigns and, while active, reconciles, until ctx ends. Losing the
+// etcd session (lease expired, quorum lost) returns to campaigning.
+func (d *Driver) Run(ctx context.Context) {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	ttl := int(max(d.SessionTTL/time.Second, 1))
+	for ctx.Err() == nil {
+		sess, err := concurrency.NewSession(d.Store.Client(), concurrency.WithTTL(ttl), concurrency.WithContext(ctx))
+		if err != nil {
+			d.sleep(ctx, time.Second)
+			continue
+		}
+		el := concurrency.NewElection(sess, d.Store.Keys().Controller())
+		if err := el.Campaign(ctx, strconv.Itoa(int(d.NodeID))); err != nil {
+			sess.Close()
+			d.sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		d.Logger.Info("this node is the active controller", "node", d.NodeID)
+		if d.OnActive != nil {
+			d.OnActive(true)
+		}
+		d.lead(ctx, sess)
+		if d.OnActive != nil {
+			d.OnActive(false)
+		}
+		d.Logger.Info("this node is no longer the active controller", "node", d.NodeID)
+		rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = el.Resign(rctx)
+		cancel()
+		sess.Close()
+	}
+}
+
+func (d *Driver) sleep(ctx context.Context, t time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(t):
+	}
+}
+
+// lead reconciles after every change until the session ends.
+func (d *Driver) lead(ctx context.Context, sess *concurrency.Session) {
+	for {
+		changed := d.Cache.Changed()
+		if err := d.ReconcileOnce(ctx); err != nil && !errors.Is(err, meta.ErrConflict) {
+			d.Logger.Warn("controller reconcile failed; retrying", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-sess.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-sess.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+// ReconcileOnce computes the decisions for the current view and commits
+// them in batches of max-txn-ops. A lost compare (ErrConflict) means the
+// view was stale: the next change of the cache triggers a new attempt.
+func (d *Driver) ReconcileOnce(ctx context.Context) error {
+	v := d.Cache.View()
+	ds := FromView(v, d.Policy).Reconcile()
+	if len(ds) == 0 {
+		return nil
+	}
+	changes := make([]meta.Change, len(ds))
+	for i, dc := range ds {
+		changes[i] = d.Store.PartitionChange(dc.TP, dc.New, dc.Expect)
+		d.Logger.Info("partition change", "topic", dc.Topic, "partition", dc.TP.Partition, "state", dc.New.String(), "reason", dc.Reason)
+	}
+	applied, rev, err := d.Store.Batches(ctx, changes)
+	if applied > 0 {
+		// Read our own writes before deciding again.
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, _ = d.Cache.WaitRev(wctx, rev)
+		cancel()
+	}
+	return err
+}

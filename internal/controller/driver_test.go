@@ -1,0 +1,175 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/strata-io/strata/internal/etcdnode"
+	"github.com/strata-io/strata/internal/meta"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+func startStore(t *testing.T) (*meta.Store, *meta.Cache) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := etcdnode.Voter{ID: 1, Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port}
+	quiet := slog.New(slog.DiscardHandler)
+	n, err := etcdnode.Start(context.Background(), etcdnode.Config{NodeID: 1, Dir: t.TempDir(), Listener: ln,
+		Voters: []etcdnode.Voter{v}, ClusterToken: "ctl-test", Timing: etcdnode.Timing{TickMs: 10, ElectionMs: 100}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{n.ClientEndpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	st := meta.NewStore(cli, meta.DefaultKeys, etcdnode.DefaultMaxTxnOps)
+	cache, err := meta.StartCache(context.Background(), st, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cache.Close)
+	return st, cache
+}
+
+func waitFor(t *testing.T, c *meta.Cache, what string, cond func(*meta.View) bool) *meta.View {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		ch := c.Changed()
+		if v := c.View(); cond(v) {
+			return v
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestDriverAndAdmin: topics created through Admin spread over three
+// brokers; a broker's leaving and returning is reconciled by whichever of
+// two drivers is active; stopping the active driver hands over.
+func TestDriverAndAdmin(t *testing.T) {
+	st, cache := startStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	quiet := slog.New(slog.DiscardHandler)
+	policy := func(*meta.Topic) Policy { return Policy{MinISR: 1} }
+
+	sessions := map[int32]*meta.Session{}
+	register := func(id int32) {
+		s, err := meta.NewSession(ctx, st.Client(), 3*time.Second, 500*time.Millisecond, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Register(ctx, meta.Broker{ID: id, DirectoryID: "dir"}, s.Lease()); err != nil {
+			t.Fatal(err)
+		}
+		sessions[id] = s
+	}
+	for id := int32(1); id <= 3; id++ {
+		register(id)
+	}
+	waitFor(t, cache, "three brokers", func(v *meta.View) bool { return len(v.Brokers) == 3 })
+
+	admin := &Admin{Store: st, Cache: cache, Policy: policy, MaxReplicationFactor: 1}
+	var pe *PlacementError
+	if err := admin.CreateTopic(ctx, TopicRequest{Name: "r", ID: "rid", Partitions: 1, RF: 2}, false); !errors.As(err, &pe) || pe.Code != 38 {
+		t.Fatalf("rf=2 before replication: %v", err)
+	}
+	if err := admin.CreateTopic(ctx, TopicRequest{Name: "t", ID: "tid", Partitions: 6, RF: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateTopic(ctx, TopicRequest{Name: "t", ID: "tid2", Partitions: 1, RF: 1}, false); !errors.As(err, &pe) || pe.Code != 36 {
+		t.Fatalf("second create: %v", err)
+	}
+	v := cache.View()
+	leaders := map[int32]int{}
+	for _, p := range v.Parts["tid"] {
+		leaders[p.State.Leader]++
+	}
+	if len(leaders) != 3 || leaders[1] != 2 || leaders[2] != 2 || leaders[3] != 2 {
+		t.Fatalf("leaders not spread: %v", leaders)
+	}
+	if err := admin.CreatePartitions(ctx, "t", 9, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if v := cache.View(); len(v.Parts["tid"]) != 9 || v.Topics["t"].Partitions != 9 {
+		t.Fatalf("after CreatePartitions: %d partitions", len(v.Parts["tid"]))
+	}
+
+	// Two drivers; one is active.
+	active := make(chan int32, 10)
+	run := func(id int32) context.CancelFunc {
+		dctx, dcancel := context.WithCancel(ctx)
+		d := &Driver{NodeID: id, Store: st, Cache: cache, Policy: policy, SessionTTL: 2 * time.Second, Logger: quiet,
+			OnActive: func(on bool) {
+				if on {
+					active <- id
+				}
+			}}
+		done := make(chan struct{})
+		go func() { d.Run(dctx); close(done) }()
+		return func() { dcancel(); <-done }
+	}
+	stop1 := run(1)
+	first := <-active
+	stop2 := run(2)
+	defer stop2()
+	waitFor(t, cache, "controller id", func(v *meta.View) bool { return v.Controller == first })
+
+	// Broker 2 shuts down: its partitions lose their leader.
+	if err := sessions[2].Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, cache, "broker 2's partitions offline", func(v *meta.View) bool {
+		off := 0
+		for _, p := range v.Parts["tid"] {
+			if p.State.Replicas[0] == 2 {
+				if p.State.Leader != meta.NoLeader || p.State.LeaderEpoch != 1 {
+					return false
+				}
+				off++
+			}
+		}
+		return off == 3 && v.OfflinePartitions() == 3
+	})
+
+	// The active controller stops; the other takes over and reacts to
+	// broker 2's return.
+	stop1()
+	if second := <-active; second == first && first == 1 {
+		t.Fatalf("no hand-over: %d then %d", first, second)
+	}
+	register(2)
+	waitFor(t, cache, "broker 2 leads again", func(v *meta.View) bool {
+		for _, p := range v.Parts["tid"] {
+			if p.State.Replicas[0] == 2 && (p.State.Leader != 2 || p.State.LeaderEpoch != 2) {
+				return false
+			}
+		}
+		return v.OfflinePartitions() == 0 && v.Controller == 2
+	})
+
+	if err := admin.DeleteTopic(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if v := cache.View(); v.Topics["t"] != nil || len(v.Parts["tid"]) != 0 {
+		t.Fatalf("after delete: %+v", v.Parts["tid"])
+	}
+	if err := admin.DeleteTopic(ctx, "t"); !errors.As(err, &pe) || pe.Code != 3 {
+		t.Fatalf("second delete: %v", err)
+	}
+}

@@ -1,0 +1,176 @@
+package controller
+
+import (
+	"slices"
+
+	"github.com/strata-io/strata/internal/meta"
+)
+
+// Election kinds.
+const (
+	ElectionNone      = ""
+	ElectionISR       = "isr"
+	ElectionELR       = "elr"
+	ElectionUnclean   = "unclean"
+	ElectionLastKnown = "last-known-elr"
+	ElectionNoLeader  = "offline"
+	ElectionUnchanged = "unchanged"
+)
+
+// Elect chooses a leader for a partition state given which brokers are
+// live (Kafka's PartitionChangeBuilder.electLeader with KIP-966):
+//  1. the first replica, in replica order, that is in the ISR and live;
+//  2. else the first live replica in the ELR (it holds every record up to
+//     the high watermark: the ISR was below min.insync.replicas when it
+//     left, so the high watermark could not pass it);
+//  3. else, when the ISR and ELR are empty and every last known eligible
+//     replica is live again, the first of them (KIP-966's "balanced"
+//     unclean recovery: with one replica this is the only copy there is);
+//  4. else, only when unclean election is allowed, the first live replica
+//     (records acknowledged only by others may be lost);
+//  5. else no leader.
+func Elect(st meta.PartitionState, live func(int32) bool, pol Policy) (int32, string) {
+	for _, r := range st.Replicas {
+		if slices.Contains(st.ISR, r) && live(r) {
+			return r, ElectionISR
+		}
+	}
+	for _, r := range st.Replicas {
+		if slices.Contains(st.ELR, r) && live(r) {
+			return r, ElectionELR
+		}
+	}
+	if len(st.ISR) == 0 && len(st.ELR) == 0 && len(st.LastKnownELR) > 0 {
+		all := true
+		for _, r := range st.LastKnownELR {
+			all = all && live(r)
+		}
+		if all {
+			for _, r := range st.Replicas {
+				if slices.Contains(st.LastKnownELR, r) {
+					return r, ElectionLastKnown
+				}
+			}
+		}
+	}
+	if pol.Unclean {
+		for _, r := range st.Replicas {
+			if live(r) {
+				return r, ElectionUnclean
+			}
+		}
+	}
+	return meta.NoLeader, ElectionNoLeader
+}
+
+// rebuild applies the liveness of brokers to one partition: fenced
+// brokers leave the ISR (joining the ELR when the ISR is then below
+// min.insync.replicas), brokers that restarted uncleanly leave the ELR,
+// and a leader is elected if the current one is gone. It returns the new
+// state and whether anything changed. Epochs: the partition epoch is
+// bumped on any change, the leader epoch on a leader change.
+func rebuild(st meta.PartitionState, live func(int32) bool, unclean func(int32) bool, pol Policy) (meta.PartitionState, string, bool) {
+	ns := st.Clone()
+	minISR := max(pol.MinISR, 1)
+	// Fenced brokers leave the ISR. KIP-966: a replica removed while the
+	// remaining ISR is below min.insync.replicas becomes eligible (ELR).
+	var isr, removed []int32
+	for _, r := range ns.ISR {
+		if live(r) {
+			isr = append(isr, r)
+		} else {
+			removed = append(removed, r)
+		}
+	}
+	ns.ISR = isr
+	if len(isr) < minISR {
+		for _, r := range removed {
+			if !slices.Contains(ns.ELR, r) {
+				ns.ELR = append(ns.ELR, r)
+			}
+		}
+	}
+	// A broker that came back after an unclean shutdown may have lost
+	// acknowledged records: it is no longer eligible. When that empties
+	// the ELR, the ones removed are remembered as the last known ELR.
+	var dropped []int32
+	ns.ELR = slices.DeleteFunc(ns.ELR, func(r int32) bool {
+		if live(r) && unclean(r) {
+			dropped = append(dropped, r)
+			return true
+		}
+		return false
+	})
+	if len(ns.ELR) == 0 && len(dropped) > 0 {
+		for _, r := range dropped {
+			if !slices.Contains(ns.LastKnownELR, r) {
+				ns.LastKnownELR = append(ns.LastKnownELR, r)
+			}
+		}
+	}
+	kind := ElectionUnchanged
+	if ns.Leader == meta.NoLeader || !live(ns.Leader) || !slices.Contains(ns.ISR, ns.Leader) {
+		leader, k := Elect(ns, live, pol)
+		kind = k
+		if leader != ns.Leader {
+			ns.Leader = leader
+			ns.LeaderEpoch++
+		}
+		switch k {
+		case ElectionELR:
+			// The eligible replica leads; it is the ISR now.
+			ns.ISR = []int32{leader}
+			ns.ELR = slices.DeleteFunc(ns.ELR, func(r int32) bool { return r == leader })
+		case ElectionUnclean, ElectionLastKnown:
+			ns.ISR = []int32{leader}
+			ns.ELR = nil
+			ns.LastKnownELR = nil
+			ns.LeaderRecovery = meta.Recovering
+		}
+	}
+	// With the ISR back at min.insync.replicas the ELR is no longer needed.
+	if len(ns.ISR) >= minISR && (len(ns.ELR) > 0 || len(ns.LastKnownELR) > 0) {
+		ns.LastKnownELR = nil
+		ns.ELR = nil
+	}
+	sortIDs(ns.ELR)
+	sortIDs(ns.LastKnownELR)
+	if ns.Equal(st) {
+		return st, ElectionNone, false
+	}
+	ns.PartitionEpoch++
+	return ns, kind, true
+}
+
+func sortIDs(s []int32) { slices.Sort(s) }
+
+// Reconcile returns the changes that bring every partition in line with
+// the live brokers: the controller's reaction to brokers leaving (fenced:
+// their lease expired or they shut down) and joining. It is idempotent: on
+// a state it already reconciled it returns nothing.
+func (s *State) Reconcile() []Decision {
+	live := s.Live
+	unclean := func(id int32) bool { return s.Brokers[id].UncleanShutdown }
+	var out []Decision
+	for _, name := range s.TopicNames() {
+		t := s.Topics[name]
+		if t.Deleting {
+			continue
+		}
+		for _, p := range t.Parts {
+			if p.ModRevision == 0 {
+				continue
+			}
+			ns, kind, changed := rebuild(p.State, live, unclean, t.Policy)
+			if !changed {
+				continue
+			}
+			reason := "isr change"
+			if ns.Leader != p.State.Leader {
+				reason = "leader election (" + kind + ")"
+			}
+			out = append(out, Decision{Topic: name, TP: p.TopicPartition, Expect: p.ModRevision, New: ns, Reason: reason})
+		}
+	}
+	return out
+}

@@ -1,0 +1,250 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/strata-io/strata/internal/meta"
+)
+
+// Kafka error codes of topic administration.
+const (
+	codeTopicAlreadyExists int16 = 36
+	codeUnknownTopic       int16 = 3
+)
+
+// TopicRequest is a CreateTopics entry after defaults are resolved.
+type TopicRequest struct {
+	Name       string
+	ID         string // a new random topic id (UUID text)
+	Partitions int
+	RF         int
+	// Assignment, when non-empty, is the explicit replica_assignment.
+	Assignment map[int32][]int32
+	Configs    map[string]string
+	Internal   bool
+}
+
+// collisionName is Kafka's rule that topics differing only in '.' versus
+// '_' collide (their metric names would be the same).
+func collisionName(name string) string { return strings.ReplaceAll(name, ".", "_") }
+
+// CreateTopic decides a new topic's partitions.
+func (s *State) CreateTopic(req TopicRequest) ([]Decision, error) {
+	if _, ok := s.Topics[req.Name]; ok {
+		return nil, &PlacementError{codeTopicAlreadyExists, fmt.Sprintf("Topic '%s' already exists.", req.Name)}
+	}
+	for name := range s.Topics {
+		if collisionName(name) == collisionName(req.Name) {
+			return nil, &PlacementError{codeInvalidTopic, fmt.Sprintf("Topic '%s' collides with existing topic: %s", req.Name, name)}
+		}
+	}
+	var reps [][]int32
+	var err error
+	if len(req.Assignment) > 0 {
+		reps, err = s.ValidateAssignment(0, req.Assignment)
+	} else {
+		reps, err = s.Place(req.Partitions, req.RF)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return NewPartitions(req.Name, req.ID, 0, reps), nil
+}
+
+const codeInvalidTopic int16 = 17
+
+// AddPartitions decides the partitions CreatePartitions adds to a topic
+// to reach total, placed with the topic's replication factor or the
+// explicit assignment of the new ones.
+func (s *State) AddPartitions(name string, total int, assignment [][]int32) ([]Decision, error) {
+	t, ok := s.Topics[name]
+	if !ok || t.Deleting {
+		return nil, &PlacementError{codeUnknownTopic, "This server does not host this topic-partition."}
+	}
+	cur := len(t.Parts)
+	if total <= cur {
+		return nil, &PlacementError{codeInvalidPartitions, fmt.Sprintf("Topic currently has %d partitions, %d would not be an increase.", cur, total)}
+	}
+	rf := 1
+	if cur > 0 {
+		rf = len(t.Parts[0].State.Replicas)
+	}
+	var reps [][]int32
+	var err error
+	if len(assignment) > 0 {
+		if len(assignment) != total-cur {
+			return nil, &PlacementError{codeInvalidReplicaAssignment, fmt.Sprintf(
+				"Attempted to add %d additional partition(s), but only %d assignment(s) were specified.", total-cur, len(assignment))}
+		}
+		m := map[int32][]int32{}
+		for i, a := range assignment {
+			m[int32(cur+i)] = a
+		}
+		reps, err = s.ValidateAssignment(int32(cur), m)
+		if err == nil && len(reps[0]) != rf {
+			err = &PlacementError{codeInvalidReplicaAssignment, fmt.Sprintf(
+				"The manual partition assignment includes a partition with %d replica(s), but this is not consistent with previous partitions, which have %d replica(s).", len(reps[0]), rf)}
+		}
+	} else {
+		reps, err = s.Place(total-cur, rf)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return NewPartitions(name, t.ID, int32(cur), reps), nil
+}
+
+// Admin commits topic administration to the metadata store. Any broker
+// may run it: every write is create-only or compares the revision it read,
+// so concurrent administrators cannot both succeed on the same topic.
+type Admin struct {
+	Store *meta.Store
+	Cache *meta.Cache
+	// Policy as in Driver.
+	Policy func(*meta.Topic) Policy
+	// MaxReplicationFactor refuses larger replication factors with
+	// INVALID_REPLICATION_FACTOR (1 until partitions are replicated;
+	// 0: no limit).
+	MaxReplicationFactor int
+}
+
+func (a *Admin) state() *State { return FromView(a.Cache.View(), a.Policy) }
+
+func (a *Admin) checkRF(rf int) error {
+	if a.MaxReplicationFactor > 0 && rf > a.MaxReplicationFactor {
+		return &PlacementError{codeInvalidReplicationFactor, fmt.Sprintf(
+			"Replication factor %d is not supported yet: this Strata release stores each partition on one broker (replication.factor 1); replicated partitions come with the replication release.", rf)}
+	}
+	return nil
+}
+
+// CreateTopic creates a topic. validateOnly decides without writing.
+func (a *Admin) CreateTopic(ctx context.Context, req TopicRequest, validateOnly bool) error {
+	rf := req.RF
+	for _, r := range req.Assignment {
+		rf = len(r)
+		break
+	}
+	if err := a.checkRF(rf); err != nil {
+		return err
+	}
+	ds, err := a.state().CreateTopic(req)
+	if err != nil || validateOnly {
+		return err
+	}
+	st := a.Store
+	topic := meta.Topic{Name: req.Name, ID: req.ID, Partitions: int32(len(ds)), Configs: req.Configs, Internal: req.Internal}
+	tc, err := meta.PutJSON(st.Keys().Topic(req.Name), topic, 0)
+	if err != nil {
+		return err
+	}
+	parts := make([]meta.Change, len(ds))
+	for i, d := range ds {
+		parts[i] = st.PartitionChange(d.TP, d.New, 0)
+	}
+	// Small topics are one transaction. A large one writes its partition
+	// keys first (invisible without the topic key, which names the topic
+	// id they are filed under) and the topic key last.
+	if len(parts)+1 <= st.MaxOps() {
+		rev, err := st.Txn(ctx, append(parts, tc))
+		if err != nil {
+			return a.explainCreateConflict(err, req.Name)
+		}
+		_, err = a.Cache.WaitRev(ctx, rev)
+		return err
+	}
+	if _, _, err := st.Batches(ctx, parts); err != nil {
+		return err
+	}
+	rev, err := st.Txn(ctx, []meta.Change{tc})
+	if err != nil {
+		return a.explainCreateConflict(err, req.Name)
+	}
+	_, err = a.Cache.WaitRev(ctx, rev)
+	return err
+}
+
+func (a *Admin) explainCreateConflict(err error, name string) error {
+	if err == meta.ErrConflict {
+		return &PlacementError{codeTopicAlreadyExists, fmt.Sprintf("Topic '%s' already exists.", name)}
+	}
+	return err
+}
+
+// CreatePartitions grows a topic to total partitions.
+func (a *Admin) CreatePartitions(ctx context.Context, name string, total int, assignment [][]int32, validateOnly bool) error {
+	v := a.Cache.View()
+	t := v.Topics[name]
+	ds, err := FromView(v, a.Policy).AddPartitions(name, total, assignment)
+	if err != nil || validateOnly {
+		return err
+	}
+	st := a.Store
+	nt := *t
+	nt.Partitions = int32(total)
+	// The topic key's revision guards against a concurrent
+	// CreatePartitions or deletion.
+	rev, err := topicModRev(ctx, a, name)
+	if err != nil {
+		return err
+	}
+	tc, err := meta.PutJSON(st.Keys().Topic(name), nt, rev)
+	if err != nil {
+		return err
+	}
+	parts := make([]meta.Change, len(ds))
+	for i, d := range ds {
+		parts[i] = st.PartitionChange(d.TP, d.New, 0)
+	}
+	if _, _, err := st.Batches(ctx, parts); err != nil {
+		return err
+	}
+	rev, err = st.Txn(ctx, []meta.Change{tc})
+	if err != nil {
+		return err
+	}
+	_, err = a.Cache.WaitRev(ctx, rev)
+	return err
+}
+
+// topicModRev reads the topic key's mod revision (0 if absent).
+func topicModRev(ctx context.Context, a *Admin, name string) (int64, error) {
+	resp, err := a.Store.Client().Get(ctx, a.Store.Keys().Topic(name))
+	if err != nil {
+		return 0, meta.Retriable(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, nil
+	}
+	return resp.Kvs[0].ModRevision, nil
+}
+
+// DeleteTopic removes a topic: its topic key and every partition key in
+// one transaction that compares the topic key's revision. Brokers stop
+// serving it when their cache drops the topic and delete replicas whose
+// topic id is no longer in the metadata.
+func (a *Admin) DeleteTopic(ctx context.Context, name string) error {
+	t := a.Cache.View().Topics[name]
+	rev, err := topicModRev(ctx, a, name)
+	if err != nil {
+		return err
+	}
+	if t == nil || rev == 0 {
+		return &PlacementError{codeUnknownTopic, "This server does not host this topic-partition."}
+	}
+	st := a.Store
+	r, err := st.Txn(ctx, []meta.Change{
+		{Key: st.Keys().Topic(name), Delete: true, Expect: rev},
+		{Key: st.Keys().TopicPartitions(t.ID), Delete: true, Prefix: true},
+	})
+	if err == meta.ErrConflict {
+		return &PlacementError{codeUnknownTopic, "This server does not host this topic-partition."}
+	}
+	if err != nil {
+		return err
+	}
+	_, err = a.Cache.WaitRev(ctx, r)
+	return err
+}
