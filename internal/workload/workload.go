@@ -198,19 +198,31 @@ func (r *Runner) tp(p int32) checker.TP { return checker.TP{Topic: r.cfg.Topic, 
 
 // producer sends single records to random partitions with an idempotent
 // producer (kgo's default: acks=all, idempotent), up to InFlight at once.
+// After a failed record it lets the outstanding ones settle and replaces the
+// client, as an application would (a broker that lost its state, a topic
+// recreated under a new id, leave a client's state stale).
 func (r *Runner) producer(id int) {
 	proc := fmt.Sprintf("producer-%d", id)
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(id)))
+	tick := time.NewTicker(time.Duration(float64(time.Second) / r.cfg.Rate))
+	defer tick.Stop()
+	for r.ctx.Err() == nil {
+		r.producerClient(proc, id, rng, tick)
+	}
+}
+
+// producerClient runs one client until the runner stops or a record fails.
+func (r *Runner) producerClient(proc string, id int, rng *rand.Rand, tick *time.Ticker) {
 	cl, err := r.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(r.cfg.Topic),
 		kgo.MaxBufferedRecords(r.cfg.InFlight), kgo.ProducerLinger(0))
 	if err != nil {
 		r.cfg.Logf("%s: client: %v", proc, err)
+		sleepCtx(r.ctx, time.Second)
 		return
 	}
-	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(id)))
-	tick := time.NewTicker(time.Duration(float64(time.Second) / r.cfg.Rate))
-	defer tick.Stop()
+	var failed atomic.Bool
 	sem := make(chan struct{}, r.cfg.InFlight)
-	for r.pace(tick) {
+	for !failed.Load() && r.pace(tick) {
 		select {
 		case sem <- struct{}{}:
 		case <-r.ctx.Done():
@@ -232,6 +244,7 @@ func (r *Runner) producer(id int) {
 			} else {
 				// Retries may have written it: the fate is unknown.
 				op.Status, op.Error = checker.Unknown, err.Error()
+				failed.Store(true)
 			}
 			r.rec.Add(op)
 			<-sem
@@ -241,6 +254,15 @@ func (r *Runner) producer(id int) {
 	defer cancel()
 	_ = cl.Flush(fctx)
 	cl.Close() // fails what is still buffered: recorded as unknown
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // txnProducer runs transactions of 1-4 records over random partitions,

@@ -1,0 +1,106 @@
+// Package faults runs the Jepsen-style workload (internal/workload) against
+// brokers under faults (internal/faults) and checks the histories
+// (internal/checker). Bounded runs fit in CI; STRATA_LONG=1 runs the long
+// versions. Each run saves report.txt, anomalies.json and history.jsonl under
+// $STRATA_FAULTS_OUT/<test> (or a temporary directory, logged).
+package faults
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-io/strata/internal/checker"
+	"github.com/strata-io/strata/internal/faults"
+	"github.com/strata-io/strata/internal/workload"
+)
+
+// strataBin is the binary built by TestMain (or STRATA_E2E_BIN).
+var strataBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(buildAndRun(m))
+}
+
+func buildAndRun(m *testing.M) int {
+	if bin := os.Getenv("STRATA_E2E_BIN"); bin != "" {
+		strataBin = bin
+		return m.Run()
+	}
+	tmp, err := os.MkdirTemp("", "strata-faults-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "faults: temp dir:", err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	_, here, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(here), "..", "..")
+	strataBin = filepath.Join(tmp, "strata")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := faults.BuildStrata(ctx, root, strataBin); err != nil {
+		fmt.Fprintln(os.Stderr, "faults:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// long reports whether STRATA_LONG=1 asks for the long runs.
+func long() bool { return os.Getenv("STRATA_LONG") == "1" }
+
+// artifacts is where a test saves its run.
+func artifacts(t *testing.T) string {
+	if base := os.Getenv("STRATA_FAULTS_OUT"); base != "" {
+		dir := filepath.Join(base, strings.ReplaceAll(t.Name(), "/", "_"))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	return t.TempDir()
+}
+
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// finish stops the workload, drains it, checks it, saves the artifacts and
+// logs the report's summary.
+func finish(t *testing.T, ctx context.Context, r *workload.Runner, notes map[string]string) *checker.Result {
+	t.Helper()
+	r.Stop()
+	if err := r.Drain(ctx); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	res := r.Check()
+	for k, v := range notes {
+		res.Note(k, v)
+	}
+	dir := artifacts(t)
+	if err := workload.WriteArtifacts(dir, r.History(), res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s; report in %s", res.Summary(), filepath.Join(dir, "report.txt"))
+	return res
+}
+
+func reportText(t *testing.T, res *checker.Result) string {
+	var b strings.Builder
+	if err := res.WriteReport(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
