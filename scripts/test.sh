@@ -17,6 +17,9 @@ command -v kcat >/dev/null 2>&1 || missing_pkgs+=(kcat)
 /usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || missing_pkgs+=(python3-confluent-kafka)
 /usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || missing_pkgs+=(python3-kafka)
 command -v node >/dev/null 2>&1 || missing_pkgs+=(nodejs)
+# The fault tests (test/faults) cut traffic between network namespaces.
+command -v iptables >/dev/null 2>&1 || missing_pkgs+=(iptables)
+command -v ip >/dev/null 2>&1 || missing_pkgs+=(iproute2)
 command -v Burrow >/dev/null 2>&1 || missing_pkgs+=(burrow)
 # Burrow 1.x cannot start without ZooKeeper; the Burrow test runs this jar.
 [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1 || missing_pkgs+=(zookeeper)
@@ -33,6 +36,8 @@ fi
 command -v kcat >/dev/null || die "kcat still missing after install"
 /usr/bin/python3 -c 'import confluent_kafka, kafka' || die "python3 kafka clients still missing after install"
 command -v node >/dev/null || die "node still missing after install"
+command -v iptables >/dev/null || die "iptables still missing after install"
+command -v ip >/dev/null || die "ip (iproute2) still missing after install"
 command -v npm >/dev/null || die "npm still missing after install"
 
 # kafkajs for the node compatibility driver (version pinned in package.json).

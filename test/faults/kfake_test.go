@@ -25,6 +25,7 @@ import (
 // records as lost (below the highest offset read again) or unseen, and the
 // offsets the new incarnation reused with other values as inconsistent.
 func TestCheckerFindsKfakeLosses(t *testing.T) {
+	t.Parallel()
 	const topic = "jepsen"
 	addr := freeAddr(t)
 	port, _ := strconv.Atoi(addr[strings.LastIndex(addr, ":")+1:])

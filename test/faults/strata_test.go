@@ -71,6 +71,7 @@ func runFaults(t *testing.T, ctx context.Context, cfg workload.Config, nem *faul
 // acknowledged may be lost, no offset may change value, no duplicate, no
 // aborted or uncommitted read, every session in order.
 func TestStrataSIGKILL(t *testing.T) {
+	t.Parallel()
 	rounds := 3
 	if long() {
 		rounds = 50
