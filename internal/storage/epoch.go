@@ -104,15 +104,25 @@ func (c *epochCache) truncateFromStart(logStart int64) bool {
 
 // endOffsetFor follows Kafka's LeaderEpochFileCache.endOffsetFor.
 func (c *epochCache) endOffsetFor(epoch int32, leo int64) (int32, int64) {
-	n := len(c.entries)
+	return EndOffsetFor(c.entries, epoch, leo)
+}
+
+// EndOffsetFor is Kafka's LeaderEpochFileCache.endOffsetFor over a leader
+// epoch history (entries in increasing epoch order) of a log ending at leo:
+// the largest known epoch <= epoch and the start offset of the epoch after
+// it (leo for the latest epoch; the first known start offset, with epoch
+// itself, when epoch is older than every entry), or (-1, -1) when epoch is
+// undefined, newer than every entry, or the history is empty.
+func EndOffsetFor(entries []EpochEntry, epoch int32, leo int64) (int32, int64) {
+	n := len(entries)
 	if epoch < 0 || n == 0 {
 		return -1, -1
 	}
-	if epoch == c.entries[n-1].Epoch {
+	if epoch == entries[n-1].Epoch {
 		return epoch, leo
 	}
 	hi := -1
-	for i, e := range c.entries {
+	for i, e := range entries {
 		if e.Epoch > epoch {
 			hi = i
 			break
@@ -122,9 +132,9 @@ func (c *epochCache) endOffsetFor(epoch int32, leo int64) (int32, int64) {
 		return -1, -1
 	}
 	if hi == 0 {
-		return epoch, c.entries[0].StartOffset
+		return epoch, entries[0].StartOffset
 	}
-	return c.entries[hi-1].Epoch, c.entries[hi].StartOffset
+	return entries[hi-1].Epoch, entries[hi].StartOffset
 }
 
 func (l *Log) writeEpochCheckpoint() error {

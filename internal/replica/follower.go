@@ -1,0 +1,165 @@
+package replica
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// NoEpoch is an unknown leader epoch (Kafka's UNDEFINED_EPOCH).
+const NoEpoch int32 = -1
+
+// EpochEnd is a leader epoch and the offset where it ends (Kafka's
+// EpochEndOffset): the diverging epoch of a Fetch response and the answer
+// of OffsetForLeaderEpoch.
+type EpochEnd struct {
+	Epoch     int32
+	EndOffset int64
+}
+
+// EpochLookup answers a log's leader epoch history (Kafka's
+// LeaderEpochFileCache.endOffsetFor, storage.Log.EndOffsetForEpoch): the
+// largest known epoch <= epoch and the offset where the next one starts
+// (the log end offset for the latest epoch), or (-1, -1).
+type EpochLookup func(epoch int32) (int32, int64)
+
+// CheckLeaderEpoch is KIP-320's fencing of a request's current leader
+// epoch against this replica's (-1 in the request: not checked): older is
+// FENCED_LEADER_EPOCH (the sender's metadata is stale), newer
+// UNKNOWN_LEADER_EPOCH (this broker's is; the sender retries).
+func CheckLeaderEpoch(requested, current int32) error {
+	switch {
+	case requested < 0 || requested == current:
+		return nil
+	case requested < current:
+		return fmt.Errorf("leader epoch %d is older than the current %d: %w", requested, current, kerr.FencedLeaderEpoch)
+	default:
+		return fmt.Errorf("leader epoch %d is newer than the current %d: %w", requested, current, kerr.UnknownLeaderEpoch)
+	}
+}
+
+// Divergence is the leader's check of a follower fetch that carries the
+// epoch of the follower's last fetched batch (Fetch v12+, KIP-595's
+// truncation on fetch adopted by replication in KAFKA-10554; Kafka's
+// Partition.readRecords). The leader looks the epoch up in its own
+// history: when it knows a smaller epoch only, or the epoch ends on the
+// leader before the follower's fetch offset, the follower's log diverges
+// and the answer is that epoch and its end, with no records; the follower
+// then truncates (Truncate) and fetches again. nil means the logs agree up
+// to fetchOffset. An epoch the leader cannot place, or a fetch offset below
+// the leader's log start, wraps OFFSET_OUT_OF_RANGE.
+func Divergence(lastFetchedEpoch int32, fetchOffset, logStart int64, leader EpochLookup) (*EpochEnd, error) {
+	if lastFetchedEpoch < 0 {
+		return nil, nil
+	}
+	epoch, end := leader(lastFetchedEpoch)
+	if epoch < 0 || end < 0 {
+		return nil, fmt.Errorf("the end offset of last fetched epoch %d is unknown: %w", lastFetchedEpoch, kerr.OffsetOutOfRange)
+	}
+	if fetchOffset < logStart {
+		return nil, fmt.Errorf("fetch offset %d below log start %d: %w", fetchOffset, logStart, kerr.OffsetOutOfRange)
+	}
+	if epoch < lastFetchedEpoch || end < fetchOffset {
+		return &EpochEnd{Epoch: epoch, EndOffset: end}, nil
+	}
+	return nil, nil
+}
+
+// Truncation is where a follower cuts its log.
+type Truncation struct {
+	Offset int64
+	// Complete is false when the follower does not know the epoch the
+	// leader answered: it cut to the end of its own largest smaller epoch
+	// and must ask again (KIP-279's iteration).
+	Complete bool
+}
+
+// Truncate is the follower's reaction to the leader's end of an epoch
+// (a diverging epoch in a Fetch response, or an OffsetForLeaderEpoch
+// answer): Kafka's AbstractFetcherThread.getOffsetTruncationState.
+//   - The follower knows the leader's epoch: it truncates to the smaller
+//     of the two ends of that epoch (KIP-101: never to its high watermark,
+//     which lost committed records).
+//   - It does not (its largest epoch below the leader's is older): it
+//     truncates to the end of that older epoch and asks again (KIP-279:
+//     after fast leader changes one round is not enough).
+//   - It knows no epoch that old: the leader's offset is used.
+//   - The leader cannot place the epoch: nothing is truncated (see below).
+//
+// The offset is never above the follower's log end offset.
+func Truncate(leader EpochEnd, localEnd int64, local EpochLookup) Truncation {
+	switch {
+	case leader.EndOffset < 0:
+		// The leader cannot place the epoch (Kafka would fall back to the
+		// high watermark, KIP-101's data loss): truncate nothing; the next
+		// fetch gets OFFSET_OUT_OF_RANGE and OutOfRange decides from the
+		// leader's start and end offsets.
+		return Truncation{Offset: localEnd, Complete: true}
+	case leader.Epoch < 0:
+		// An offset without an epoch (OffsetForLeaderEpoch v0).
+		return Truncation{Offset: min(leader.EndOffset, localEnd), Complete: true}
+	}
+	epoch, end := local(leader.Epoch)
+	switch {
+	case epoch < 0 || end < 0:
+		return Truncation{Offset: min(leader.EndOffset, localEnd), Complete: true}
+	case epoch != leader.Epoch:
+		return Truncation{Offset: min(end, localEnd), Complete: false}
+	default:
+		return Truncation{Offset: min(end, leader.EndOffset, localEnd), Complete: true}
+	}
+}
+
+// Reset is a follower's new position after OFFSET_OUT_OF_RANGE.
+type Reset struct {
+	// TruncateTo, when >= 0, cuts the log there first.
+	TruncateTo int64
+	// StartAt, when >= 0, empties the log and restarts it at that offset
+	// (Kafka's truncateFullyAndStartAt).
+	StartAt int64
+	// FetchOffset is where fetching resumes.
+	FetchOffset int64
+}
+
+// OutOfRange is Kafka's AbstractFetcherThread.fetchOffsetAndTruncate: a
+// follower whose fetch offset is outside the leader's log asked the leader
+// for its start and end offsets. Ahead of the leader's end (possible only
+// after an unclean election) it truncates to that end; behind the
+// leader's start (it was away while retention deleted what it misses) it
+// empties its log and starts at the leader's start; otherwise it resumes
+// from its own end.
+func OutOfRange(localEnd, leaderStart, leaderEnd int64) Reset {
+	switch {
+	case leaderEnd < localEnd:
+		return Reset{TruncateTo: leaderEnd, StartAt: -1, FetchOffset: leaderEnd}
+	case leaderStart > localEnd:
+		return Reset{TruncateTo: -1, StartAt: leaderStart, FetchOffset: leaderStart}
+	default:
+		return Reset{TruncateTo: -1, StartAt: -1, FetchOffset: localEnd}
+	}
+}
+
+// FetchPosition is where a follower fetches from next. Under
+// strata.durable.acks it fetches only once everything it appended is
+// fsynced, so the offset it reports to the leader is its fsynced end: the
+// leader then counts only durable copies. ready is false while an fsync is
+// outstanding.
+func FetchPosition(local Local, durable bool) (offset int64, ready bool) {
+	if durable && local.Durable < local.End {
+		return local.Durable, false
+	}
+	return local.End, true
+}
+
+// FollowerHighWatermark is a follower's high watermark: the leader's,
+// capped by its own log end (KafkaReplication.tla FollowerReplicate;
+// UnifiedLog.maybeUpdateHighWatermark), and under strata.durable.acks by
+// its fsynced end, so that a consumer reading from a follower (KIP-392)
+// never sees a record this replica could lose.
+func FollowerHighWatermark(leaderHW int64, local Local, durable bool) int64 {
+	end := local.End
+	if durable {
+		end = min(end, local.Durable)
+	}
+	return max(min(leaderHW, end), local.Start)
+}
