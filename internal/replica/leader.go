@@ -19,6 +19,9 @@ const noBrokerEpoch int64 = -2
 type Config struct {
 	// Local is this broker's node.id.
 	Local int32
+	// BrokerEpoch is this broker's epoch (KIP-903): its ISR changes are
+	// valid only while its registration is still this incarnation.
+	BrokerEpoch int64
 	// MinISR is the topic's min.insync.replicas.
 	MinISR int
 	// LagTimeMaxMs is replica.lag.time.max.ms (Kafka's default 30000).
@@ -79,16 +82,18 @@ type Follower struct {
 // IsrChange is an ISR change the leader wants committed: Kafka's
 // AlterPartition (KIP-497). The shell writes it as a compare-and-set on the
 // partition's metadata key: it applies only if the stored leader epoch and
-// partition epoch still equal LeaderEpoch and PartitionEpoch, and (KIP-903)
-// every added replica's registration still has the broker epoch in
-// AddedEpochs.
+// partition epoch still equal LeaderEpoch and PartitionEpoch, the leader's
+// registration is still at LeaderBrokerEpoch (a restarted leader's old
+// proposals are void, as Kafka's STALE_BROKER_EPOCH), and (KIP-903) every
+// added replica's registration still has the broker epoch in AddedEpochs.
 type IsrChange struct {
-	LeaderEpoch    int32
-	PartitionEpoch int32
-	ISR            []int32
-	Added          []int32
-	Removed        []int32
-	AddedEpochs    map[int32]int64
+	LeaderEpoch       int32
+	PartitionEpoch    int32
+	LeaderBrokerEpoch int64
+	ISR               []int32
+	Added             []int32
+	Removed           []int32
+	AddedEpochs       map[int32]int64
 }
 
 // String is a compact, stable form for logs and transcripts.
@@ -313,7 +318,8 @@ func (l *Leader) maybeExpandISR(f *Follower) *IsrChange {
 	if b, ok := l.brokers[f.ID]; ok {
 		epochs[f.ID] = b.Epoch
 	}
-	l.pending = &IsrChange{LeaderEpoch: l.st.LeaderEpoch, PartitionEpoch: l.st.PartitionEpoch, ISR: isr, Added: []int32{f.ID}, AddedEpochs: epochs}
+	l.pending = &IsrChange{LeaderEpoch: l.st.LeaderEpoch, PartitionEpoch: l.st.PartitionEpoch, LeaderBrokerEpoch: l.cfg.BrokerEpoch,
+		ISR: isr, Added: []int32{f.ID}, AddedEpochs: epochs}
 	return l.pending
 }
 
@@ -367,7 +373,7 @@ func (l *Leader) Tick(nowMs int64) *IsrChange {
 		return nil
 	}
 	isr := slices.DeleteFunc(slices.Clone(l.st.ISR), func(r int32) bool { return slices.Contains(out, r) })
-	l.pending = &IsrChange{LeaderEpoch: l.st.LeaderEpoch, PartitionEpoch: l.st.PartitionEpoch, ISR: isr, Removed: out}
+	l.pending = &IsrChange{LeaderEpoch: l.st.LeaderEpoch, PartitionEpoch: l.st.PartitionEpoch, LeaderBrokerEpoch: l.cfg.BrokerEpoch, ISR: isr, Removed: out}
 	return l.pending
 }
 

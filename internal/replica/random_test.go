@@ -3,6 +3,8 @@ package replica
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -16,9 +18,12 @@ import (
 // at any time; with Kafka's semantics only process deaths (the page cache
 // survives), since Kafka does not promise more. Elections are clean
 // (ISR, then ELR). A failing seed prints the command history to replay as
-// a transcript.
+// a transcript. STRATA_REPLICA_SEEDS=N runs N seeds per mode.
 func TestRandomHistories(t *testing.T) {
 	seeds := 300
+	if n, err := strconv.Atoi(os.Getenv("STRATA_REPLICA_SEEDS")); err == nil {
+		seeds = n
+	}
 	if testing.Short() {
 		seeds = 50
 	}
@@ -68,8 +73,13 @@ func randomHistory(t *testing.T, seed uint64, durable bool, steps int) (string, 
 			cmd = "sync " + id()
 		case k < 60:
 			cmd = "fetch " + id()
-		case k < 68:
+		case k < 65:
 			cmd = fmt.Sprintf("tick %d", 100+r.IntN(1000))
+		case k < 67:
+			// An ISR change held in flight while other things happen.
+			cmd = fmt.Sprintf("tick %d hold=true", 100+r.IntN(1000))
+		case k < 68:
+			cmd = "commit"
 		case k < 73:
 			cmd = "stop " + id()
 			if durable && r.IntN(2) == 0 {

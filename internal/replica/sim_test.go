@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/strata-io/strata/internal/controller"
+	"github.com/strata-io/strata/internal/meta"
 	"github.com/strata-io/strata/internal/storage"
 )
 
@@ -119,11 +121,6 @@ type node struct {
 	leaderHW int64
 }
 
-type quorum struct {
-	State
-	elr []int32
-}
-
 type pendingAck struct {
 	node        int32
 	first, last int64
@@ -139,7 +136,8 @@ type cluster struct {
 	held     []heldChange
 	nodes    map[int32]*node
 	ids      []int32
-	q        quorum
+	q        meta.PartitionState // the partition's metadata key
+	rev      int64               // its mod revision
 	minISR   int
 	unclean  bool
 	durable  bool
@@ -280,14 +278,6 @@ func (c *cluster) run(t *testing.T, line string) string {
 			n.epoch = c.nextEpo
 			n.seen = State{Leader: -1, LeaderEpoch: -1, PartitionEpoch: -1}
 			say("%d: started, log %s", id, n.log.String())
-			if n.unclean && !c.durable && slices.Contains(c.q.elr, id) {
-				// KIP-966: a replica that may have lost acknowledged
-				// records (no fsync before acks) is no longer eligible.
-				// With durable acks nothing acknowledged was unsynced.
-				c.q.elr = slices.DeleteFunc(c.q.elr, func(r int32) bool { return r == id })
-				c.q.PartitionEpoch++
-				say("controller: %d restarted uncleanly, leaves the ELR; %s", id, c.quorumString())
-			}
 		}
 		if args["unseen"] != "true" {
 			c.refreshBrokers()
@@ -312,6 +302,7 @@ func (c *cluster) run(t *testing.T, line string) string {
 		c.q.Leader = id
 		c.q.LeaderEpoch++
 		c.q.PartitionEpoch++
+		c.rev++
 		say("%s", c.quorumString())
 		c.deliver(say)
 	case "status":
@@ -378,7 +369,8 @@ func (c *cluster) init(t *testing.T, args map[string]string) {
 		c.lagMs = int64(atoi(t, v))
 	}
 	c.acked, c.visible, c.reported = map[int64]string{}, map[int64]string{}, map[string]bool{}
-	c.q = quorum{State: State{Leader: c.ids[0], Replicas: slices.Clone(c.ids), ISR: slices.Clone(c.ids)}}
+	c.q = meta.PartitionState{Leader: c.ids[0], Replicas: slices.Clone(c.ids), ISR: slices.Clone(c.ids)}
+	c.rev = 1
 	for _, id := range c.ids {
 		n := c.nodes[id]
 		n.seen = State{Leader: -1, LeaderEpoch: -1, PartitionEpoch: -1}
@@ -402,7 +394,7 @@ func (c *cluster) brokers() map[int32]Broker {
 }
 
 func (c *cluster) cfg(id int32) Config {
-	return Config{Local: id, MinISR: c.minISR, LagTimeMaxMs: c.lagMs, Durable: c.durable}
+	return Config{Local: id, BrokerEpoch: c.nodes[id].epoch, MinISR: c.minISR, LagTimeMaxMs: c.lagMs, Durable: c.durable}
 }
 
 // deliver sends the quorum state to every running replica that follows
@@ -428,7 +420,7 @@ func (c *cluster) refreshBrokers() {
 // deliverTo is the replica's reaction to new metadata (Kafka's
 // makeLeader / makeFollower).
 func (c *cluster) deliverTo(n *node, say func(string, ...any)) {
-	st := c.q.State
+	st := FromMeta(c.q)
 	if n.leader != nil {
 		n.leader.SetBrokers(c.brokers())
 	}
@@ -608,101 +600,56 @@ func (c *cluster) fetch(n *node, brokerEpoch int64, say func(string, ...any)) {
 	}
 }
 
-// alter commits an ISR change as a compare-and-set on the quorum state
-// (KIP-497): it applies only at the leader epoch and partition epoch it was
-// decided on, and (KIP-903) if every added replica is still registered
-// with the broker epoch it fetched with.
+// alter commits an ISR change as the shell does: AlterPartition on the
+// state read, written by compare-and-set on its mod revision and (KIP-903)
+// on the registrations of the added replicas still being the incarnations
+// that fetched.
 func (c *cluster) alter(n *node, ch *IsrChange, say func(string, ...any)) {
-	ok := c.q.Leader == n.id && c.q.LeaderEpoch == ch.LeaderEpoch && c.q.PartitionEpoch == ch.PartitionEpoch
-	for id, e := range ch.AddedEpochs {
-		ok = ok && c.live(id) && c.nodes[id].epoch == e
+	ns, err := AlterPartition(c.q, n.id, ch, c.minISR)
+	if err == nil && (!c.live(n.id) || n.epoch != ch.LeaderBrokerEpoch) {
+		err = fmt.Errorf("leader %d is no longer at broker epoch %d", n.id, ch.LeaderBrokerEpoch)
 	}
-	if !ok {
-		say("%d: %s rejected (compare-and-set lost)", n.id, ch)
-		n.leader.AlterFailed(ch)
+	for id, e := range ch.AddedEpochs {
+		if err == nil && (!c.live(id) || c.nodes[id].epoch != e) {
+			err = fmt.Errorf("broker %d is no longer at epoch %d", id, e)
+		}
+	}
+	if err != nil {
+		say("%d: %s rejected (%s)", n.id, ch, code(err))
+		if n.leader != nil {
+			n.leader.AlterFailed(ch)
+		}
 		return
 	}
-	c.q.ISR = slices.Clone(ch.ISR)
-	c.q.PartitionEpoch++
-	c.applyELR(ch.Removed)
+	c.q = ns
+	c.rev++
 	say("%d: %s committed; %s", n.id, ch, c.quorumString())
 	c.deliver(say)
 }
 
-// applyELR keeps KIP-966's eligible leader replicas: a replica removed
-// while the ISR is below min.insync.replicas stays eligible (the high
-// watermark could not pass it); members of the ISR are not in the ELR, and
-// an ISR back at min.insync.replicas needs none.
-func (c *cluster) applyELR(removed []int32) {
-	if len(c.q.ISR) < c.minISR {
-		for _, r := range removed {
-			if !slices.Contains(c.q.elr, r) {
-				c.q.elr = append(c.q.elr, r)
-			}
-		}
-	}
-	c.q.elr = slices.DeleteFunc(c.q.elr, func(r int32) bool { return slices.Contains(c.q.ISR, r) })
-	if len(c.q.ISR) >= c.minISR {
-		c.q.elr = nil
-	}
-	slices.Sort(c.q.elr)
-}
-
 // reconcile is the controller's reaction to brokers leaving and returning
-// (internal/controller rebuild): fenced brokers leave the ISR; a leader is
-// elected from the live ISR, else the live ELR, else (unclean allowed) any
-// live replica.
+// (internal/controller Reconcile): fenced brokers leave the ISR, joining
+// the ELR below min.insync.replicas; a leader is elected from the live
+// ISR, else the live ELR, else the last known ELR, else (unclean allowed)
+// any live replica; a broker that restarted uncleanly without fsynced
+// acks leaves the ELR.
 func (c *cluster) reconcile(say func(string, ...any)) {
-	var removed []int32
-	isr := c.q.ISR[:0:0]
-	for _, r := range c.q.ISR {
-		if c.live(r) {
-			isr = append(isr, r)
-		} else {
-			removed = append(removed, r)
+	st := &controller.State{Brokers: map[int32]controller.BrokerInfo{}, Topics: map[string]*controller.TopicInfo{}}
+	for _, id := range c.ids {
+		if c.live(id) {
+			st.Brokers[id] = controller.BrokerInfo{ID: id, UncleanShutdown: c.nodes[id].unclean && !c.durable}
 		}
 	}
-	changed := len(removed) > 0
-	c.q.ISR = isr
-	c.applyELR(removed)
-	if c.q.Leader < 0 || !c.live(c.q.Leader) || !slices.Contains(c.q.ISR, c.q.Leader) {
-		leader, kind := int32(-1), "offline"
-		for _, r := range c.q.Replicas {
-			if slices.Contains(c.q.ISR, r) && c.live(r) {
-				leader, kind = r, "isr"
-				break
-			}
+	tp := meta.TopicPartition{TopicID: "t", Partition: 0}
+	st.Topics["t"] = &controller.TopicInfo{Name: "t", ID: "t", Policy: controller.Policy{MinISR: c.minISR, Unclean: c.unclean},
+		Parts: []meta.Partition{{TopicPartition: tp, State: c.q.Clone(), ModRevision: c.rev}}}
+	for _, d := range st.Reconcile() {
+		if d.Expect != c.rev {
+			continue
 		}
-		if leader < 0 {
-			for _, r := range c.q.Replicas {
-				if slices.Contains(c.q.elr, r) && c.live(r) {
-					leader, kind = r, "elr"
-					c.q.ISR = []int32{r}
-					c.q.elr = slices.DeleteFunc(c.q.elr, func(x int32) bool { return x == r })
-					break
-				}
-			}
-		}
-		if leader < 0 && c.unclean {
-			for _, r := range c.q.Replicas {
-				if c.live(r) {
-					leader, kind = r, "unclean"
-					c.q.ISR = []int32{r}
-					c.q.elr = nil
-					break
-				}
-			}
-		}
-		if leader != c.q.Leader {
-			c.q.Leader = leader
-			c.q.LeaderEpoch++
-			changed = true
-			say("controller: election (%s)", kind)
-		}
-	}
-	if changed {
-		c.q.PartitionEpoch++
-		say("%s", c.quorumString())
+		c.q = d.New
+		c.rev++
+		say("controller: %s; %s", d.Reason, c.quorumString())
 		c.deliver(say)
 	}
 }
@@ -808,8 +755,14 @@ func code(err error) string {
 
 func (c *cluster) quorumString() string {
 	s := fmt.Sprintf("quorum: leader=%d epoch=%d pepoch=%d isr=%v", c.q.Leader, c.q.LeaderEpoch, c.q.PartitionEpoch, c.q.ISR)
-	if len(c.q.elr) > 0 {
-		s += fmt.Sprintf(" elr=%v", c.q.elr)
+	if len(c.q.ELR) > 0 {
+		s += fmt.Sprintf(" elr=%v", c.q.ELR)
+	}
+	if len(c.q.LastKnownELR) > 0 {
+		s += fmt.Sprintf(" last_known_elr=%v", c.q.LastKnownELR)
+	}
+	if c.q.LeaderRecovery == meta.Recovering {
+		s += " recovering"
 	}
 	return s
 }
