@@ -52,8 +52,8 @@ var PartitionLogModel = porcupine.Model{
 
 // LogOperations turns the history into porcupine operations per partition:
 // appends are sends that took effect with a known offset (an acknowledged
-// send, or one of unknown fate whose record was read: then it returned "at
-// infinity"); reads are polls, by the highest offset they returned of a
+// send, or one of unknown fate whose record was read: then it returned by
+// the time the first read of it did); reads are polls, by the highest offset they returned of a
 // record some append wrote.
 func (a *analysis) logOperations() map[TP][]porcupine.Operation {
 	out := map[TP][]porcupine.Operation{}
@@ -88,7 +88,14 @@ func (a *analysis) logOperations() map[TP][]porcupine.Operation {
 				taken[s.TP][offset] = true
 				ret := op.End
 				if op.Status != OK {
+					// Unknown fate, but read: it took effect before the
+					// first read of it returned.
 					ret = math.MaxInt64
+					for _, r := range a.readersOf[s.Value] {
+						if e := a.op(r.op).End; e < ret {
+							ret = e
+						}
+					}
 				}
 				appendAt[s.Value] = Record{TP: s.TP, Offset: offset}
 				out[s.TP] = append(out[s.TP], porcupine.Operation{
