@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -59,6 +58,12 @@ type Broker struct {
 // and opens every partition log, running recovery for dirs that were not
 // shut down cleanly.
 func Open(cfg *config.Broker, logger *slog.Logger) (*Broker, error) {
+	return OpenFS(cfg, logger, vfs.Default())
+}
+
+// OpenFS is Open over the file system fsys (tests: a vfs.CrashFS, whose
+// power cuts then cover every file the broker and its logs write).
+func OpenFS(cfg *config.Broker, logger *slog.Logger, fsys vfs.FS) (*Broker, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -68,7 +73,7 @@ func Open(cfg *config.Broker, logger *slog.Logger) (*Broker, error) {
 		nodeID:      int32(cfg.Int64("node.id")),
 		durableAcks: cfg.Bool("strata.durable.acks"),
 		syncers:     map[string]*storage.Syncer{},
-		fs:          vfs.Default(),
+		fs:          fsys,
 		topics:      map[string]*Topic{},
 		byID:        map[uuid.UUID]*Topic{},
 	}
@@ -86,14 +91,14 @@ func Open(cfg *config.Broker, logger *slog.Logger) (*Broker, error) {
 		return nil, fmt.Errorf("log.dirs is empty")
 	}
 	for _, p := range paths {
-		d, err := lockDir(p)
+		d, err := lockDir(b.fs, p)
 		if err != nil {
 			b.unlockAll()
 			return nil, err
 		}
 		b.dirs = append(b.dirs, d)
 	}
-	clusterID, err := checkMeta(paths, b.nodeID)
+	clusterID, err := checkMeta(b.fs, paths, b.nodeID)
 	if err != nil {
 		b.unlockAll()
 		return nil, err
@@ -111,14 +116,14 @@ func Open(cfg *config.Broker, logger *slog.Logger) (*Broker, error) {
 func (b *Broker) load() error {
 	clean := map[string]bool{}
 	for _, d := range b.dirs {
-		clean[d.path] = takeCleanShutdownMarker(d.path)
+		clean[d.path] = takeCleanShutdownMarker(b.fs, d.path)
 		b.syncers[d.path] = storage.NewSyncer(b.logger)
 	}
-	m, err := loadMeta(b.dirs[0].path)
+	m, err := loadMeta(b.fs, b.dirs[0].path)
 	if err != nil {
 		return err
 	}
-	if b.scram, err = loadScram(b.dirs[0].path); err != nil {
+	if b.scram, err = loadScram(b.fs, b.dirs[0].path); err != nil {
 		return err
 	}
 	b.nextPID, b.pidLimit, b.pidPersist = m.NextProducerID, m.NextProducerID, m.NextProducerID
@@ -163,7 +168,7 @@ func (b *Broker) load() error {
 		return err
 	}
 	for _, d := range b.dirs {
-		if err := removeCleanShutdownMarker(d.path); err != nil {
+		if err := removeCleanShutdownMarker(b.fs, d.path); err != nil {
 			return err
 		}
 	}
@@ -226,6 +231,9 @@ func (b *Broker) NodeID() int32 { return b.nodeID }
 // ClusterID is the cluster id from meta.properties.
 func (b *Broker) ClusterID() string { return b.clusterID }
 
+// FS is the file system every file of the broker lives on.
+func (b *Broker) FS() vfs.FS { return b.fs }
+
 // Config returns the broker settings.
 func (b *Broker) Config() *config.Broker { return b.cfg }
 
@@ -271,7 +279,7 @@ func (b *Broker) Close() error {
 	}
 	if len(errs) == 0 {
 		for _, d := range b.dirs {
-			if err := writeCleanShutdownMarker(d.path); err != nil {
+			if err := writeCleanShutdownMarker(b.fs, d.path); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -333,7 +341,24 @@ func (b *Broker) persistLocked() error {
 		}
 		m.Topics = append(m.Topics, mt)
 	}
-	return saveMeta(b.dirs[0].path, m)
+	return saveMeta(b.fs, b.dirs[0].path, m)
+}
+
+// commitLocked persists a topic change already made in memory; when that
+// fails it runs undo and writes the metadata again, because a failed write
+// may have replaced the file all the same (the rename done, the directory
+// fsync failed) and the file must not keep a change the caller is told
+// failed. adminMu must be held.
+func (b *Broker) commitLocked(undo func()) error {
+	err := b.persistLocked()
+	if err == nil {
+		return nil
+	}
+	undo()
+	if rerr := b.persistLocked(); rerr != nil {
+		b.logger.Error("restore topic metadata after a failed write", "err", rerr, "write_err", err)
+	}
+	return err
 }
 
 // partitionDirName is Kafka's "<topic>-<partition>" directory name.
@@ -343,11 +368,11 @@ func partitionDirName(topic string, p int32) string {
 
 // removeStale deletes a leftover partition directory (from a topic whose
 // deletion was interrupted) before a new partition takes its name.
-func removeStale(dir string) error {
-	if _, err := os.Stat(dir); err != nil {
+func (b *Broker) removeStale(dir string) error {
+	if _, err := b.fs.Stat(dir); err != nil {
 		return nil
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := b.fs.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove stale partition dir %s: %w", dir, err)
 	}
 	return nil

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
+
+	"github.com/strata-io/strata/internal/vfs"
 )
 
 // metaVersion is the version of the topic metadata file format.
@@ -40,9 +41,9 @@ type metaPartition struct {
 }
 
 // loadMeta reads the metadata file; a missing file is an empty store.
-func loadMeta(dir string) (*metaFile, error) {
+func loadMeta(fsys vfs.FS, dir string) (*metaFile, error) {
 	path := filepath.Join(dir, metadataFileName)
-	b, err := os.ReadFile(path)
+	b, err := vfs.ReadFile(fsys, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &metaFile{Version: metaVersion, NextProducerID: 1000}, nil
 	}
@@ -60,10 +61,10 @@ func loadMeta(dir string) (*metaFile, error) {
 }
 
 // saveMeta writes the metadata file atomically.
-func saveMeta(dir string, m *metaFile) error {
+func saveMeta(fsys vfs.FS, dir string, m *metaFile) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode topic metadata: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(dir, metadataFileName), b)
+	return vfs.WriteFileAtomic(fsys, filepath.Join(dir, metadataFileName), b, 0o644)
 }

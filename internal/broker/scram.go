@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/sasl"
+	"github.com/strata-io/strata/internal/vfs"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -39,14 +39,15 @@ type scramCredential struct {
 // scramStore holds the credentials in memory over the file.
 type scramStore struct {
 	mu    sync.RWMutex
+	fsys  vfs.FS
 	path  string
 	users map[string]map[string]scramCredential
 }
 
 // loadScram reads the credential file of dir; a missing file is empty.
-func loadScram(dir string) (*scramStore, error) {
-	st := &scramStore{path: filepath.Join(dir, scramFileName), users: map[string]map[string]scramCredential{}}
-	b, err := os.ReadFile(st.path)
+func loadScram(fsys vfs.FS, dir string) (*scramStore, error) {
+	st := &scramStore{fsys: fsys, path: filepath.Join(dir, scramFileName), users: map[string]map[string]scramCredential{}}
+	b, err := vfs.ReadFile(fsys, st.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return st, nil
 	}
@@ -148,12 +149,13 @@ func AlterScramOffline(cfg *config.Broker, dels []ScramDeletion, ups []ScramUpse
 	if err != nil {
 		return nil, fmt.Errorf("log dir %s: %w", first, err)
 	}
-	d, err := lockDir(abs)
+	fsys := vfs.Default()
+	d, err := lockDir(fsys, abs)
 	if err != nil {
 		return nil, err
 	}
 	defer d.unlock()
-	st, err := loadScram(abs)
+	st, err := loadScram(fsys, abs)
 	if err != nil {
 		return nil, err
 	}
@@ -241,11 +243,13 @@ func (st *scramStore) alter(dels []ScramDeletion, ups []ScramUpsertion) (map[str
 		}
 		next[u.User][u.Mechanism] = scramCredential{Salt: c.Salt, Iterations: c.Iterations, StoredKey: c.StoredKey, ServerKey: c.ServerKey}
 	}
-	data, err := json.MarshalIndent(scramFile{Version: scramVersion, Users: next}, "", "  ")
-	if err == nil {
-		err = writeFileAtomicPerm(st.path, data, 0o600)
-	}
-	if err != nil {
+	if err := st.write(next); err != nil {
+		// A failed write may have replaced the file all the same (the
+		// rename done, the directory fsync failed): put the old
+		// credentials back so the file keeps what the callers are told.
+		if rerr := st.write(st.users); rerr != nil {
+			err = fmt.Errorf("%w (restoring the previous credentials: %v)", err, rerr)
+		}
 		for u := range results {
 			if results[u] == nil {
 				results[u] = fmt.Errorf("persist SCRAM credentials: %v: %w", err, kerr.KafkaStorageError)
@@ -255,4 +259,13 @@ func (st *scramStore) alter(dels []ScramDeletion, ups []ScramUpsertion) (map[str
 	}
 	st.users = next
 	return results, nil
+}
+
+// write replaces the credential file with users (mode 0600).
+func (st *scramStore) write(users map[string]map[string]scramCredential) error {
+	data, err := json.MarshalIndent(scramFile{Version: scramVersion, Users: users}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode SCRAM credentials: %w", err)
+	}
+	return vfs.WriteFileAtomic(st.fsys, st.path, data, 0o600)
 }

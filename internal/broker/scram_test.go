@@ -8,6 +8,7 @@ import (
 
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/sasl"
+	"github.com/strata-io/strata/internal/vfs"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -34,7 +35,7 @@ func TestScramStore(t *testing.T) {
 	if err != nil || !errors.Is(res["u"], kerr.ResourceNotFound) {
 		t.Fatalf("delete of a missing mechanism: %v %v", err, res)
 	}
-	st, err := loadScram(dir)
+	st, err := loadScram(vfs.Default(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}

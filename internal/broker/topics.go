@@ -175,8 +175,7 @@ func (b *Broker) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 		return nil, err
 	}
 	b.publish(t)
-	if err := b.persistLocked(); err != nil {
-		b.unpublish(t)
+	if err := b.commitLocked(func() { b.unpublish(t) }); err != nil {
 		b.deleteLogs(t.Partitions)
 		return nil, fmt.Errorf("persist topic %s: %v: %w", t.Name, err, kerr.KafkaStorageError)
 	}
@@ -214,7 +213,7 @@ func (b *Broker) addPartitions(t *Topic, total int32) error {
 			Topic: t.Name, Index: i, Leader: b.nodeID, LeaderEpoch: 0,
 			Replicas: []int32{b.nodeID}, ISR: []int32{b.nodeID}, baseDir: b.pickDirExcluding(added), broker: b,
 		}
-		err := removeStale(p.Dir())
+		err := b.removeStale(p.Dir())
 		if err == nil {
 			err = b.openPartition(t, p, true)
 		}
@@ -296,8 +295,7 @@ func (b *Broker) DeleteTopic(name string) error {
 		return fmt.Errorf("topic %q is internal and cannot be deleted: %w", name, kerr.InvalidTopicException)
 	}
 	b.unpublish(t)
-	if err := b.persistLocked(); err != nil {
-		b.publish(t)
+	if err := b.commitLocked(func() { b.publish(t) }); err != nil {
 		return fmt.Errorf("persist deletion of %s: %v: %w", name, err, kerr.KafkaStorageError)
 	}
 	b.hooksMu.Lock()
@@ -337,8 +335,7 @@ func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) e
 		return err
 	}
 	b.publish(&nt)
-	if err := b.persistLocked(); err != nil {
-		b.publish(t)
+	if err := b.commitLocked(func() { b.publish(t) }); err != nil {
 		b.deleteLogs(nt.Partitions[len(t.Partitions):])
 		return fmt.Errorf("persist partitions of %s: %v: %w", name, err, kerr.KafkaStorageError)
 	}
@@ -388,8 +385,7 @@ func (b *Broker) SetTopicConfigs(name string, overrides map[string]string, valid
 	nt := *t
 	nt.Configs = overrides
 	b.publish(&nt)
-	if err := b.persistLocked(); err != nil {
-		b.publish(t)
+	if err := b.commitLocked(func() { b.publish(t) }); err != nil {
 		return fmt.Errorf("persist configs of %s: %v: %w", name, err, kerr.KafkaStorageError)
 	}
 	for _, p := range nt.Partitions {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/strata-io/strata/internal/storage"
+	"github.com/strata-io/strata/internal/vfs"
 )
 
 // Config is the broker-level cleaner configuration (Kafka's names).
@@ -21,6 +22,9 @@ type Config struct {
 	DedupeBufferSize    int64         // log.cleaner.dedupe.buffer.size (134217728), shared by all threads
 	IOMaxBytesPerSecond float64       // log.cleaner.io.max.bytes.per.second (Kafka's default Double.MAX, 0 or +Inf = unlimited)
 	Backoff             time.Duration // log.cleaner.backoff.ms (15s): idle sleep (at least minIdle) and base of the retry backoff (at least minRetry)
+	// FS holds the cleaner-offset-checkpoint files (nil: the OS); the
+	// broker's, so that power-loss tests cover the cleaner's progress.
+	FS vfs.FS
 }
 
 // minIdle and minRetry bound log.cleaner.backoff.ms=0 so that an idle or
@@ -134,7 +138,10 @@ func New(cfg Config, logDir string, src Source, logger *slog.Logger, reg prometh
 			return nil, fmt.Errorf("cleaner: log.cleaner.dedupe.buffer.size %d too small for %d threads: increase log.cleaner.dedupe.buffer.size or decrease log.cleaner.threads", cfg.DedupeBufferSize, cfg.Threads)
 		}
 	}
-	ck, err := newCheckpoints(logDir)
+	if cfg.FS == nil {
+		cfg.FS = vfs.Default()
+	}
+	ck, err := newCheckpoints(cfg.FS, logDir)
 	if err != nil {
 		return nil, fmt.Errorf("cleaner: %w", err)
 	}

@@ -85,7 +85,9 @@ func (h *harness) open(clean bool) {
 	}
 	h.log = l
 	src := func() []Partition { return []Partition{{Topic: h.topic, Partition: 0, Log: h.log}} }
-	c, err := New(h.ccfg, h.logDir, src, h.logger, nil)
+	ccfg := h.ccfg
+	ccfg.FS = h.fs
+	c, err := New(ccfg, h.logDir, src, h.logger, nil)
 	if err != nil {
 		h.t.Fatalf("new cleaner: %v", err)
 	}

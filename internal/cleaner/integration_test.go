@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/storage"
+	"github.com/strata-io/strata/internal/vfs"
 )
 
 func testCleanerCfg() Config {
@@ -143,7 +144,7 @@ func TestCheckpointPersistsAcrossRestart(t *testing.T) {
 	}
 	h.clean()
 	h.restart()
-	ck, err := readCheckpoint(dir + "/" + CheckpointFile)
+	ck, err := readCheckpoint(vfs.Default(), dir+"/"+CheckpointFile)
 	if err != nil || ck[tp{"t", 0}] != 10 {
 		t.Fatalf("checkpoint %v %v", ck, err)
 	}
@@ -151,7 +152,7 @@ func TestCheckpointPersistsAcrossRestart(t *testing.T) {
 		t.Fatalf("status after restart %+v", st)
 	}
 	h.cl.Forget("t", 0)
-	if ck, _ = readCheckpoint(dir + "/" + CheckpointFile); len(ck) != 0 {
+	if ck, _ = readCheckpoint(vfs.Default(), dir+"/"+CheckpointFile); len(ck) != 0 {
 		t.Fatalf("forget kept %v", ck)
 	}
 }
@@ -511,7 +512,7 @@ func TestPartitionLogDir(t *testing.T) {
 	if err := c.CleanNow(context.Background(), "t", 0); err != nil {
 		t.Fatal(err)
 	}
-	ck2, err := readCheckpoint(filepath.Join(dir2, CheckpointFile))
+	ck2, err := readCheckpoint(vfs.Default(), filepath.Join(dir2, CheckpointFile))
 	if err != nil || ck2[tp{"t", 0}] != 5 {
 		t.Fatalf("dir2 checkpoint %v %v", ck2, err)
 	}
@@ -519,7 +520,7 @@ func TestPartitionLogDir(t *testing.T) {
 		t.Fatalf("dir1 checkpoint written: %v", err)
 	}
 	c.Forget("t", 0)
-	if ck2, _ = readCheckpoint(filepath.Join(dir2, CheckpointFile)); len(ck2) != 0 {
+	if ck2, _ = readCheckpoint(vfs.Default(), filepath.Join(dir2, CheckpointFile)); len(ck2) != 0 {
 		t.Fatalf("forget left %v", ck2)
 	}
 }

@@ -99,6 +99,7 @@ func (s *Server) buildCleaner() error {
 		DedupeBufferSize:    s.cfg.Int64("log.cleaner.dedupe.buffer.size"),
 		IOMaxBytesPerSecond: s.cfg.Float("log.cleaner.io.max.bytes.per.second"),
 		Backoff:             time.Duration(s.cfg.Int64("log.cleaner.backoff.ms")) * time.Millisecond,
+		FS:                  s.broker.FS(),
 	}
 	src := func() []cleaner.Partition {
 		var out []cleaner.Partition

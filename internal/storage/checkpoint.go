@@ -5,9 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -76,61 +74,14 @@ func FormatCheckpoint(entries []CheckpointEntry) []byte {
 	return b.Bytes()
 }
 
-// WriteFileAtomic writes data to name via name.tmp: write, fsync, rename,
-// fsync of the directory. A crash leaves either the old or the new file.
-func WriteFileAtomic(fsys vfs.FS, name string, data []byte) error {
-	tmp := name + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("fsync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := fsys.Rename(tmp, name); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp, err)
-	}
-	if err := fsys.SyncDir(filepath.Dir(name)); err != nil {
-		return fmt.Errorf("fsync dir of %s: %w", name, err)
-	}
-	return nil
-}
-
-// ReadFile reads a whole (small) file through fsys.
-func ReadFile(fsys vfs.FS, name string) ([]byte, error) {
-	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	buf := make([]byte, st.Size())
-	n, err := f.ReadAt(buf, 0)
-	if err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
-		return nil, err
-	}
-	return buf[:n], nil
-}
-
 // WriteCheckpoint writes an offset checkpoint file atomically.
 func WriteCheckpoint(fsys vfs.FS, name string, entries []CheckpointEntry) error {
-	return WriteFileAtomic(fsys, name, FormatCheckpoint(entries))
+	return vfs.WriteFileAtomic(fsys, name, FormatCheckpoint(entries), 0o644)
 }
 
 // ReadCheckpoint reads an offset checkpoint; a missing file is no entries.
 func ReadCheckpoint(fsys vfs.FS, name string) ([]CheckpointEntry, error) {
-	data, err := ReadFile(fsys, name)
+	data, err := vfs.ReadFile(fsys, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

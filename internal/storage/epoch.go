@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/strata-io/strata/internal/vfs"
 )
 
 // LeaderEpochFile is Kafka's per-partition leader epoch checkpoint:
@@ -138,13 +140,13 @@ func EndOffsetFor(entries []EpochEntry, epoch int32, leo int64) (int32, int64) {
 }
 
 func (l *Log) writeEpochCheckpoint() error {
-	return WriteFileAtomic(l.fsys, filepath.Join(l.dir, LeaderEpochFile), FormatEpochCheckpoint(l.epochs.entries))
+	return vfs.WriteFileAtomic(l.fsys, filepath.Join(l.dir, LeaderEpochFile), FormatEpochCheckpoint(l.epochs.entries), 0o644)
 }
 
 // loadEpochs reads the checkpoint, drops entries past leo and below the
 // log start, and adds epochs seen in recovered batches (recovered).
 func (l *Log) loadEpochs(leo int64, recovered []EpochEntry) error {
-	data, err := ReadFile(l.fsys, filepath.Join(l.dir, LeaderEpochFile))
+	data, err := vfs.ReadFile(l.fsys, filepath.Join(l.dir, LeaderEpochFile))
 	switch {
 	case err == nil:
 		ents, perr := ParseEpochCheckpoint(data)

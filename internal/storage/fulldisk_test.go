@@ -65,7 +65,7 @@ func TestOpenOnFullDisk(t *testing.T) {
 	if err := writeIndexFile(img, name, []byte{0, 0, 0, 3, 0, 0, 0, 4}); err == nil {
 		t.Fatal("write on a full disk succeeded")
 	}
-	data, err := ReadFile(img, name)
+	data, err := vfs.ReadFile(img, name)
 	if err != nil || len(data) != 8 || data[3] != 1 {
 		t.Fatalf("old index damaged: %v %v", data, err)
 	}

@@ -489,7 +489,7 @@ func (l *Log) writeRecoveryCheckpoint(rp int64) error {
 
 func (l *Log) writePartitionMetadata(topicID [16]byte) error {
 	name := filepath.Join(l.dir, PartitionMetaFile)
-	data, err := ReadFile(l.fsys, name)
+	data, err := vfs.ReadFile(l.fsys, name)
 	if err == nil {
 		old, perr := ParsePartitionMetadata(data)
 		if perr == nil {
@@ -502,7 +502,7 @@ func (l *Log) writePartitionMetadata(topicID [16]byte) error {
 	} else if !errNotExist(err) {
 		return err
 	}
-	return WriteFileAtomic(l.fsys, name, FormatPartitionMetadata(topicID))
+	return vfs.WriteFileAtomic(l.fsys, name, FormatPartitionMetadata(topicID), 0o644)
 }
 
 // loadClean trusts a cleanly closed log: it finds the end of the last

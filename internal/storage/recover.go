@@ -317,7 +317,7 @@ func (l *Log) loadProducerState(snaps []int64, leo int64) error {
 		if rebuild >= 0 && off > rebuild {
 			continue
 		}
-		data, err := ReadFile(l.fsys, name)
+		data, err := vfs.ReadFile(l.fsys, name)
 		if err != nil {
 			l.logger.Warn("unreadable producer snapshot", "file", name, "err", err)
 			continue
@@ -465,5 +465,5 @@ const maxControlBatch = 64 << 10
 
 // writeSnapshot persists the producer table as "<off>.snapshot".
 func (l *Log) writeSnapshot(off int64) error {
-	return WriteFileAtomic(l.fsys, filepath.Join(l.dir, FileName(off, SnapshotSuffix)), l.ps.encodeSnapshot())
+	return vfs.WriteFileAtomic(l.fsys, filepath.Join(l.dir, FileName(off, SnapshotSuffix)), l.ps.encodeSnapshot(), 0o644)
 }

@@ -224,8 +224,8 @@ func (s *segment) indexes() (*offsetIndex, *timeIndex, error) {
 func (s *segment) loadIndexes() (*offsetIndex, *timeIndex, error) {
 	maxOI := int(s.maxIndexBytes) / offsetEntrySize
 	maxTI := int(s.maxIndexBytes) / timeEntrySize
-	oiData, err1 := ReadFile(s.fsys, s.path(IndexSuffix))
-	tiData, err2 := ReadFile(s.fsys, s.path(TimeIndexSuffix))
+	oiData, err1 := vfs.ReadFile(s.fsys, s.path(IndexSuffix))
+	tiData, err2 := vfs.ReadFile(s.fsys, s.path(TimeIndexSuffix))
 	size := s.size.Load()
 	var oiBuf, tiBuf []byte
 	var err error

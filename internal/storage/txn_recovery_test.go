@@ -100,7 +100,7 @@ func TestTxnRecoveryRebuildsTxnIndex(t *testing.T) {
 	files := map[string][]byte{}
 	for _, f := range fsys.Files() {
 		if strings.HasSuffix(f, TxnIndexSuffix) {
-			data, err := ReadFile(fsys, f)
+			data, err := vfs.ReadFile(fsys, f)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -133,7 +133,7 @@ func TestTxnRecoveryRebuildsTxnIndex(t *testing.T) {
 			l := openTest(t, img, dir, cfg, clean)
 			defer l.Close()
 			for f, want := range files {
-				got, err := ReadFile(img, f)
+				got, err := vfs.ReadFile(img, f)
 				if err != nil || !bytes.Equal(got, want) {
 					t.Fatalf("%s not rebuilt (%v):\n%x\nwant\n%x", f, err, got, want)
 				}
@@ -145,7 +145,7 @@ func TestTxnRecoveryRebuildsTxnIndex(t *testing.T) {
 
 func writeFileT(t *testing.T, fsys vfs.FS, name string, data []byte) {
 	t.Helper()
-	if err := WriteFileAtomic(fsys, name, data); err != nil {
+	if err := vfs.WriteFileAtomic(fsys, name, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -172,7 +172,7 @@ func TestTxnTruncateDropsEntries(t *testing.T) {
 	if got := l.AbortedTransactions(0, 10); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after truncate %+v", got)
 	}
-	data, _ := ReadFile(fsys, filepath.Join(dir, FileName(0, TxnIndexSuffix)))
+	data, _ := vfs.ReadFile(fsys, filepath.Join(dir, FileName(0, TxnIndexSuffix)))
 	if ents, err := ParseTxnIndex(data); err != nil || !reflect.DeepEqual(ents, want) {
 		t.Fatalf("file after truncate %+v %v", ents, err)
 	}
@@ -185,7 +185,7 @@ func TestTxnTruncateDropsEntries(t *testing.T) {
 	if got := l.AbortedTransactions(0, 10); len(got) != 0 {
 		t.Fatalf("after second truncate %+v", got)
 	}
-	if _, err := ReadFile(fsys, filepath.Join(dir, FileName(0, TxnIndexSuffix))); !errNotExist(err) {
+	if _, err := vfs.ReadFile(fsys, filepath.Join(dir, FileName(0, TxnIndexSuffix))); !errNotExist(err) {
 		t.Fatalf("empty txnindex kept: %v", err)
 	}
 	// The next abort lands in a fresh file.
@@ -340,7 +340,7 @@ func checkSwapTxns(t *testing.T, what string, l *Log, f *txnSwapFixture) {
 	}
 	var onDisk []AbortedTxn
 	for _, s := range l.Segments() {
-		data, err := ReadFile(l.fsys, filepath.Join(f.dir, FileName(s.BaseOffset, TxnIndexSuffix)))
+		data, err := vfs.ReadFile(l.fsys, filepath.Join(f.dir, FileName(s.BaseOffset, TxnIndexSuffix)))
 		if errNotExist(err) {
 			continue
 		}

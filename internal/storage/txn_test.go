@@ -135,7 +135,7 @@ func TestTxnMarkersIndexAndLSO(t *testing.T) {
 	if got := l.AbortedTransactions(0, 7); !reflect.DeepEqual(got, want) {
 		t.Fatalf("aborted %+v want %+v", got, want)
 	}
-	data, err := ReadFile(fsys, filepath.Join(dir, FileName(0, TxnIndexSuffix)))
+	data, err := vfs.ReadFile(fsys, filepath.Join(dir, FileName(0, TxnIndexSuffix)))
 	if err != nil {
 		t.Fatalf("txnindex not created: %v", err)
 	}
@@ -429,7 +429,7 @@ func (m *txnModel) check(t *testing.T, what string, l *Log, fsys vfs.FS, dir str
 	var onDisk []AbortedTxn
 	segs := l.Segments()
 	for i, s := range segs {
-		data, err := ReadFile(fsys, filepath.Join(dir, FileName(s.BaseOffset, TxnIndexSuffix)))
+		data, err := vfs.ReadFile(fsys, filepath.Join(dir, FileName(s.BaseOffset, TxnIndexSuffix)))
 		if errNotExist(err) {
 			continue
 		}
@@ -610,7 +610,7 @@ func TestTxnSnapshotKeepsOpenTxn(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := l.LogEndOffset()
-	data, err := ReadFile(fsys, filepath.Join(dir, FileName(base, SnapshotSuffix)))
+	data, err := vfs.ReadFile(fsys, filepath.Join(dir, FileName(base, SnapshotSuffix)))
 	if err != nil {
 		t.Fatal(err)
 	}

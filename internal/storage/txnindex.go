@@ -133,7 +133,7 @@ func (l *Log) appendAbortedTxn(e AbortedTxn) error {
 // file keeps its valid prefix and reports false: the caller rebuilds it
 // from the log.
 func (l *Log) loadTxnIndex(s *segment) bool {
-	data, err := ReadFile(l.fsys, s.path(TxnIndexSuffix))
+	data, err := vfs.ReadFile(l.fsys, s.path(TxnIndexSuffix))
 	if errNotExist(err) {
 		return true
 	}

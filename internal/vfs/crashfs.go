@@ -30,6 +30,7 @@ type CrashFS struct {
 	dirs    map[string]bool
 	hook    func(op, name string) error
 	now     func() time.Time
+	locks   map[string]bool // held Lock names (not part of the durable state)
 }
 
 type inode struct {
@@ -474,6 +475,38 @@ func (c *CrashFS) SyncDir(name string) error {
 
 // Preallocate implements FS (a no-op in memory).
 func (c *CrashFS) Preallocate(f File, size int64) error { return nil }
+
+// Lock implements FS: an in-memory lock per name, so two brokers over one
+// CrashFS exclude each other as two processes over one disk do. The lock
+// file is created (without a hook call) so the directory looks as on disk.
+func (c *CrashFS) Lock(name string) (io.Closer, error) {
+	name = clean(name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.dirs[filepath.Dir(name)] {
+		return nil, &fs.PathError{Op: "lock", Path: name, Err: fs.ErrNotExist}
+	}
+	if c.locks[name] {
+		return nil, &fs.PathError{Op: "lock", Path: name, Err: errors.New("resource temporarily unavailable (locked)")}
+	}
+	if c.locks == nil {
+		c.locks = map[string]bool{}
+	}
+	c.locks[name] = true
+	if _, ok := c.files[name]; !ok {
+		c.files[name] = &inode{mtime: c.now()}
+	}
+	return lockCloser(func() error {
+		c.mu.Lock()
+		delete(c.locks, name)
+		c.mu.Unlock()
+		return nil
+	}), nil
+}
+
+type lockCloser func() error
+
+func (f lockCloser) Close() error { return f() }
 
 // Files lists every current file path (sorted), for test diagnostics.
 func (c *CrashFS) Files() []string {

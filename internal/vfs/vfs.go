@@ -1,7 +1,10 @@
 // Package vfs is the small file-system interface every byte Strata stores
-// goes through, so that tests can swap the real disk for a double that
-// loses every byte not yet fsynced at a simulated power cut (see
-// crashfs.go). The OS implementation is a thin wrapper over package os.
+// goes through (partition logs, indexes and checkpoints, the topic metadata
+// store, SCRAM credentials, meta.properties, the clean-shutdown marker, the
+// cleaner's checkpoint, the log dir lock), so that tests can swap the real
+// disk for a double that loses every byte not yet fsynced at a simulated
+// power cut (see crashfs.go). The OS implementation is a thin wrapper over
+// package os. Small files are replaced with WriteFileAtomic.
 package vfs
 
 import (
@@ -35,7 +38,7 @@ type FDFile interface {
 	Fd() uintptr
 }
 
-// FS is the set of file-system operations storage needs.
+// FS is the set of file-system operations Strata needs.
 type FS interface {
 	// OpenFile opens name with os.O_* flags.
 	OpenFile(name string, flag int, perm fs.FileMode) (File, error)
@@ -53,6 +56,10 @@ type FS interface {
 	// Preallocate reserves size bytes for f without changing its visible
 	// length where the platform allows (fallocate KEEP_SIZE); a no-op else.
 	Preallocate(f File, size int64) error
+	// Lock takes an exclusive lock on the file name (created if missing),
+	// failing at once while another holder has it (flock on the OS, so
+	// another process; doubles lock in memory). Close releases it.
+	Lock(name string) (io.Closer, error)
 }
 
 // OS is the real file system.
