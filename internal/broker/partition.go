@@ -140,3 +140,75 @@ func (p *Partition) DeleteRecords(before int64) (int64, error) {
 	}
 	return p.Log.DeleteRecords(before)
 }
+
+// The storage value types that cross the broker's API: the protocol layer
+// names them here and reaches a partition's log only through Partition's
+// methods, the one gate where leadership checks belong.
+type (
+	// AppendResult is what an append assigned (storage.AppendResult).
+	AppendResult = storage.AppendResult
+	// RecordError is one rejected record of a batch (storage.RecordError).
+	RecordError = storage.RecordError
+	// ReadResult is a read's chunks and offsets (storage.ReadResult).
+	ReadResult = storage.ReadResult
+	// Chunk is a byte range of a segment file (storage.Chunk).
+	Chunk = storage.Chunk
+	// AbortedTxn is an aborted transaction of a range (storage.AbortedTxn).
+	AbortedTxn = storage.AbortedTxn
+	// SegmentInfo describes one segment (storage.SegmentInfo).
+	SegmentInfo = storage.SegmentInfo
+	// ProducerInfo is one active producer (storage.ProducerInfo).
+	ProducerInfo = storage.ProducerInfo
+)
+
+// ReadCommitted is Read up to the last stable offset (READ_COMMITTED).
+func (p *Partition) ReadCommitted(offset, maxBytes int64, minOneBatch bool) (ReadResult, error) {
+	return p.Log.ReadCommitted(offset, maxBytes, minOneBatch)
+}
+
+// HighWatermark is the end of what consumers may read.
+func (p *Partition) HighWatermark() int64 { return p.Log.HighWatermark() }
+
+// HighWatermarkChanged returns a channel closed at the next high
+// watermark move (fetch long polls wait on it).
+func (p *Partition) HighWatermarkChanged() <-chan struct{} { return p.Log.HighWatermarkChanged() }
+
+// LastStableOffset is the first offset of the oldest open transaction (the
+// high watermark when none is open).
+func (p *Partition) LastStableOffset() int64 { return p.Log.LastStableOffset() }
+
+// LogStartOffset is the first offset still in the log.
+func (p *Partition) LogStartOffset() int64 { return p.Log.LogStartOffset() }
+
+// LogEndOffset is the offset the next append gets.
+func (p *Partition) LogEndOffset() int64 { return p.Log.LogEndOffset() }
+
+// Size is the partition's size on disk in bytes.
+func (p *Partition) Size() int64 { return p.Log.Size() }
+
+// AbortedTransactions lists the aborted transactions overlapping
+// [from, to) (a READ_COMMITTED fetch's answer).
+func (p *Partition) AbortedTransactions(from, to int64) []AbortedTxn {
+	return p.Log.AbortedTransactions(from, to)
+}
+
+// MaxTimestamp is the offset and timestamp of the record with the largest
+// timestamp (ListOffsets MAX_TIMESTAMP).
+func (p *Partition) MaxTimestamp() (offset, timestamp int64, err error) { return p.Log.MaxTimestamp() }
+
+// OffsetForTimestamp finds the first offset whose timestamp is at least ts.
+func (p *Partition) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool, err error) {
+	return p.Log.OffsetForTimestamp(ts)
+}
+
+// EndOffsetForEpoch is OffsetForLeaderEpoch's answer from the leader epoch
+// checkpoint.
+func (p *Partition) EndOffsetForEpoch(epoch int32) (leaderEpoch int32, endOffset int64) {
+	return p.Log.EndOffsetForEpoch(epoch)
+}
+
+// Producers lists the partition's active producers (DescribeProducers).
+func (p *Partition) Producers() []ProducerInfo { return p.Log.Producers() }
+
+// Segments describes the partition's segments, oldest first.
+func (p *Partition) Segments() []SegmentInfo { return p.Log.Segments() }

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strata-io/strata/internal/broker"
 	"github.com/strata-io/strata/internal/record"
-	"github.com/strata-io/strata/internal/storage"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -139,7 +139,7 @@ func (s *Server) producePartition(req *kmsg.ProduceRequest, topic string, rp kms
 }
 
 // fillProduceError sets a partition's error, with per-record errors on v8+.
-func (s *Server) fillProduceError(sp *kmsg.ProduceResponseTopicPartition, version int16, err error, recs []storage.RecordError) {
+func (s *Server) fillProduceError(sp *kmsg.ProduceResponseTopicPartition, version int16, err error, recs []broker.RecordError) {
 	sp.ErrorCode = errCode(err)
 	sp.BaseOffset = -1
 	sp.LogAppendTime = -1

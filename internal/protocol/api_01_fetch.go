@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/broker"
-	"github.com/strata-io/strata/internal/storage"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -111,7 +110,7 @@ func (s *Server) fetchOnce(parts []*sessionPart, fr *fetchReply, maxBytes int64)
 			continue
 		}
 		// Take the change signal before reading so no append is missed.
-		waits = append(waits, p.Log.HighWatermarkChanged())
+		waits = append(waits, p.HighWatermarkChanged())
 		s.readPartition(p, sp, fr, &fp, &remaining)
 		ft.parts = append(ft.parts, fp)
 	}
@@ -128,7 +127,7 @@ func (s *Server) readPartition(p *broker.Partition, rp *sessionPart, fr *fetchRe
 	}
 	read := p.Read
 	if fr.readCommitted {
-		read = p.Log.ReadCommitted
+		read = p.ReadCommitted
 	}
 	res, err := read(rp.offset, max(limit, 0), minOne)
 	if err != nil {
@@ -150,9 +149,9 @@ func (s *Server) readPartition(p *broker.Partition, rp *sessionPart, fr *fetchRe
 		// The aborted transactions the returned batches may hold (Kafka
 		// bounds the range by the fetched bytes; up to the LSO is a
 		// superset clients filter by offset). Never nil: an empty list.
-		fp.aborted = p.Log.AbortedTransactions(rp.offset, fp.lso)
+		fp.aborted = p.AbortedTransactions(rp.offset, fp.lso)
 		if fp.aborted == nil {
-			fp.aborted = []storage.AbortedTxn{}
+			fp.aborted = []broker.AbortedTxn{}
 		}
 	}
 	fr.bytes += fp.size
@@ -163,10 +162,10 @@ func (s *Server) readPartition(p *broker.Partition, rp *sessionPart, fr *fetchRe
 // offset of an answer without records; the last stable offset never
 // exceeds the high watermark.
 func (fp *fetchPart) setOffsets(p *broker.Partition, readCommitted bool) {
-	hw := p.Log.HighWatermark()
-	fp.hw, fp.lso, fp.logStart = hw, min(p.Log.LastStableOffset(), hw), p.Log.LogStartOffset()
+	hw := p.HighWatermark()
+	fp.hw, fp.lso, fp.logStart = hw, min(p.LastStableOffset(), hw), p.LogStartOffset()
 	if readCommitted {
-		fp.aborted = []storage.AbortedTxn{}
+		fp.aborted = []broker.AbortedTxn{}
 	}
 }
 
@@ -217,13 +216,13 @@ type fetchPart struct {
 	partition         int32
 	errorCode         int16
 	hw, lso, logStart int64
-	chunks            []storage.Chunk
+	chunks            []broker.Chunk
 	size              int64
-	read              *storage.ReadResult
+	read              *broker.ReadResult
 	session           *sessionPart
 	// aborted lists the aborted transactions for READ_COMMITTED answers
 	// (nil: the null array of READ_UNCOMMITTED).
-	aborted []storage.AbortedTxn
+	aborted []broker.AbortedTxn
 }
 
 // release releases every chunk held by the reply.

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/broker"
-	"github.com/strata-io/strata/internal/storage"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -54,17 +53,17 @@ func (s *Server) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartiti
 	}
 	// The visible end: READ_COMMITTED clients see up to the last stable
 	// offset (Kafka's fetchOffsetByTimestamp with isolation level).
-	end := p.Log.HighWatermark()
+	end := p.HighWatermark()
 	if readCommitted {
-		end = p.Log.LastStableOffset()
+		end = p.LastStableOffset()
 	}
 	switch rp.Timestamp {
 	case listEarliest:
-		return p.Log.LogStartOffset(), -1, p.LeaderEpoch, nil
+		return p.LogStartOffset(), -1, p.LeaderEpoch, nil
 	case listLatest:
 		return end, -1, p.LeaderEpoch, nil
 	case listMaxTimestamp:
-		o, t, err := p.Log.MaxTimestamp()
+		o, t, err := p.MaxTimestamp()
 		if err != nil {
 			return -1, -1, -1, err
 		}
@@ -73,7 +72,7 @@ func (s *Server) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartiti
 	if rp.Timestamp < 0 {
 		return -1, -1, -1, fmt.Errorf("unsupported special timestamp %d: %w", rp.Timestamp, kerr.InvalidRequest)
 	}
-	o, t, found, err := p.Log.OffsetForTimestamp(rp.Timestamp)
+	o, t, found, err := p.OffsetForTimestamp(rp.Timestamp)
 	if err != nil {
 		return -1, -1, -1, err
 	}
@@ -112,8 +111,7 @@ func (s *Server) listOffsetsV0(topic string, rp kmsg.ListOffsetsRequestTopicPart
 	if rp.MaxNumOffsets < 0 {
 		return nil, fmt.Errorf("max num offsets %d: %w", rp.MaxNumOffsets, kerr.InvalidRequest)
 	}
-	l := p.Log
-	return legacyOffsetsBefore(l.Segments(), l.LogStartOffset(), l.LogEndOffset(), l.HighWatermark(),
+	return legacyOffsetsBefore(p.Segments(), p.LogStartOffset(), p.LogEndOffset(), p.HighWatermark(),
 		nowMs, rp.Timestamp, int(rp.MaxNumOffsets)), nil
 }
 
@@ -129,7 +127,7 @@ func (s *Server) listOffsetsV0(topic string, rp kmsg.ListOffsetsRequestTopicPart
 // readable end of this follower-less log). Unlike Kafka, repeated offsets
 // (segments wholly below the log start offset, or the high watermark equal
 // to a base offset) are listed once, so the list is strictly descending.
-func legacyOffsetsBefore(segs []storage.SegmentInfo, logStart, leo, hw, nowMs, ts int64, maxNum int) []int64 {
+func legacyOffsetsBefore(segs []broker.SegmentInfo, logStart, leo, hw, nowMs, ts int64, maxNum int) []int64 {
 	type candidate struct{ offset, ms int64 }
 	cands := make([]candidate, 0, len(segs)+1)
 	for _, sg := range segs {

@@ -30,12 +30,12 @@ func (s *Server) handleOffsetForLeaderEpoch(_ context.Context, _ *conn, kreq kms
 				err = fmt.Errorf("follower requests are not served: %w", kerr.NotLeaderForPartition)
 			}
 			if err == nil {
-				sp.LeaderEpoch, sp.EndOffset = p.Log.EndOffsetForEpoch(rp.LeaderEpoch)
+				sp.LeaderEpoch, sp.EndOffset = p.EndOffsetForEpoch(rp.LeaderEpoch)
 				if sp.LeaderEpoch < 0 && rp.LeaderEpoch >= p.LeaderEpoch {
 					// Nothing appended yet in the current epoch: this node has
 					// led since the log's end, as Kafka's leader assigns its
 					// epoch at the log end offset on election.
-					sp.LeaderEpoch, sp.EndOffset = p.LeaderEpoch, p.Log.LogEndOffset()
+					sp.LeaderEpoch, sp.EndOffset = p.LeaderEpoch, p.LogEndOffset()
 				}
 			}
 			sp.ErrorCode = errCode(err)

@@ -62,7 +62,7 @@ func (s *Server) handleDescribeLogDirs(_ context.Context, _ *conn, kreq kmsg.Req
 func logDirPartition(p *broker.Partition) kmsg.DescribeLogDirsResponseDirTopicPartition {
 	dp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
 	dp.Partition = p.Index
-	dp.Size = p.Log.Size()
+	dp.Size = p.Size()
 	dp.OffsetLag = 0
 	return dp
 }

@@ -27,7 +27,7 @@ func (s *Server) handleDescribeProducers(_ context.Context, _ *conn, kreq kmsg.R
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			for _, pi := range p.Log.Producers() {
+			for _, pi := range p.Producers() {
 				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				ap.ProducerID = pi.ProducerID
 				ap.ProducerEpoch = int32(pi.Epoch)

@@ -7,9 +7,9 @@ import (
 	"io"
 	"net"
 
-	"github.com/strata-io/strata/internal/storage"
-	"github.com/strata-io/strata/internal/vfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/strata-io/strata/internal/broker"
 )
 
 // fetchEncoder writes the Fetch response framing (v4-12) into a buffer;
@@ -25,7 +25,7 @@ type fetchEncoder struct {
 // fetchHole marks where in buf a partition's record bytes go.
 type fetchHole struct {
 	at     int // offset in buf after which the chunks are written
-	chunks []storage.Chunk
+	chunks []broker.Chunk
 }
 
 func (e *fetchEncoder) i16(v int16) { e.buf = binary.BigEndian.AppendUint16(e.buf, uint16(v)) }
@@ -164,12 +164,12 @@ var errShortFile = errors.New("segment file shorter than the fetched chunk")
 // connection (SSL listener) is a *tls.Conn, not a *net.TCPConn, so its
 // record bytes take the copy path: they must be encrypted in user space
 // (kernel TLS offload is not used).
-func (c *conn) writeChunk(ch storage.Chunk) error {
+func (c *conn) writeChunk(ch broker.Chunk) error {
 	if ch.Len == 0 {
 		return nil
 	}
 	f := ch.File.File()
-	if fd, ok := f.(vfs.FDFile); ok && !c.s.cfg.DisableSendfile {
+	if fd, ok := f.(interface{ Fd() uintptr }); ok && !c.s.cfg.DisableSendfile {
 		if tc, ok := c.nc.(*net.TCPConn); ok {
 			if err := c.w.Flush(); err != nil {
 				return err
