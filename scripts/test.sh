@@ -16,6 +16,12 @@ missing_pkgs=()
 command -v kcat >/dev/null 2>&1 || missing_pkgs+=(kcat)
 /usr/bin/python3 -c 'import confluent_kafka' >/dev/null 2>&1 || missing_pkgs+=(python3-confluent-kafka)
 /usr/bin/python3 -c 'import kafka' >/dev/null 2>&1 || missing_pkgs+=(python3-kafka)
+# kafka-python's snappy, lz4 and zstd codecs (the compat and legacy-produce tests use every codec).
+/usr/bin/python3 -c 'import snappy' >/dev/null 2>&1 || missing_pkgs+=(python3-snappy)
+/usr/bin/python3 -c 'import lz4' >/dev/null 2>&1 || missing_pkgs+=(python3-lz4)
+/usr/bin/python3 -c 'import zstandard' >/dev/null 2>&1 || missing_pkgs+=(python3-zstandard)
+# The sendfile test traces the broker with strace.
+command -v strace >/dev/null 2>&1 || missing_pkgs+=(strace)
 command -v node >/dev/null 2>&1 || missing_pkgs+=(nodejs)
 # The fault tests (test/faults) cut traffic between network namespaces.
 command -v iptables >/dev/null 2>&1 || missing_pkgs+=(iptables)
@@ -34,7 +40,8 @@ if [ ${#missing_pkgs[@]} -gt 0 ]; then
 	$SUDO apt-get install -y "${missing_pkgs[@]}" || die "apt-get install ${missing_pkgs[*]} failed"
 fi
 command -v kcat >/dev/null || die "kcat still missing after install"
-/usr/bin/python3 -c 'import confluent_kafka, kafka' || die "python3 kafka clients still missing after install"
+/usr/bin/python3 -c 'import confluent_kafka, kafka, snappy, lz4, zstandard' || die "python3 kafka clients or codecs still missing after install"
+command -v strace >/dev/null || die "strace still missing after install"
 command -v node >/dev/null || die "node still missing after install"
 command -v iptables >/dev/null || die "iptables still missing after install"
 command -v ip >/dev/null || die "ip (iproute2) still missing after install"

@@ -53,22 +53,16 @@ func TestCompactionHeadline(t *testing.T) {
 	adminCreate(t, b, topic, 1, map[string]string{"cleanup.policy": "compact", "segment.ms": "100"})
 	waitTopic(t, b, topic, 1)
 
-	// Produce with kcat -Z -K: exactly as the guide does; sarama if kcat is
-	// not installed (and not in CI).
+	// Produce with kcat -Z -K: exactly as the guide does.
 	lines := "user-42:v1\nuser-42:v2\nuser-7:\n"
-	if path, err := exec.LookPath("kcat"); err == nil {
-		cmd := exec.Command(path, "-P", "-b", b.Addr(), "-t", topic, "-p", "0", "-Z", "-K:", "-X", "acks=all")
-		cmd.Stdin = stringsReader(lines)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("kcat produce: %v: %s", err, out)
-		}
-	} else {
-		if ciSet() {
-			t.Fatalf("COMPAT CLIENT MISSING: kcat: %v", err)
-		}
-		t.Logf("kcat missing (%v): producing with sarama", err)
-		saramaClient().Must(t, b.Addr(), Op{Op: opProduce, Topic: topic, Records: []Rec{
-			{Key: strp("user-42"), Value: strp("v1")}, {Key: strp("user-42"), Value: strp("v2")}, {Key: strp("user-7")}}})
+	path, err := exec.LookPath("kcat")
+	if err != nil {
+		missing(t, "kcat: "+err.Error())
+	}
+	cmd := exec.Command(path, "-P", "-b", b.Addr(), "-t", topic, "-p", "0", "-Z", "-K:", "-X", "acks=all")
+	cmd.Stdin = stringsReader(lines)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kcat produce: %v: %s", err, out)
 	}
 	before := []Rec{
 		{Key: strp("user-42"), Value: strp("v1"), Offset: 0},
