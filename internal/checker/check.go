@@ -52,8 +52,9 @@ type Options struct {
 	// writes nobody read (UnseenWrite) and partly visible transactions
 	// (NonAtomicTxn) anomalies rather than lag.
 	Drained bool
-	// LinearizabilityTimeout bounds porcupine per partition; 0 means 30 s;
-	// negative skips porcupine (the pairwise offset-order check still runs).
+	// LinearizabilityTimeout bounds porcupine per partition; 0 means 10 s;
+	// negative skips porcupine (the exact check and the pairwise
+	// offset-order check still run).
 	LinearizabilityTimeout time.Duration
 }
 
@@ -67,9 +68,15 @@ type Stats struct {
 	RecordsRead  int                     `json:"records_read"`  // records returned to consumers, counting repeats
 	ValuesRead   int                     `json:"values_read"`   // distinct values read
 	Partitions   int                     `json:"partitions"`
-	// Linearizability is porcupine's verdict per partition (ok, illegal,
-	// unknown: timed out) and "skipped" when disabled.
+	// Linearizability is the verdict per partition of the offset model
+	// (Ok, Illegal), decided exactly.
 	Linearizability map[string]string `json:"linearizability,omitempty"`
+	// Porcupine is porcupine's verdict on the same model per partition (Ok,
+	// Illegal, Unknown: out of budget; skipped when disabled).
+	Porcupine map[string]string `json:"porcupine,omitempty"`
+	// ConsumeTxnsCommitted counts committed transactions that consumed
+	// records and committed their offsets (consume-transform-produce).
+	ConsumeTxnsCommitted int `json:"consume_txns_committed"`
 	// AllowedDuplicates counts values stored at two offsets by producers
 	// that are not idempotent (Kafka allows it; not an anomaly).
 	AllowedDuplicates int `json:"allowed_duplicates"`
@@ -151,7 +158,7 @@ func Check(h *History, opts Options) *Result {
 		Drained: opts.Drained,
 		history: h,
 		extra:   map[string]string{},
-		Stats:   Stats{Ops: map[Kind]map[Status]int{}, Linearizability: map[string]string{}},
+		Stats:   Stats{Ops: map[Kind]map[Status]int{}, Linearizability: map[string]string{}, Porcupine: map[string]string{}},
 	}
 	a := &analysis{
 		h: h, res: res,
@@ -238,6 +245,9 @@ func (a *analysis) index() {
 			st.Ops[op.Kind] = map[Status]int{}
 		}
 		st.Ops[op.Kind][op.Status]++
+		if op.Kind == KindTxn && op.Status == OK && op.Commit && len(op.OffsetCommits) > 0 {
+			st.ConsumeTxnsCommitted++
+		}
 		for j, s := range op.Sends {
 			if _, dup := a.writerOf[s.Value]; !dup {
 				a.writerOf[s.Value] = writeRef{op: i, send: j}
@@ -368,6 +378,9 @@ func dedupe(ops []int) []int {
 func (a *analysis) phantomAndAbortedReads() {
 	for i := range a.h.Ops {
 		r := a.op(i)
+		if r.Kind == KindTxn {
+			continue // what a transaction consumed is also in its session's poll
+		}
 		for _, rec := range r.Reads {
 			w, ok := a.writerOf[rec.Value]
 			if !ok {
@@ -604,6 +617,8 @@ func (a *analysis) sessions() {
 					delete(pos, tp)
 				}
 				continue
+			case KindTxn:
+				continue // its Reads repeat the session's poll
 			}
 			for _, r := range op.Reads {
 				l, ok := pos[r.TP]

@@ -330,8 +330,8 @@ func TestOffsetOrderAndPorcupine(t *testing.T) {
 	r := check(t, b, false)
 	expect(t, r, map[AnomalyType]int{OffsetOrder: 1})
 	names(t, r.Of(OffsetOrder)[0], w1, w2)
-	if v := r.Stats.Linearizability[p0.String()]; v != "Illegal" {
-		t.Fatalf("porcupine said %s", v)
+	if v, pv := r.Stats.Linearizability[p0.String()], r.Stats.Porcupine[p0.String()]; v != "Illegal" || pv != "Illegal" {
+		t.Fatalf("exact check said %s, porcupine %s", v, pv)
 	}
 
 	// Only the whole search sees this one: a (still in flight) reached
@@ -344,6 +344,9 @@ func TestOffsetOrderAndPorcupine(t *testing.T) {
 	b.add(Op{Process: "d", Kind: KindPoll, Start: 200, End: 210, ReadCommitted: true, Reads: []Record{rec(p0, 1, "b"), rec(p0, 3, "a")}})
 	r = check(t, b, true)
 	expect(t, r, map[AnomalyType]int{NonLinearizable: 1})
+	if v := r.Stats.Porcupine[p0.String()]; v != "Illegal" {
+		t.Fatalf("porcupine said %s", v)
+	}
 
 	// And the same with b concurrent to the poll is fine.
 	b.h.Ops[2].Start = 15

@@ -20,7 +20,9 @@
 //     commit) and EndStart (when EndTxn was invoked); Status OK means the
 //     commit succeeded, Fail that the abort did, Unknown anything else. A
 //     consume-transform-produce transaction also lists the records it
-//     consumed (Reads, with Group) and the offsets it committed.
+//     consumed (Reads, with Group) and the offsets it committed; the session
+//     records the same records as a KindPoll too, which is what the session
+//     and read checks look at.
 //   - KindAssign, KindSeek, KindRebalance: a consumer session was
 //     repositioned; reads after it need not continue from the previous one.
 //   - KindNemesis: a fault (informational; listed in reports).

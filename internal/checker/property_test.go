@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/anishathalye/porcupine"
 	"pgregory.net/rapid"
 )
 
@@ -310,6 +311,32 @@ func TestRewritingAnOffsetFires(t *testing.T) {
 			var buf bytes.Buffer
 			_ = r.WriteReport(&buf)
 			t.Fatalf("rewritten offset went unreported:\n%s", buf.String())
+		}
+	})
+}
+
+// TestGreedyAgreesWithPorcupine: on small random partition histories, valid
+// or not, the exact greedy decision and porcupine's search agree.
+func TestGreedyAgreesWithPorcupine(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 8).Draw(t, "ops")
+		offsets := rapid.Permutation([]int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}).Draw(t, "offsets")
+		var ops []porcupine.Operation
+		for i := 0; i < n; i++ {
+			call := rapid.Int64Range(0, 50).Draw(t, "call")
+			ret := call + rapid.Int64Range(0, 20).Draw(t, "len")
+			in := logInput{op: i}
+			if rapid.Bool().Draw(t, "append") {
+				in.append, in.offset = true, offsets[i]
+				in.last = in.offset
+			} else {
+				in.offset = rapid.Int64Range(0, 9).Draw(t, "read")
+			}
+			ops = append(ops, porcupine.Operation{ClientId: i, Call: call, Return: ret, Input: in})
+		}
+		greedy, _ := greedyLinearizable(ops)
+		if pc := porcupine.CheckOperations(PartitionLogModel, ops); pc != greedy {
+			t.Fatalf("greedy %v, porcupine %v on %+v", greedy, pc, ops)
 		}
 	})
 }

@@ -44,6 +44,7 @@ func (r *Result) WriteReport(w io.Writer) error {
 		st.RecordsRead, st.ValuesRead, st.Partitions, r.Drained)
 	fmt.Fprintf(&b, "acknowledged but never read: %d; duplicates from non-idempotent producers (allowed): %d\n",
 		r.Unseen, st.AllowedDuplicates)
+	fmt.Fprintf(&b, "committed consume-transform-produce transactions: %d\n", st.ConsumeTxnsCommitted)
 	kinds := make([]string, 0, len(st.Ops))
 	for k := range st.Ops {
 		kinds = append(kinds, string(k))
@@ -53,18 +54,23 @@ func (r *Result) WriteReport(w io.Writer) error {
 		m := st.Ops[Kind(k)]
 		fmt.Fprintf(&b, "ops %-9s ok %d, fail %d, unknown %d\n", k, m[OK], m[Fail], m[Unknown])
 	}
-	if len(st.Linearizability) > 0 {
-		verdicts := map[string][]string{}
-		for tp, v := range st.Linearizability {
-			verdicts[v] = append(verdicts[v], tp)
+	for _, m := range []struct {
+		label    string
+		verdicts map[string]string
+	}{{"linearizability of offsets (exact)", st.Linearizability}, {"linearizability of offsets (porcupine)", st.Porcupine}} {
+		if len(m.verdicts) == 0 {
+			continue
+		}
+		count := map[string]int{}
+		for _, v := range m.verdicts {
+			count[v]++
 		}
 		var parts []string
-		for v, tps := range verdicts {
-			sort.Strings(tps)
-			parts = append(parts, fmt.Sprintf("%s: %d partition(s)", v, len(tps)))
+		for v, n := range count {
+			parts = append(parts, fmt.Sprintf("%s: %d partition(s)", v, n))
 		}
 		sort.Strings(parts)
-		fmt.Fprintf(&b, "linearizability of offsets (porcupine): %s\n", strings.Join(parts, "; "))
+		fmt.Fprintf(&b, "%s: %s\n", m.label, strings.Join(parts, "; "))
 	}
 	b.WriteString("\n## Anomalies\n\n")
 	for _, t := range AllAnomalyTypes {

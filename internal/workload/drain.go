@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/strata-io/strata/internal/checker"
 )
 
 // Drain reads every partition from its log start to its end at
@@ -24,11 +26,11 @@ func (r *Runner) Drain(ctx context.Context) error {
 		return fmt.Errorf("drain: client: %w", err)
 	}
 	adm := kadm.NewClient(cl)
-	var stable map[int32]int64
+	var stable map[checker.TP]int64
 	for {
-		hwm, err1 := listed(ctx, adm.ListEndOffsets, r.cfg.Topic)
-		lso, err2 := listed(ctx, adm.ListCommittedOffsets, r.cfg.Topic)
-		if err1 == nil && err2 == nil && len(hwm) == int(r.cfg.Partitions) && equalOffsets(hwm, lso) {
+		hwm, err1 := r.listAll(ctx, adm.ListEndOffsets)
+		lso, err2 := r.listAll(ctx, adm.ListCommittedOffsets)
+		if err1 == nil && err2 == nil && len(hwm) == len(r.topics())*int(r.cfg.Partitions) && equalOffsets(hwm, lso) {
 			stable = lso
 			break
 		}
@@ -40,7 +42,7 @@ func (r *Runner) Drain(ctx context.Context) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	starts, err := r.startOffsets(ctx)
+	starts, err := r.startOffsets(ctx, r.topics()...)
 	cl.Close()
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
@@ -50,15 +52,15 @@ func (r *Runner) Drain(ctx context.Context) error {
 		return fmt.Errorf("drain: client: %w", err)
 	}
 	defer cons.Close()
-	next := map[int32]int64{}
-	for p, o := range starts {
-		next[p] = o
+	next := map[checker.TP]int64{}
+	for tp, o := range starts {
+		next[tp] = o
 	}
 	lastRecord := time.Now()
 	for {
 		done := true
-		for p, end := range stable {
-			if next[p] < end {
+		for tp, end := range stable {
+			if next[tp] < end {
 				done = false
 			}
 		}
@@ -70,14 +72,29 @@ func (r *Runner) Drain(ctx context.Context) error {
 		}
 		for _, rec := range r.pollOnce(ctx, cons, "drain", time.Second) {
 			lastRecord = time.Now()
-			if rec.Offset+1 > next[rec.TP.Partition] {
-				next[rec.TP.Partition] = rec.Offset + 1
+			if rec.Offset+1 > next[rec.TP] {
+				next[rec.TP] = rec.Offset + 1
 			}
 		}
 	}
 	r.drained = true
 	r.cfg.Logf("drain: read to %v (last stable offsets %v)", next, stable)
 	return nil
+}
+
+// listAll lists offsets of every partition of every workload topic.
+func (r *Runner) listAll(ctx context.Context, fn func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[checker.TP]int64, error) {
+	out := map[checker.TP]int64{}
+	for _, topic := range r.topics() {
+		offs, err := listed(ctx, fn, topic)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", topic, err)
+		}
+		for p, o := range offs {
+			out[checker.TP{Topic: topic, Partition: p}] = o
+		}
+	}
+	return out, nil
 }
 
 func listed(ctx context.Context, fn func(context.Context, ...string) (kadm.ListedOffsets, error), topic string) (map[int32]int64, error) {
@@ -99,7 +116,7 @@ func listed(ctx context.Context, fn func(context.Context, ...string) (kadm.Liste
 	return out, perr
 }
 
-func equalOffsets(a, b map[int32]int64) bool {
+func equalOffsets(a, b map[checker.TP]int64) bool {
 	if len(a) != len(b) {
 		return false
 	}

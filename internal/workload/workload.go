@@ -24,6 +24,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,11 @@ type Config struct {
 	TxnProducers    int // transactional producers
 	GroupConsumers  int // consumer-group sessions (subscribe)
 	AssignConsumers int // assign-mode sessions, from each partition's start
+	// EtlWorkers are consume-transform-produce transactional sessions
+	// (kgo.GroupTransactSession): they read Topic in group Group+"-etl" and
+	// write one record per input to Topic+"-etl", committing the input
+	// offsets in the same transaction.
+	EtlWorkers int
 
 	// Rate is records per second per producer (transactions per second per
 	// transactional producer); 0 means 100.
@@ -115,10 +121,12 @@ func Start(ctx context.Context, cfg Config) (*Runner, error) {
 	if len(cfg.Brokers) == 0 || cfg.Topic == "" {
 		return nil, errors.New("workload: Brokers and Topic are required")
 	}
-	if err := createTopic(ctx, cfg); err != nil {
-		return nil, err
-	}
 	r := &Runner{cfg: cfg, rec: checker.NewRecorder()}
+	for _, topic := range r.topics() {
+		if err := createTopic(ctx, cfg, topic); err != nil {
+			return nil, err
+		}
+	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	for i := 0; i < cfg.Producers; i++ {
 		r.spawn(func() { r.producer(i) })
@@ -131,6 +139,9 @@ func Start(ctx context.Context, cfg Config) (*Runner, error) {
 	}
 	for i := 0; i < cfg.AssignConsumers; i++ {
 		r.spawn(func() { r.assignConsumer(i) })
+	}
+	for i := 0; i < cfg.EtlWorkers; i++ {
+		r.spawn(func() { r.etl(i) })
 	}
 	return r, nil
 }
@@ -163,8 +174,8 @@ func (r *Runner) Stop() {
 func (r *Runner) Check() *checker.Result {
 	res := checker.Check(r.History(), checker.Options{Drained: r.drained})
 	res.Note("topic", fmt.Sprintf("%s, %d partitions", r.cfg.Topic, r.cfg.Partitions))
-	res.Note("clients", fmt.Sprintf("%d idempotent producers, %d transactional producers, %d group consumers, %d assign consumers (READ_COMMITTED)",
-		r.cfg.Producers, r.cfg.TxnProducers, r.cfg.GroupConsumers, r.cfg.AssignConsumers))
+	res.Note("clients", fmt.Sprintf("%d idempotent producers, %d transactional producers, %d group consumers, %d assign consumers, %d consume-transform-produce sessions (READ_COMMITTED)",
+		r.cfg.Producers, r.cfg.TxnProducers, r.cfg.GroupConsumers, r.cfg.AssignConsumers, r.cfg.EtlWorkers))
 	return res
 }
 
@@ -195,6 +206,17 @@ func (r *Runner) pace(tick *time.Ticker) bool {
 }
 
 func (r *Runner) tp(p int32) checker.TP { return checker.TP{Topic: r.cfg.Topic, Partition: p} }
+
+// etlTopic is where the consume-transform-produce transactions write.
+func (r *Runner) etlTopic() string { return r.cfg.Topic + "-etl" }
+
+// topics are the topics the workload writes.
+func (r *Runner) topics() []string {
+	if r.cfg.EtlWorkers > 0 {
+		return []string{r.cfg.Topic, r.etlTopic()}
+	}
+	return []string{r.cfg.Topic}
+}
 
 // producer sends single records to random partitions with an idempotent
 // producer (kgo's default: acks=all, idempotent), up to InFlight at once.
@@ -392,7 +414,7 @@ func (r *Runner) groupConsumer(id int) {
 // first position is known exactly).
 func (r *Runner) assignConsumer(id int) {
 	proc := fmt.Sprintf("assign-%d", id)
-	starts, err := r.startOffsets(r.ctx)
+	starts, err := r.startOffsets(r.ctx, r.cfg.Topic)
 	if err != nil {
 		r.cfg.Logf("%s: start offsets: %v", proc, err)
 		return
@@ -407,20 +429,33 @@ func (r *Runner) assignConsumer(id int) {
 }
 
 // assignAt opens an assign-mode session at the given offsets and records it.
-func (r *Runner) assignAt(proc string, starts map[int32]int64) (*kgo.Client, error) {
-	offs := map[int32]kgo.Offset{}
+func (r *Runner) assignAt(proc string, starts map[checker.TP]int64) (*kgo.Client, error) {
+	offs := map[string]map[int32]kgo.Offset{}
 	op := checker.Op{Process: proc, Kind: checker.KindAssign, Status: checker.OK, Start: r.rec.Now()}
-	for p := int32(0); p < r.cfg.Partitions; p++ {
-		o, ok := starts[p]
-		if !ok {
-			o = 0
+	for _, tp := range sortedTPs(starts) {
+		if offs[tp.Topic] == nil {
+			offs[tp.Topic] = map[int32]kgo.Offset{}
 		}
-		offs[p] = kgo.NewOffset().At(o)
-		op.Positions = append(op.Positions, checker.Position{TP: r.tp(p), Offset: o})
+		offs[tp.Topic][tp.Partition] = kgo.NewOffset().At(starts[tp])
+		op.Positions = append(op.Positions, checker.Position{TP: tp, Offset: starts[tp]})
 	}
 	op.End = r.rec.Now()
 	r.rec.Add(op)
-	return r.client(append(r.consumeOpts(), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Topic: offs}))...)
+	return r.client(append(r.consumeOpts(), kgo.ConsumePartitions(offs))...)
+}
+
+func sortedTPs(m map[checker.TP]int64) []checker.TP {
+	out := make([]checker.TP, 0, len(m))
+	for tp := range m {
+		out = append(out, tp)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
 }
 
 // poll records every non-empty poll until the runner stops.
@@ -442,7 +477,7 @@ func (r *Runner) pollOnce(ctx context.Context, cl *kgo.Client, proc string, wait
 	fs := cl.PollFetches(pctx)
 	op := checker.Op{Process: proc, Kind: checker.KindPoll, Status: checker.OK, ReadCommitted: true, Start: start, End: r.rec.Now()}
 	fs.EachRecord(func(rec *kgo.Record) {
-		op.Reads = append(op.Reads, checker.Record{TP: r.tp(rec.Partition), Offset: rec.Offset, Value: string(rec.Value)})
+		op.Reads = append(op.Reads, checker.Record{TP: checker.TP{Topic: rec.Topic, Partition: rec.Partition}, Offset: rec.Offset, Value: string(rec.Value)})
 	})
 	for _, fe := range fs.Errors() {
 		if errors.Is(fe.Err, context.DeadlineExceeded) || errors.Is(fe.Err, context.Canceled) {
@@ -456,30 +491,27 @@ func (r *Runner) pollOnce(ctx context.Context, cl *kgo.Client, proc string, wait
 	return op.Reads
 }
 
-func (r *Runner) startOffsets(ctx context.Context) (map[int32]int64, error) {
+// startOffsets looks up the log start offset of every partition of topics.
+func (r *Runner) startOffsets(ctx context.Context, topics ...string) (map[checker.TP]int64, error) {
 	cl, err := r.client()
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	listed, err := adm.ListStartOffsets(ctx, r.cfg.Topic)
-	if err != nil {
-		return nil, fmt.Errorf("list start offsets: %w", err)
-	}
-	out := map[int32]int64{}
-	var perr error
-	listed.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			perr = fmt.Errorf("partition %d: %w", o.Partition, o.Err)
-			return
+	out := map[checker.TP]int64{}
+	for _, topic := range topics {
+		offs, err := listed(ctx, kadm.NewClient(cl).ListStartOffsets, topic)
+		if err != nil {
+			return nil, fmt.Errorf("list start offsets of %s: %w", topic, err)
 		}
-		out[o.Partition] = o.Offset
-	})
-	return out, perr
+		for p, o := range offs {
+			out[checker.TP{Topic: topic, Partition: p}] = o
+		}
+	}
+	return out, nil
 }
 
-func createTopic(ctx context.Context, cfg Config) error {
+func createTopic(ctx context.Context, cfg Config, topic string) error {
 	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ClientOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -488,7 +520,7 @@ func createTopic(ctx context.Context, cfg Config) error {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	for {
-		res, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, nil, cfg.Topic)
+		res, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, nil, topic)
 		if err == nil {
 			err = res.Err
 		}
@@ -496,7 +528,7 @@ func createTopic(ctx context.Context, cfg Config) error {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("workload: create topic %s: %w", cfg.Topic, err)
+			return fmt.Errorf("workload: create topic %s: %w", topic, err)
 		}
 		time.Sleep(200 * time.Millisecond) // the cluster may still be starting
 	}

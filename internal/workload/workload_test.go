@@ -20,7 +20,7 @@ func TestCleanRunIsValid(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r, err := Start(ctx, Config{Brokers: c.ListenAddrs(), Topic: "clean", Partitions: 3,
-		Producers: 2, TxnProducers: 1, GroupConsumers: 1, AssignConsumers: 1, Rate: 50, Logf: t.Logf})
+		Producers: 2, TxnProducers: 1, GroupConsumers: 1, AssignConsumers: 1, EtlWorkers: 2, Rate: 50, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestCleanRunIsValid(t *testing.T) {
 		t.Fatalf("clean run flagged:\n%s", buf.String())
 	}
 	st := res.Stats
-	if st.AckedSends == 0 || st.ValuesRead == 0 || st.Ops["txn"]["ok"] == 0 || st.Ops["poll"]["ok"] == 0 {
+	if st.AckedSends == 0 || st.ValuesRead == 0 || st.Ops["txn"]["ok"] == 0 || st.Ops["poll"]["ok"] == 0 || st.ConsumeTxnsCommitted == 0 {
 		t.Fatalf("workload did too little:\n%s", buf.String())
 	}
 	t.Log(res.Summary())

@@ -35,7 +35,7 @@ func singleNode(t *testing.T, ctx context.Context, dir string, extra ...string) 
 // strataWorkload is the mix every single-node run uses.
 func strataWorkload(addr, topic string, t *testing.T) workload.Config {
 	return workload.Config{Brokers: []string{addr}, Topic: topic, Partitions: 3,
-		Producers: 2, TxnProducers: 1, GroupConsumers: 1, AssignConsumers: 1, Rate: 50, Logf: t.Logf,
+		Producers: 2, TxnProducers: 1, GroupConsumers: 1, AssignConsumers: 1, EtlWorkers: 1, Rate: 50, Logf: t.Logf,
 		TxnTimeout: 5 * time.Second,
 		ClientOpts: []kgo.Opt{kgo.RecordDeliveryTimeout(30 * time.Second)}}
 }
