@@ -176,6 +176,9 @@ func (b *Broker) validate() error {
 		return invalidf("invalid configuration: log.cleaner.min.compaction.lag.ms (%s) must not be greater than log.cleaner.max.compaction.lag.ms (%s)",
 			b.Get("log.cleaner.min.compaction.lag.ms"), b.Get("log.cleaner.max.compaction.lag.ms"))
 	}
+	if err := b.validateKRaft(); err != nil {
+		return err
+	}
 	if err := b.validateTLS(); err != nil {
 		return err
 	}

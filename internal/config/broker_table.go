@@ -3,7 +3,6 @@ package config
 import (
 	"net"
 	"strconv"
-	"strings"
 )
 
 // brokerTable lists every broker setting Strata accepts. Kafka names and
@@ -16,10 +15,10 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 		"Id of this node; kept in meta.properties and in partition leadership. broker.id is an alias."),
 	def("broker.id", TypeInt, "1", atLeast(0),
 		"Alias of node.id (setting either sets both)."),
-	def("listeners", TypeString, "PLAINTEXT://127.0.0.1:9092", custom("PLAINTEXT://, SSL://, SASL_PLAINTEXT:// or SASL_SSL://host:port (one listener; port 0 = random)", listenerReason(true)),
-		"Address the Kafka protocol listener binds. Strata serves one listener: PLAINTEXT, SSL (TLS, configured by the ssl.* settings), SASL_PLAINTEXT (SASL authentication, configured by sasl.enabled.mechanisms) or SASL_SSL (both); an empty host binds every interface."),
-	def("advertised.listeners", TypeString, "", custom("empty, or PROTOCOL://host:port with the protocol of listeners", listenerReason(false)),
-		"Address given to clients in metadata responses. Empty means the bound listeners address."),
+	def("listeners", TypeString, "PLAINTEXT://127.0.0.1:9092", custom("NAME://host:port,... (port 0 = random); NAME a security protocol or a name in listener.security.protocol.map", func(v string) string { return listenersSyntax(v, true, false) }),
+		"Listeners the node binds, NAME://host:port. A node serves one client listener: PLAINTEXT, SSL (TLS, configured by the ssl.* settings), SASL_PLAINTEXT (SASL authentication, configured by sasl.enabled.mechanisms) or SASL_SSL (both), as mapped by listener.security.protocol.map; controllers also list their controller listener (controller.listener.names). An empty host binds every interface."),
+	def("advertised.listeners", TypeString, "", custom("empty, or NAME://host:port,... naming listeners", func(v string) string { return listenersSyntax(v, false, true) }),
+		"Addresses given to clients in metadata responses, per listener name. A listener not named here is advertised at its bound address."),
 	def("socket.request.max.bytes", TypeInt, "104857600", atLeast(1),
 		"Largest request the broker reads; larger requests close the connection."),
 	// Storage.
@@ -150,7 +149,7 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 		"Level of the broker's own log."),
 	def("strata.log.format", TypeString, "text", oneOf("text", "json"),
 		"Format of the broker's own log on stderr."),
-}, append(sslTable, saslTable...)...)))
+}, append(append(sslTable, saslTable...), kraftTable...)...)))
 
 var brokerIndex = indexTable(brokerTable)
 
@@ -173,39 +172,6 @@ func nonEmptyList(v string) string {
 		return "must not be empty"
 	}
 	return ""
-}
-
-// listenerReason validates "PLAINTEXT://host:port", "SSL://host:port",
-// "SASL_PLAINTEXT://host:port" or "SASL_SSL://host:port"
-// (Kafka's listener names double as security protocols); required says whether
-// the empty string is rejected.
-func listenerReason(required bool) func(string) string {
-	return func(v string) string {
-		if v == "" {
-			if required {
-				return "must not be empty"
-			}
-			return ""
-		}
-		items := splitList(v)
-		if len(items) != 1 {
-			return "Strata serves exactly one listener"
-		}
-		proto, hp, ok := strings.Cut(items[0], "://")
-		if !ok || (proto != ProtocolPlaintext && proto != ProtocolSSL && !IsSASL(proto)) {
-			return "must look like PROTOCOL://host:port with PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"
-		}
-		if r := hostPortReason(hp); r != "" {
-			return r
-		}
-		if !required {
-			_, port, _ := net.SplitHostPort(hp)
-			if port == "0" {
-				return "advertised port must not be 0"
-			}
-		}
-		return ""
-	}
 }
 
 // hostPortReason validates "host:port" ("" allowed).

@@ -254,7 +254,7 @@ func mustSet(t *testing.T, b *Broker, n, v string) {
 func TestBrokerValidation(t *testing.T) {
 	b := DefaultBroker()
 	bad := map[string]string{
-		"listeners":                  "GSSAPI_SSL://0.0.0.0:9093",
+		"listeners":                  "://0.0.0.0:9093",
 		"advertised.listeners":       "PLAINTEXT://h:0",
 		"strata.metrics.listener":    "nohost",
 		"strata.log.format":          "xml",

@@ -109,9 +109,13 @@ func cipherReason(v string) string {
 	return ""
 }
 
-// ListenerProtocol is the security protocol of the listeners setting
-// (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL).
+// ListenerProtocol is the security protocol of the client listener
+// (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL), through
+// listener.security.protocol.map.
 func (b *Broker) ListenerProtocol() string {
+	if ls := b.ClientListeners(); len(ls) > 0 {
+		return ls[0].Protocol
+	}
 	return listenerProtocol(b.Get("listeners"))
 }
 
@@ -130,9 +134,6 @@ func listenerProtocol(v string) string {
 // listener rejects ssl.* settings (they would not be used).
 func (b *Broker) validateTLS() error {
 	proto := b.ListenerProtocol()
-	if adv := strings.TrimSpace(b.Get("advertised.listeners")); adv != "" && listenerProtocol(adv) != proto {
-		return invalidf("invalid configuration: advertised.listeners (%s) must use the security protocol of listeners (%s)", adv, b.Get("listeners"))
-	}
 	if !usesTLS(proto) {
 		for _, n := range sslSettings {
 			if b.IsSet(n) {

@@ -119,7 +119,7 @@ func TestTLSSettingsRejected(t *testing.T) {
 		{"half inline", map[string]string{"ssl.keystore.location": "-", "ssl.keystore.key": p.ServerKeyPEM}, "must be set together"},
 		{"auth without truststore", map[string]string{"ssl.client.auth": "required"}, "ssl.client.auth=required needs a trust store"},
 		{"truststore unused", map[string]string{"ssl.truststore.location": p.CAFile}, "a trust store is set but ssl.client.auth=none"},
-		{"advertised plaintext", map[string]string{"advertised.listeners": "PLAINTEXT://h:9092"}, "advertised.listeners (PLAINTEXT://h:9092) must use the security protocol of listeners"},
+		{"advertised plaintext", map[string]string{"advertised.listeners": "PLAINTEXT://h:9092"}, "advertised.listeners names listener PLAINTEXT, which is not in listeners (SSL://127.0.0.1:0)"},
 		{"plaintext with ssl", map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0"}, "ssl.keystore.location is set but listeners (PLAINTEXT://127.0.0.1:0) is not SSL or SASL_SSL"},
 		{"sasl listener", map[string]string{"listeners": "SASL_SSL://127.0.0.1:0"}, "GSSAPI (Kafka's default) is not supported"},
 	}

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 )
 
-func startStore(t *testing.T) (*meta.Store, *meta.Cache) {
+func startStore(t testing.TB) (*meta.Store, *meta.Cache) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

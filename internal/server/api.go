@@ -38,6 +38,11 @@ type Server struct {
 	proto   *protocol.Server
 	metrics *metrics.Server
 	ln      net.Listener
+	// listener is the client listener served (config.ClientListeners).
+	listener config.Listener
+	// cluster is the node's cluster membership (nil without KRaft
+	// settings; see cluster.go).
+	cluster *cluster
 	// tls is the SSL listener's configuration (nil for PLAINTEXT), built
 	// from the ssl.* settings when the server is created.
 	tls *tls.Config
@@ -55,6 +60,9 @@ type Server struct {
 func New(cfg *config.Broker, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.Default()
+	}
+	if err := checkClusterSupported(cfg); err != nil {
+		return nil, err
 	}
 	s := &Server{cfg: cfg, logger: logger, reg: metrics.NewRegistry()}
 	tlsCfg, err := cfg.ServerTLS()
@@ -125,11 +133,27 @@ func (s *Server) buildCleaner() error {
 // Start binds the Kafka listener (listeners; port 0 = random; TLS for an
 // SSL listener) and the metrics/admin HTTP listener, then serves until
 // Shutdown.
-func (s *Server) Start() error {
-	addr, err := listenerAddr(s.cfg.Get("listeners"))
-	if err != nil {
-		return err
+func (s *Server) Start() (err error) {
+	if clusterConfigured(s.cfg) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err := s.startCluster(ctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("cluster metadata: %w", err)
+		}
+		defer func() {
+			if err != nil {
+				s.cluster.close(context.Background())
+				s.cluster = nil
+			}
+		}()
 	}
+	cls := s.cfg.ClientListeners()
+	if len(cls) != 1 {
+		return fmt.Errorf("listeners (%s): exactly one client listener is served", s.cfg.Get("listeners"))
+	}
+	s.listener = cls[0]
+	addr := cls[0].Addr()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("kafka listener %s: %w", addr, err)
@@ -194,45 +218,24 @@ func (s *Server) groupHandler() protocol.GroupHandler {
 	return s.group
 }
 
-// advertised resolves the address given to clients.
+// advertised resolves the address given to clients: the client
+// listener's entry in advertised.listeners, else its bound address.
 func (s *Server) advertised(bound net.Addr) (string, int32, error) {
 	host, portStr, _ := net.SplitHostPort(bound.String())
 	port, _ := strconv.Atoi(portStr)
-	if adv := strings.TrimSpace(s.cfg.Get("advertised.listeners")); adv != "" {
-		a, err := listenerAddr(adv)
-		if err != nil {
-			return "", 0, fmt.Errorf("advertised.listeners: %w", err)
+	for _, a := range s.cfg.AdvertisedListeners() {
+		if a.Name != s.listener.Name || a.Addr() == s.listener.Addr() {
+			continue // not advertised separately
 		}
-		h, p, err := net.SplitHostPort(a)
-		if err != nil {
-			return "", 0, fmt.Errorf("advertised.listeners %q: %w", adv, err)
-		}
-		host = h
-		if n, _ := strconv.Atoi(p); n != 0 {
-			port = n
+		host = a.Host
+		if a.Port != 0 {
+			port = a.Port
 		}
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
 	return host, int32(port), nil
-}
-
-// listenerAddr turns "PROTOCOL://host:port" (PLAINTEXT, SSL,
-// SASL_PLAINTEXT, SASL_SSL) into "host:port".
-func listenerAddr(v string) (string, error) {
-	v = strings.TrimSpace(v)
-	if i := strings.Index(v, ","); i >= 0 {
-		v = v[:i]
-	}
-	_, rest, ok := strings.Cut(v, "://")
-	if !ok {
-		rest = v
-	}
-	if _, _, err := net.SplitHostPort(rest); err != nil {
-		return "", fmt.Errorf("listener %q: %w", v, err)
-	}
-	return rest, nil
 }
 
 // Addr is the bound Kafka listener address.
@@ -273,6 +276,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		if s.metrics != nil {
 			errs = append(errs, s.metrics.Close())
+		}
+		if s.cluster != nil {
+			errs = append(errs, s.cluster.close(ctx))
 		}
 		errs = append(errs, s.closeAll())
 		s.stopErr = errors.Join(errs...)

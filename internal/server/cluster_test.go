@@ -1,0 +1,141 @@
+package server_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/server"
+	"github.com/strata-io/strata/internal/servertest"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// freePort returns a loopback port that was free a moment ago (the
+// controller listener's port must be known before start: it is in
+// controller.quorum.voters).
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func kraftSettings(t *testing.T, nodeID int, ctlPort int) map[string]string {
+	return map[string]string{
+		"node.id":                   fmt.Sprint(nodeID),
+		"process.roles":             "broker,controller",
+		"listeners":                 fmt.Sprintf("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:%d", ctlPort),
+		"controller.listener.names": "CONTROLLER",
+		"controller.quorum.voters":  fmt.Sprintf("%d@127.0.0.1:%d", nodeID, ctlPort),
+	}
+}
+
+// TestKRaftCombinedSingleNode: a combined node configured with Kafka's
+// KRaft settings serves its metadata store on the controller listener,
+// registers with a new broker epoch at every start, reports the store in
+// its metrics, and serves clients as before.
+func TestKRaftCombinedSingleNode(t *testing.T) {
+	port := freePort(t)
+	dir := t.TempDir()
+	b := servertest.Start(t, servertest.Options{Dir: dir, Settings: kraftSettings(t, 1, port), Metrics: true})
+	t.Logf("start with the metadata store: %v", b.StartTook())
+	ctx := ctxT(t)
+	if _, err := b.Admin().CreateTopic(ctx, 1, 1, nil, "k"); err != nil {
+		t.Fatal(err)
+	}
+	cl := b.Client(kgo.DefaultProduceTopic("k"))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + b.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"strata_metadata_store_has_leader 1", "strata_metadata_store_members 1", "strata_metadata_store_is_leader 1"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	// The controller port is the metadata store's: an HTTP/1.1 request
+	// there reaches etcd's peer handler, not a Kafka listener.
+	if r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/members", port)); err != nil {
+		t.Errorf("controller listener: %v", err)
+	} else {
+		r.Body.Close()
+	}
+	b.Close()
+	b.Open() // restart on the same data: the member restarts, a new registration
+	cl2 := b.Client(kgo.ConsumeTopics("k"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	fs := cl2.PollFetches(ctx)
+	if errs := fs.Errors(); len(errs) > 0 || fs.NumRecords() != 1 {
+		t.Fatalf("after restart: %v, %d records", errs, fs.NumRecords())
+	}
+}
+
+// TestKRaftRefusedUntilServed: settings this release cannot honour are
+// refused with a message.
+func TestKRaftRefusedUntilServed(t *testing.T) {
+	cases := []struct {
+		name string
+		ovr  map[string]string
+		want string
+	}{
+		{"three voters", map[string]string{"controller.quorum.voters": "1@127.0.0.1:19193,2@127.0.0.1:19293,3@127.0.0.1:19393",
+			"listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19193"}, "does not join several nodes into one cluster yet"},
+		{"broker only", map[string]string{"process.roles": "broker", "node.id": "4", "listeners": "PLAINTEXT://127.0.0.1:0",
+			"controller.quorum.voters": "1@127.0.0.1:19193"}, "runs combined nodes only"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := kraftSettings(t, 1, 19193)
+			s["log.dirs"] = t.TempDir()
+			for k, v := range c.ovr {
+				s[k] = v
+			}
+			cfg, err := config.LoadBroker("", nil, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = server.New(cfg, nil)
+			if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestKRaftWrongClusterID: a node whose log directory was written by
+// another cluster is refused by the metadata store it finds.
+func TestKRaftWrongClusterID(t *testing.T) {
+	port := freePort(t)
+	meta := t.TempDir()
+	s := kraftSettings(t, 1, port)
+	s["metadata.log.dir"] = meta
+	b := servertest.Start(t, servertest.Options{Settings: s})
+	b.Close()
+	// Same metadata store, a fresh log directory (a new cluster id).
+	s["log.dirs"] = t.TempDir()
+	cfg, err := config.LoadBroker("", nil, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = srv.Start()
+	_ = srv.Shutdown(ctxT(t))
+	if err == nil || !strings.Contains(err.Error(), "belong to cluster") {
+		t.Fatalf("got %v", err)
+	}
+}
