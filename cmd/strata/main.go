@@ -36,6 +36,7 @@ func newRootCmd() *cobra.Command {
 		newLogCmd(),
 		newBenchCmd(),
 		newUserCmd(),
+		newClusterCmd(),
 	)
 	return root
 }

@@ -134,20 +134,6 @@ func (s *Server) buildCleaner() error {
 // SSL listener) and the metrics/admin HTTP listener, then serves until
 // Shutdown.
 func (s *Server) Start() (err error) {
-	if clusterConfigured(s.cfg) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		err := s.startCluster(ctx)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("cluster metadata: %w", err)
-		}
-		defer func() {
-			if err != nil {
-				s.cluster.close(context.Background())
-				s.cluster = nil
-			}
-		}()
-	}
 	cls := s.cfg.ClientListeners()
 	if len(cls) != 1 {
 		return fmt.Errorf("listeners (%s): exactly one client listener is served", s.cfg.Get("listeners"))
@@ -166,6 +152,23 @@ func (s *Server) Start() (err error) {
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	if clusterConfigured(s.cfg) {
+		// Registered before serving: /readyz stays false until the broker
+		// is registered with its metadata.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err := s.startCluster(ctx, host, port)
+		cancel()
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("cluster metadata: %w", err)
+		}
+		defer func() {
+			if err != nil {
+				s.cluster.close(context.Background())
+				s.cluster = nil
+			}
+		}()
 	}
 	if err := s.startGroup(host, port); err != nil {
 		ln.Close()

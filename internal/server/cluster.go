@@ -79,7 +79,7 @@ func clusterToken(voters []config.Voter) string {
 
 // startCluster starts the metadata store member, checks the cluster id,
 // registers the broker and starts the controller driver.
-func (s *Server) startCluster(ctx context.Context) error {
+func (s *Server) startCluster(ctx context.Context, host string, port int32) error {
 	cl, ok := s.cfg.ControllerListener()
 	if !ok {
 		return errors.New("no controller listener")
@@ -129,7 +129,7 @@ func (s *Server) startCluster(ctx context.Context) error {
 	if c.session, err = meta.NewSession(ctx, c.cli, session, hb, s.logger); err != nil {
 		return fail(err)
 	}
-	if c.epoch, err = s.register(ctx, c, session); err != nil {
+	if c.epoch, err = s.register(ctx, c, session, host, port); err != nil {
 		return fail(err)
 	}
 	dctx, cancel := context.WithCancel(context.Background())
@@ -154,14 +154,12 @@ func (s *Server) startCluster(ctx context.Context) error {
 // registration of the node id may still be inside its session (a crashed
 // previous run on another directory, or a live duplicate), and refusing
 // once the session timeout has passed.
-func (s *Server) register(ctx context.Context, c *cluster, session time.Duration) (int64, error) {
-	host, _ := os.Hostname()
+func (s *Server) register(ctx context.Context, c *cluster, session time.Duration, host string, port int32) (int64, error) {
+	machine, _ := os.Hostname()
 	abs, _ := filepath.Abs(s.cfg.List("log.dirs")[0])
 	b := meta.Broker{ID: int32(s.cfg.Int("node.id")), Incarnation: strconv.FormatInt(time.Now().UnixNano(), 36),
-		DirectoryID: host + ":" + abs, Rack: s.cfg.Get("broker.rack"), Controller: true}
-	for _, l := range s.cfg.AdvertisedListeners() {
-		b.Listeners = append(b.Listeners, meta.Endpoint{Name: l.Name, Host: l.Host, Port: int32(l.Port), Protocol: l.Protocol})
-	}
+		DirectoryID: machine + ":" + abs, Rack: s.cfg.Get("broker.rack"), Controller: true,
+		Listeners: []meta.Endpoint{{Name: s.listener.Name, Host: host, Port: port, Protocol: s.listener.Protocol}}}
 	deadline := time.Now().Add(session + time.Second)
 	for {
 		epoch, err := c.store.Register(ctx, b, c.session.Lease())
