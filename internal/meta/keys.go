@@ -15,6 +15,8 @@ import (
 //	<p>/configs/brokers/default        cluster-wide dynamic broker configs (JSON map)
 //	<p>/configs/brokers/<node.id>      per-broker dynamic broker configs
 //	<p>/controller/<lease>             controller election candidates (etcd concurrency.Election)
+//	<p>/acls/<binding>                 one ACL binding (security.go)
+//	<p>/quotas/<entity>                one client quota entity's quotas (security.go)
 type Keys struct{ Prefix string }
 
 // DefaultKeys is the layout Strata uses.
@@ -56,6 +58,8 @@ const (
 	kindPartition
 	kindBrokerConfig
 	kindController
+	kindACL
+	kindQuota
 )
 
 // parse classifies key and returns its parts: broker or config scope id,
@@ -95,6 +99,10 @@ func (k Keys) parse(key string) (kind keyKind, id int32, name string, tp TopicPa
 		return kindBrokerConfig, int32(n), "", tp, nil
 	case strings.HasPrefix(rest, "controller/"):
 		return kindController, 0, "", tp, nil
+	case strings.HasPrefix(rest, "acls/"):
+		return kindACL, 0, "", tp, nil
+	case strings.HasPrefix(rest, "quotas/"):
+		return kindQuota, 0, "", tp, nil
 	}
 	return kindOther, 0, "", tp, nil
 }

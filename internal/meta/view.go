@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+
+	"github.com/strata-io/strata/internal/authz"
 )
 
 // View is an immutable snapshot of the cluster metadata at one etcd
@@ -32,6 +34,14 @@ type View struct {
 	// etcd election candidate with the lowest create revision.
 	Controller int32
 	candidates map[string]candidate
+	// ACLs holds every ACL binding by key, Quotas every client quota
+	// entity by key (security.go). ACLsRev and QuotasRev are the
+	// revisions of their last change (0: none since the view was
+	// loaded), so readers rebuild only when they moved.
+	ACLs      map[string]authz.ACL
+	Quotas    map[string]ClientQuota
+	ACLsRev   int64
+	QuotasRev int64
 }
 
 type candidate struct {
@@ -43,7 +53,7 @@ type candidate struct {
 func NewView() *View {
 	return &View{Brokers: map[int32]*Broker{}, Topics: map[string]*Topic{}, TopicsByID: map[string]*Topic{},
 		Parts: map[string][]Partition{}, BrokerConfigs: map[int32]map[string]string{}, Controller: -1,
-		candidates: map[string]candidate{}}
+		candidates: map[string]candidate{}, ACLs: map[string]authz.ACL{}, Quotas: map[string]ClientQuota{}}
 }
 
 // Live reports whether broker id is registered.
@@ -136,6 +146,12 @@ func (v *View) apply(k Keys, rev int64, evs []event) (*View, error) {
 			nv.BrokerConfigs = maps.Clone(v.BrokerConfigs)
 		case kindController:
 			nv.candidates = maps.Clone(v.candidates)
+		case kindACL:
+			nv.ACLs = maps.Clone(v.ACLs)
+			nv.ACLsRev = rev
+		case kindQuota:
+			nv.Quotas = maps.Clone(v.Quotas)
+			nv.QuotasRev = rev
 		}
 	}
 	partsCopied := map[string]bool{}
@@ -225,6 +241,14 @@ func (v *View) apply(k Keys, rev int64, evs []event) (*View, error) {
 				continue
 			}
 			nv.candidates[ev.key] = candidate{createRev: ev.createRev, node: int32(n)}
+		case kindACL:
+			if err := nv.applyACL(ev.key, ev.value); err != nil {
+				return nil, err
+			}
+		case kindQuota:
+			if err := nv.applyQuota(ev.key, ev.value, ev.modRev); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if copied[kindController] {
