@@ -22,6 +22,7 @@ import (
 // --shutdown-timeout.
 func newServeCmd() *cobra.Command {
 	var cfgPath string
+	var kafkaOverrides []string
 	var shutdownTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -36,7 +37,12 @@ SIGINT or SIGTERM shuts the broker down cleanly (flushing every log); a second
 signal exits at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			overrides := map[string]string{}
+			// --override k=v (kafka-server-start's flag) first, so a
+			// setting's own flag wins.
+			overrides, err := parseKV(kafkaOverrides, "--override")
+			if err != nil {
+				return err
+			}
 			cmd.Flags().Visit(func(f *pflag.Flag) {
 				if _, ok := config.LookupBroker(f.Name); ok {
 					overrides[f.Name] = f.Value.String()
@@ -47,12 +53,16 @@ signal exits at once.`,
 				return err
 			}
 			logger := newLogger(cmd.ErrOrStderr(), cfg)
+			for _, w := range cfg.Warnings() {
+				logger.Warn(w)
+			}
 			return serve(cmd.Context(), cfg, logger, shutdownTimeout)
 		},
 	}
 	f := cmd.Flags()
 	f.SortFlags = false
 	f.StringVar(&cfgPath, "config", "", "server.properties file to read settings from")
+	f.StringArrayVar(&kafkaOverrides, "override", nil, "any setting as name=value (repeatable), as kafka-server-start.sh --override")
 	f.DurationVar(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a clean shutdown may take")
 	for _, s := range config.BrokerSettings() {
 		f.String(s.Name, s.Default, flagUsage(s))

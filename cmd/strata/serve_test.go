@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -32,7 +33,7 @@ func TestServeFlagsAndErrors(t *testing.T) {
 	if err := os.WriteFile(props, []byte("# test\nfoo.bar=1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fails(t, bin, "strata: "+props+":2: unknown broker config \"foo.bar\"\n", "serve", "--config", props)
+	fails(t, bin, "strata: "+props+":2: unknown broker config \"foo.bar\": remove it (docs/configuration.md lists every setting)\n", "serve", "--config", props)
 	r := run(t, bin, "", "serve", "--config", filepath.Join(t.TempDir(), "missing.properties"))
 	if r.code != 1 || !strings.HasPrefix(r.stderr, "strata: read config file: open ") {
 		t.Errorf("missing config file: %+v", r)
@@ -151,5 +152,91 @@ func TestServeLifecycle(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(rest, "\n"), "shutdown complete") {
 		t.Errorf("no shutdown complete line:\n%s", strings.Join(rest, "\n"))
+	}
+}
+
+// stockKafkaProperties copies one of Apache Kafka's stock KRaft
+// server.properties (internal/config/testdata/kafka) with its data
+// directory changed to dir, and nothing else.
+func stockKafkaProperties(t *testing.T, name, dir string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "internal", "config", "testdata", "kafka", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "server.properties")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(data), "/tmp/kraft-combined-logs", dir)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestServeKafkaServerProperties starts `strata serve` with Apache Kafka's
+// stock KRaft server.properties (paths changed). Until the cluster work
+// takes the KRaft and listener settings, the broker refuses to start and
+// lists every one of them in one run, each with what to do; it raises no
+// other problem, writes nothing to the data directory, and exits 1.
+func TestServeKafkaServerProperties(t *testing.T) {
+	bin := buildStrata(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	props := stockKafkaProperties(t, "kraft-server-3.8.0.properties", dir)
+	want := strings.ReplaceAll(`strata: 9 problems in the broker configuration:
+  PATH:24: process.roles is not supported yet: Strata runs a one-node cluster whose node is both broker and controller; remove it
+  PATH:30: controller.quorum.voters is not supported yet: Strata runs a one-node cluster with no controller quorum; remove it
+  PATH:42: invalid value "PLAINTEXT://:9092,CONTROLLER://:9093" for configuration listeners: Strata serves exactly one listener for now: keep the one clients use (PLAINTEXT://:9092) and remove the others (allowed: PLAINTEXT://, SSL://, SASL_PLAINTEXT:// or SASL_SSL://host:port (one listener; port 0 = random))
+  PATH:45: inter.broker.listener.name is not supported yet: Strata serves one listener, named by its security protocol, and makes no inter-broker or controller connections; remove it
+  PATH:54: controller.listener.names is not supported yet: Strata serves one listener, named by its security protocol, and makes no inter-broker or controller connections; remove it
+  PATH:57: listener.security.protocol.map is not supported yet: the listener name is its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL); remove it
+  PATH:92: offsets.topic.replication.factor is not supported yet: Strata keeps one replica of every partition, internal topics included; remove it
+  PATH:93: transaction.state.log.replication.factor is not supported yet: Strata keeps one replica of every partition, internal topics included; remove it
+  PATH:94: transaction.state.log.min.isr is not supported yet: Strata keeps one replica of every partition, internal topics included; remove it
+`, "PATH", props)
+	r := run(t, bin, "", "serve", "--config", props)
+	if r.code != 1 || r.stderr != want || r.stdout != "" {
+		t.Errorf("exit %d\nstderr:\n%s\nwant:\n%s", r.code, r.stderr, want)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the data directory was touched: %v", err)
+	}
+}
+
+// TestServeWarnings checks the startup warnings: Kafka's thread-pool
+// settings named in one line, an unknown STRATA_ variable with a
+// suggestion, the deprecated doubled prefix.
+func TestServeWarnings(t *testing.T) {
+	bin := buildStrata(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--log.dirs", t.TempDir(), "--listeners", "PLAINTEXT://127.0.0.1:0",
+		"--strata.metrics.listener", "", "--override", "num.io.threads=16", "--override", "num.network.threads=4",
+		"--offsets.topic.num.partitions", "1", "--transaction.state.log.num.partitions", "1")
+	cmd.Env = append(os.Environ(), "STRATA_DURABLE_ACK=false", "STRATA_STRATA_LOG_FORMAT=text", "STRATA_BROKERS=x:1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var warns []string
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, "level=WARN") {
+			_, msg, _ := strings.Cut(line, "msg=")
+			warns = append(warns, msg)
+		}
+		if strings.Contains(line, "strata broker listening") {
+			break
+		}
+	}
+	want := []string{
+		`"accepted without effect: num.io.threads, num.network.threads (Kafka thread-pool settings with no meaning in Strata: each connection is served by its own goroutines and background work runs on its own loops, so there is no pool to size)"`,
+		`"environment variable STRATA_DURABLE_ACK names no broker setting and is ignored: did you mean STRATA_DURABLE_ACKS?"`,
+		`"environment variable STRATA_STRATA_LOG_FORMAT is deprecated: rename it STRATA_LOG_FORMAT"`,
+	}
+	if strings.Join(warns, "\n") != strings.Join(want, "\n") {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(warns, "\n"), strings.Join(want, "\n"))
 	}
 }

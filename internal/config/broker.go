@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/strata-io/strata/internal/suggest"
 )
 
 // Broker is the broker's resolved settings: every BrokerSettings name
@@ -13,11 +15,16 @@ import (
 type Broker struct {
 	values   map[string]string
 	explicit map[string]bool // set by file, env or override (not a default)
+	// ignored holds the Kafka settings accepted without effect
+	// (ignoredTable) that were set, by name.
+	ignored map[string]string
+	// warnings are notes for the startup log (LoadBroker).
+	warnings []string
 }
 
 // DefaultBroker returns the broker settings with every default.
 func DefaultBroker() *Broker {
-	b := &Broker{values: make(map[string]string, len(brokerTable)), explicit: map[string]bool{}}
+	b := &Broker{values: make(map[string]string, len(brokerTable)), explicit: map[string]bool{}, ignored: map[string]string{}}
 	for _, s := range brokerTable {
 		b.values[s.Name] = s.Default
 	}
@@ -32,14 +39,28 @@ func (b *Broker) Get(name string) string { return b.values[name] }
 func (b *Broker) IsSet(name string) bool { return b.explicit[name] }
 
 // Set validates and sets one value. Setting broker.id or log.dir also sets
-// node.id or log.dirs (and the other way round).
+// node.id or log.dirs (and the other way round). A Kafka setting Strata
+// accepts without effect (IgnoredSettings) is checked and remembered for
+// Warnings; one it refuses, or an unknown name, is an error saying what to
+// do.
 func (b *Broker) Set(name, value string) error {
 	s, ok := brokerIndex[name]
 	if !ok {
-		if hint, ok := unsupportedHints[name]; ok {
-			return invalidf("broker config %s %s", name, hint)
+		if ig, ok := ignoredIndex[name]; ok {
+			value = strings.TrimSpace(value)
+			if err := ig.Validate(value); err != nil {
+				return err
+			}
+			b.ignored[name] = value
+			return nil
 		}
-		return invalidf("unknown broker config %q", name)
+		if hint := unsupportedHint(name); hint != "" {
+			return invalidf("%s %s", name, hint)
+		}
+		if near := suggest.Closest(name, acceptedNames()); near != "" {
+			return invalidf("unknown broker config %q: did you mean %s?", name, near)
+		}
+		return invalidf("unknown broker config %q: remove it (docs/configuration.md lists every setting)", name)
 	}
 	value = strings.TrimSpace(value)
 	if err := s.Validate(value); err != nil {
@@ -162,25 +183,57 @@ func convertSynonym(topicSetting, syn, v string) string {
 	return strconv.FormatInt(n*mult, 10)
 }
 
-// validateBroker checks cross-field rules of broker settings.
-func (b *Broker) validate() error {
+// validate checks the rules between broker settings and returns every
+// rule broken.
+func (b *Broker) validate() []error {
+	var errs []error
 	if b.Int64("group.min.session.timeout.ms") > b.Int64("group.max.session.timeout.ms") {
-		return invalidf("invalid configuration: group.min.session.timeout.ms (%s) must not be greater than group.max.session.timeout.ms (%s)",
-			b.Get("group.min.session.timeout.ms"), b.Get("group.max.session.timeout.ms"))
+		errs = append(errs, invalidf("invalid configuration: group.min.session.timeout.ms (%s) must not be greater than group.max.session.timeout.ms (%s)",
+			b.Get("group.min.session.timeout.ms"), b.Get("group.max.session.timeout.ms")))
 	}
 	if b.Int64("group.consumer.heartbeat.interval.ms") >= b.Int64("group.consumer.session.timeout.ms") {
-		return invalidf("invalid configuration: group.consumer.heartbeat.interval.ms (%s) must be less than group.consumer.session.timeout.ms (%s)",
-			b.Get("group.consumer.heartbeat.interval.ms"), b.Get("group.consumer.session.timeout.ms"))
+		errs = append(errs, invalidf("invalid configuration: group.consumer.heartbeat.interval.ms (%s) must be less than group.consumer.session.timeout.ms (%s)",
+			b.Get("group.consumer.heartbeat.interval.ms"), b.Get("group.consumer.session.timeout.ms")))
 	}
 	if b.Int64("log.cleaner.min.compaction.lag.ms") > b.Int64("log.cleaner.max.compaction.lag.ms") {
-		return invalidf("invalid configuration: log.cleaner.min.compaction.lag.ms (%s) must not be greater than log.cleaner.max.compaction.lag.ms (%s)",
-			b.Get("log.cleaner.min.compaction.lag.ms"), b.Get("log.cleaner.max.compaction.lag.ms"))
+		errs = append(errs, invalidf("invalid configuration: log.cleaner.min.compaction.lag.ms (%s) must not be greater than log.cleaner.max.compaction.lag.ms (%s)",
+			b.Get("log.cleaner.min.compaction.lag.ms"), b.Get("log.cleaner.max.compaction.lag.ms")))
 	}
-	if err := b.validateKRaft(); err != nil {
-		return err
+	if err := b.validateKRaft(); err != nil { // the listener rules below build on it
+		return append(errs, err)
 	}
 	if err := b.validateTLS(); err != nil {
-		return err
+		errs = append(errs, err)
 	}
-	return b.validateSASL()
+	if err := b.validateSASL(); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// Warnings are the notes LoadBroker gathered for the startup log: Kafka
+// settings accepted without effect (one line per reason, naming them),
+// deprecated environment variable names and STRATA_ variables that name no
+// setting.
+func (b *Broker) Warnings() []string { return append([]string(nil), b.warnings...) }
+
+// ignoredWarnings returns one line per reason naming the ignored settings
+// that were set.
+func (b *Broker) ignoredWarnings() []string {
+	byWhy := map[string][]string{}
+	var whys []string
+	for _, s := range ignoredTable { // sorted by name
+		if _, ok := b.ignored[s.Name]; !ok {
+			continue
+		}
+		if byWhy[s.why] == nil {
+			whys = append(whys, s.why)
+		}
+		byWhy[s.why] = append(byWhy[s.why], s.Name)
+	}
+	var out []string
+	for _, why := range whys {
+		out = append(out, fmt.Sprintf("accepted without effect: %s (%s)", strings.Join(byWhy[why], ", "), why))
+	}
+	return out
 }

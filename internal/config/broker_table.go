@@ -21,6 +21,10 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 		"Addresses given to clients in metadata responses, per listener name. A listener not named here is advertised at its bound address."),
 	def("socket.request.max.bytes", TypeInt, "104857600", atLeast(1),
 		"Largest request the broker reads; larger requests close the connection."),
+	def("socket.send.buffer.bytes", TypeInt, "102400", socketBuffer,
+		"SO_SNDBUF of the Kafka listener's connections, in bytes (Linux doubles it for bookkeeping); -1 keeps the operating system's default and its automatic tuning."),
+	def("socket.receive.buffer.bytes", TypeInt, "102400", socketBuffer,
+		"SO_RCVBUF of the Kafka listener's connections, in bytes (Linux doubles it for bookkeeping); -1 keeps the operating system's default and its automatic tuning."),
 	// Storage.
 	def("log.dirs", TypeString, "./strata-data", custom("non-empty comma-separated list of directories", nonEmptyList),
 		"Directories holding partition logs (comma-separated). log.dir is an alias."),
@@ -173,6 +177,15 @@ func nonEmptyList(v string) string {
 	}
 	return ""
 }
+
+// socketBuffer accepts Kafka's socket buffer sizes: -1 for the OS default
+// (Selectable.USE_DEFAULT_BUFFER_SIZE) or a positive byte count.
+var socketBuffer = custom("-1 (the OS default) or [1,...]", func(v string) string {
+	if n, _ := strconv.ParseInt(v, 10, 64); n == 0 || n < -1 {
+		return "must be -1 (the operating system's default) or a positive number of bytes"
+	}
+	return ""
+})
 
 // hostPortReason validates "host:port" ("" allowed).
 func hostPortReason(v string) string {

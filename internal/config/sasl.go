@@ -40,14 +40,6 @@ var saslTable = []Setting{
 	}), "Must be 0: authenticated SASL sessions do not expire (SaslAuthenticate answers session_lifetime_ms 0) and clients never re-authenticate."),
 }
 
-// unsupportedHints explain Kafka settings Strata rejects as unknown.
-var unsupportedHints = map[string]string{
-	"sasl.jaas.config":                     "is a client setting in Kafka and not read by brokers: put broker PLAIN users in listener.name.sasl_plaintext.plain.sasl.jaas.config or listener.name.sasl_ssl.plain.sasl.jaas.config",
-	"sasl.mechanism.inter.broker.protocol": "is not supported: Strata is a single node and makes no inter-broker connections",
-	"security.inter.broker.protocol":       "is not supported: Strata is a single node and makes no inter-broker connections",
-	"listener.security.protocol.map":       "is not supported: the listener name is its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)",
-}
-
 // mechanismsReason checks the names only; the listener-dependent rules
 // (GSSAPI, Kafka's default, is refused on a SASL listener) are in
 // validateSASL.

@@ -1,0 +1,156 @@
+package config
+
+import (
+	"sort"
+	"strings"
+)
+
+// Kafka broker settings that are not rows of the broker table. A Kafka
+// server.properties names many of them; Strata treats each one in one of
+// two ways, so that a whole file is checked in one run and every problem
+// says what to do:
+//
+//   - ignoredTable: accepted and type-checked like Kafka does, but without
+//     effect because Strata's design has nothing for them to tune (thread
+//     pools). They are not echoed by DescribeConfigs, and the broker logs one
+//     warning line per reason naming the ones that were set.
+//   - unsupportedHints (and unsupportedPrefixes): refused, with a hint that
+//     says why and what to do instead.
+//
+// To start honouring one of these settings, add it to the broker table and
+// delete its entry here (TestKafkaTablesDisjoint keeps them apart).
+
+// ignored is a Kafka setting Strata accepts without effect, and why.
+type ignored struct {
+	Setting
+	why string
+}
+
+// Reasons shared by several ignored settings (one warning line each).
+const (
+	whyThreadPool = "Kafka thread-pool settings with no meaning in Strata: each connection is served by its own goroutines and background work runs on its own loops, so there is no pool to size"
+	whyShareGroup = "share-group settings (KIP-932) with no effect: Strata serves no share groups, so it keeps no share-group state topic"
+)
+
+// ignoredTable lists the Kafka settings accepted without effect (Kafka's
+// types, defaults and validators, from SocketServerConfigs, ServerConfigs
+// and ShareCoordinatorConfig).
+var ignoredTable = func() []ignored {
+	t := []ignored{
+		{def("num.network.threads", TypeInt, "3", atLeast(1), "Kafka: threads receiving requests and sending responses."), whyThreadPool},
+		{def("num.io.threads", TypeInt, "8", atLeast(1), "Kafka: threads processing requests."), whyThreadPool},
+		{def("background.threads", TypeInt, "10", atLeast(1), "Kafka: threads for background tasks."), whyThreadPool},
+		{def("share.coordinator.state.topic.replication.factor", TypeShort, "3", atLeast(1), "Kafka: replication factor of the share-group state topic."), whyShareGroup},
+		{def("share.coordinator.state.topic.min.isr", TypeShort, "2", atLeast(1), "Kafka: min.insync.replicas of the share-group state topic."), whyShareGroup},
+	}
+	sort.Slice(t, func(i, j int) bool { return t[i].Name < t[j].Name })
+	return t
+}()
+
+var ignoredIndex = func() map[string]ignored {
+	m := make(map[string]ignored, len(ignoredTable))
+	for _, s := range ignoredTable {
+		m[s.Name] = s
+	}
+	return m
+}()
+
+// Hints shared by the KRaft and replication settings that Strata does not
+// take yet (Strata runs a one-node cluster).
+const (
+	hintOneNode     = "is not supported yet: Strata runs a one-node cluster whose node is both broker and controller; remove it"
+	hintNoQuorum    = "is not supported yet: Strata runs a one-node cluster with no controller quorum; remove it"
+	hintNoReplicas  = "is not supported yet: Strata keeps one replica of every partition, internal topics included; remove it"
+	hintNoListeners = "is not supported yet: Strata serves one listener, named by its security protocol, and makes no inter-broker or controller connections; remove it"
+)
+
+// unsupportedHints explain the Kafka settings Strata refuses: why, and what
+// to do instead.
+var unsupportedHints = map[string]string{
+	// KRaft, listeners and replication: the cluster work will take these.
+	"process.roles":                            hintOneNode,
+	"controller.quorum.voters":                 hintNoQuorum,
+	"controller.quorum.bootstrap.servers":      hintNoQuorum,
+	"controller.listener.names":                hintNoListeners,
+	"inter.broker.listener.name":               hintNoListeners,
+	"control.plane.listener.name":              hintNoListeners,
+	"listener.security.protocol.map":           "is not supported yet: the listener name is its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL); remove it",
+	"offsets.topic.replication.factor":         hintNoReplicas,
+	"transaction.state.log.replication.factor": hintNoReplicas,
+	"transaction.state.log.min.isr":            hintNoReplicas,
+	"num.replica.fetchers":                     hintNoReplicas,
+	"replica.lag.time.max.ms":                  hintNoReplicas,
+	"broker.rack":                              hintOneNode,
+	"broker.session.timeout.ms":                hintOneNode,
+	"broker.heartbeat.interval.ms":             hintOneNode,
+	"metadata.log.dir":                         "is not supported yet: Strata keeps its metadata in log.dirs; remove it",
+	// Security.
+	"sasl.jaas.config":                     "is a client setting in Kafka and not read by brokers: put broker PLAIN users in listener.name.sasl_plaintext.plain.sasl.jaas.config or listener.name.sasl_ssl.plain.sasl.jaas.config",
+	"sasl.mechanism.inter.broker.protocol": "is not supported: Strata makes no inter-broker connections; remove it",
+	"security.inter.broker.protocol":       "is not supported: Strata makes no inter-broker connections; remove it",
+	"authorizer.class.name":                "is not supported: Strata has no authorizer (a client that connects and authenticates may do anything); remove it and limit who connects with SASL users or ssl.client.auth=required",
+	// Features Strata does not have.
+	"log.message.format.version":       "is not supported: Strata writes record batch v2 only (Kafka 3.0 and later ignore this setting); remove it",
+	"remote.log.storage.system.enable": "is not supported: Strata has no tiered storage (KIP-405); remove it",
+	"metric.reporters":                 "is not supported: Strata exports Prometheus metrics at /metrics on strata.metrics.listener; remove it",
+	"kafka.metrics.reporters":          "is not supported: Strata exports Prometheus metrics at /metrics on strata.metrics.listener; remove it",
+}
+
+// kafkaNotes explain the broker settings Strata honours differently from
+// Kafka, for the "Coming from Kafka" table of docs/configuration.md.
+var kafkaNotes = map[string]string{
+	"node.id":                     "Defaults to 1 (Kafka has no default), so a single node starts with no configuration. `broker.id` is an alias.",
+	"listeners":                   "Defaults to `PLAINTEXT://127.0.0.1:9092` (Kafka: all interfaces). One listener, named by its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL).",
+	"log.dirs":                    "Defaults to `./strata-data` (Kafka: `/tmp/kafka-logs`).",
+	"default.replication.factor":  "Only 1: Strata keeps one replica of each partition for now.",
+	"log.flush.interval.messages": "Honoured, but rarely needed: with `strata.durable.acks=true` (the default) an acks=all produce is answered only once its data is fsynced.",
+	"sasl.enabled.mechanisms":     "PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; Kafka's default GSSAPI (Kerberos) is refused, so a SASL listener must set it.",
+	"ssl.keystore.type":           "PEM only (KIP-651); convert JKS and PKCS12 stores to PEM.",
+	"socket.send.buffer.bytes":    "Honoured on the Kafka listener's connections (SO_SNDBUF), Kafka's default 102400; -1 keeps the OS default.",
+	"socket.receive.buffer.bytes": "Honoured on the Kafka listener's connections (SO_RCVBUF), Kafka's default 102400; -1 keeps the OS default.",
+}
+
+// unsupportedPrefixes are hints for whole families of settings.
+var unsupportedPrefixes = []struct{ prefix, hint string }{
+	{"zookeeper.", "is a ZooKeeper setting: Strata needs no ZooKeeper (like Kafka in KRaft mode, and Kafka 4.0 removed ZooKeeper mode); remove it"},
+	{"confluent.", "is a Confluent Platform setting: Strata takes Apache Kafka's settings; remove it"},
+}
+
+// unsupportedHint returns the hint for a refused Kafka setting ("" when the
+// name is not one).
+func unsupportedHint(name string) string {
+	if h, ok := unsupportedHints[name]; ok {
+		return h
+	}
+	for _, p := range unsupportedPrefixes {
+		if strings.HasPrefix(name, p.prefix) {
+			return p.hint
+		}
+	}
+	return ""
+}
+
+// IgnoredSettings returns, sorted by name, the Kafka settings Strata
+// accepts without effect (with Doc describing what they do in Kafka).
+func IgnoredSettings() []Setting {
+	out := make([]Setting, len(ignoredTable))
+	for i, s := range ignoredTable {
+		out[i] = s.Setting
+	}
+	return out
+}
+
+// acceptedNames lists every setting name a configuration may use (the
+// broker table and the ignored Kafka settings), sorted, for "did you mean"
+// suggestions.
+func acceptedNames() []string {
+	out := make([]string, 0, len(brokerTable)+len(ignoredTable))
+	for _, s := range brokerTable {
+		out = append(out, s.Name)
+	}
+	for _, s := range ignoredTable {
+		out = append(out, s.Name)
+	}
+	sort.Strings(out)
+	return out
+}
