@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -238,5 +239,25 @@ func TestServeWarnings(t *testing.T) {
 	}
 	if strings.Join(warns, "\n") != strings.Join(want, "\n") {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(warns, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestServePortInUse checks that a taken port stops `strata serve` before
+// it creates its data directory, naming the setting to change.
+func TestServePortInUse(t *testing.T) {
+	bin := buildStrata(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+	dir := filepath.Join(t.TempDir(), "data")
+	fails(t, bin, "strata: start broker: Kafka listener: "+addr+" is already in use (by another broker?): set listeners to a free address\n",
+		"serve", "--log.dirs", dir, "--listeners", "PLAINTEXT://"+addr, "--strata.metrics.listener", "")
+	fails(t, bin, "strata: start broker: HTTP listener (metrics and admin API): "+addr+" is already in use (by another broker?): set strata.metrics.listener to a free address\n",
+		"serve", "--log.dirs", dir, "--listeners", "PLAINTEXT://127.0.0.1:0", "--strata.metrics.listener", addr)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the data directory was created: %v", err)
 	}
 }

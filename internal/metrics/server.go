@@ -58,19 +58,43 @@ func NewServer(addr string, reg *prometheus.Registry, ready func() bool) *Server
 // It may be called before or after Start.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
-// Start binds the listener and serves in a goroutine owned by the server
-// (stopped by Close).
+// Start binds the listener (Listen) and serves (Serve).
 func (s *Server) Start() error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	return s.Serve()
+}
+
+// Listen binds the listener without serving yet, so a broker can claim its
+// ports before it touches its data directory. Connections wait in the
+// backlog until Serve.
+func (s *Server) Listen() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ln != nil {
-		return errors.New("metrics server already started")
+		return errors.New("metrics server already listening")
 	}
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return fmt.Errorf("metrics listener %s: %w", s.addr, err)
 	}
 	s.ln = ln
+	return nil
+}
+
+// Serve serves the bound listener in a goroutine owned by the server
+// (stopped by Close).
+func (s *Server) Serve() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.ln == nil:
+		return errors.New("metrics server: Serve before Listen")
+	case s.done != nil:
+		return errors.New("metrics server already serving")
+	}
+	ln := s.ln
 	s.done = make(chan struct{})
 	go func() {
 		defer close(s.done)
@@ -90,12 +114,16 @@ func (s *Server) Addr() net.Addr {
 }
 
 // Close stops the server, giving in-flight requests up to five seconds
-// (a running compaction request may take longer: it is then cut off).
+// (a running compaction request may take longer: it is then cut off). A
+// listener bound but not yet serving is closed.
 func (s *Server) Close() error {
 	s.mu.Lock()
-	done := s.done
+	done, ln := s.done, s.ln
 	s.mu.Unlock()
 	if done == nil {
+		if ln != nil {
+			return ln.Close()
+		}
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,9 +53,9 @@ type Server struct {
 	stopErr  error
 }
 
-// New opens the log directories (running crash recovery when the previous
-// shutdown was not clean), loads topic metadata and group state, and builds
-// every component. It does not listen yet.
+// New binds the listeners, then opens the log directories (running crash
+// recovery when the previous shutdown was not clean), loads topic metadata
+// and group state, and builds every component. It does not serve yet.
 func New(cfg *config.Broker, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.Default()
@@ -73,28 +72,40 @@ func New(cfg *config.Broker, logger *slog.Logger) (*Server, error) {
 	if s.plainUsers, err = cfg.PlainUsers(); err != nil {
 		return nil, fmt.Errorf("kafka listener SASL: %w", err)
 	}
-	b, err := broker.Open(cfg, logger)
-	if err != nil {
+	if err := s.bind(); err != nil {
 		return nil, err
+	}
+	if err := s.open(); err != nil {
+		s.closeListeners()
+		return nil, err
+	}
+	return s, nil
+}
+
+// open opens the log directories and builds the components that use them.
+func (s *Server) open() error {
+	b, err := broker.Open(s.cfg, s.logger)
+	if err != nil {
+		return err
 	}
 	s.broker = b
 	if err := s.reg.Register(broker.NewCollector(b)); err != nil {
 		b.Close()
-		return nil, fmt.Errorf("register partition metrics: %w", err)
+		return fmt.Errorf("register partition metrics: %w", err)
 	}
 	if err := s.buildCleaner(); err != nil {
 		b.Close()
-		return nil, err
+		return err
 	}
 	if err := s.ensureOffsetsTopic(); err != nil {
 		s.closeAll()
-		return nil, err
+		return err
 	}
 	if err := s.ensureTransactionTopic(); err != nil {
 		s.closeAll()
-		return nil, err
+		return err
 	}
-	return s, nil
+	return nil
 }
 
 // buildCleaner creates the one cleaner that serves every log dir: each
@@ -130,24 +141,10 @@ func (s *Server) buildCleaner() error {
 	return nil
 }
 
-// Start binds the Kafka listener (listeners; port 0 = random; TLS for an
-// SSL listener) and the metrics/admin HTTP listener, then serves until
-// Shutdown.
+// Start serves the Kafka listener and the metrics/admin HTTP listener that
+// New bound, until Shutdown.
 func (s *Server) Start() (err error) {
-	cls := s.cfg.ClientListeners()
-	if len(cls) != 1 {
-		return fmt.Errorf("listeners (%s): exactly one client listener is served", s.cfg.Get("listeners"))
-	}
-	s.listener = cls[0]
-	addr := cls[0].Addr()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("kafka listener %s: %w", addr, err)
-	}
-	if s.tls != nil {
-		ln = tls.NewListener(ln, s.tls)
-	}
-	s.ln = ln
+	ln := s.ln
 	host, port, err := s.advertised(ln.Addr())
 	if err != nil {
 		ln.Close()
@@ -196,12 +193,11 @@ func (s *Server) Start() (err error) {
 		return err
 	}
 	s.proto = proto
-	if maddr := strings.TrimSpace(s.cfg.Get("strata.metrics.listener")); maddr != "" {
-		s.metrics = metrics.NewServer(maddr, s.reg, s.Ready)
+	if s.metrics != nil {
 		h := s.cleaner.HTTPHandler()
 		s.metrics.Handle("/v1/compaction", h)
 		s.metrics.Handle("/v1/compaction/", h)
-		if err := s.metrics.Start(); err != nil {
+		if err := s.metrics.Serve(); err != nil {
 			ln.Close()
 			return err
 		}
