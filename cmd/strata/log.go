@@ -23,7 +23,7 @@ func newLogCmd() *cobra.Command {
 	}
 	// Usage errors (bad flags, wrong argument count) exit with status 2.
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		usageExit(c, err)
+		usageExit(c, flagError(c, err))
 		return err
 	})
 	cmd.AddCommand(newLogDumpCmd(), newLogVerifyCmd())

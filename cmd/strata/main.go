@@ -37,6 +37,11 @@ func newRootCmd() *cobra.Command {
 		newBenchCmd(),
 		newUserCmd(),
 		newClusterCmd(),
+		newVersionCmd(),
 	)
+	root.Version = versionString()
+	root.SetVersionTemplate("{{.Version}}\n")
+	installHelp(root, termWidth())
+	strictCommands(root)
 	return root
 }

@@ -24,19 +24,18 @@ func newServeCmd() *cobra.Command {
 	var cfgPath string
 	var kafkaOverrides []string
 	var shutdownTimeout time.Duration
+	var helpAll bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a Strata broker (zero config: PLAINTEXT://127.0.0.1:9092, data in ./strata-data)",
-		Long: `Run a Strata broker.
+		Long: `Run a Strata broker. Settings come from, in rising precedence: the --config file (Kafka's server.properties format), STRATA_<NAME> environment variables, and --override name=value or the flags below. Every problem in them is reported at once, before anything starts; docs/configuration.md lists every setting and how Strata treats Kafka's.
 
-Settings come from, in rising precedence: the --config file (server.properties
-format), STRATA_<NAME> environment variables (log.dirs -> STRATA_LOG_DIRS) and
-the flags below. See docs/configuration.md for every setting.
-
-SIGINT or SIGTERM shuts the broker down cleanly (flushing every log); a second
-signal exits at once.`,
+SIGINT or SIGTERM shuts the broker down cleanly (flushing every log); a second signal exits at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if helpAll {
+				return writeServeHelp(cmd.OutOrStdout(), cmd, true)
+			}
 			// --override k=v (kafka-server-start's flag) first, so a
 			// setting's own flag wins.
 			overrides, err := parseKV(kafkaOverrides, "--override")
@@ -61,25 +60,20 @@ signal exits at once.`,
 	}
 	f := cmd.Flags()
 	f.SortFlags = false
-	f.StringVar(&cfgPath, "config", "", "server.properties file to read settings from")
+	f.StringVar(&cfgPath, "config", "", "server.properties file to read settings from (Kafka's format)")
 	f.StringArrayVar(&kafkaOverrides, "override", nil, "any setting as name=value (repeatable), as kafka-server-start.sh --override")
 	f.DurationVar(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a clean shutdown may take")
+	f.BoolVar(&helpAll, "help-all", false, "show every setting, with its valid values and environment variable")
 	for _, s := range config.BrokerSettings() {
-		f.String(s.Name, s.Default, flagUsage(s))
+		f.String(s.Name, s.Default, s.Doc)
 		if s.Type == config.TypeBoolean {
 			f.Lookup(s.Name).NoOptDefVal = "true" // --log.preallocate alone means true
 		}
 	}
+	cmd.SetHelpFunc(func(c *cobra.Command, _ []string) {
+		_ = writeServeHelp(c.OutOrStdout(), c, false)
+	})
 	return cmd
-}
-
-// flagUsage is a setting's help line: doc, type/allowed values, env var.
-func flagUsage(s config.Setting) string {
-	allowed := s.Allowed
-	if allowed == "" {
-		allowed = s.Type.String()
-	}
-	return fmt.Sprintf("%s (valid: %s; env %s)", s.Doc, allowed, config.EnvName(s.Name))
 }
 
 // newLogger builds the broker's slog logger from strata.log.level and
