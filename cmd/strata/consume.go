@@ -2,11 +2,15 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -24,41 +28,61 @@ type consumeOpts struct {
 	keyDelim   string
 	group      string
 	partitions []int32
+	keys       []string
+	timeFormat string
 }
 
-// newConsumeCmd is `strata consume <topic>`.
+// newConsumeCmd is `strata consume <topic>...`.
 func newConsumeCmd() *cobra.Command {
 	o := &clientOpts{}
 	c := &consumeOpts{}
 	cmd := &cobra.Command{
-		Use:   "consume <topic>",
-		Short: "Print records of a topic (kcat-style -f format, -e exit at end, -c count)",
-		Long: `Print records of a topic.
+		Use:   "consume <topic|^regex>...",
+		Short: "Print records of topics (kcat-style -f format, -e exit at end, -c count)",
+		Long: `Print records of one or more topics; a topic starting with ^ is a regular expression
+matched against the topic names (as kcat's), e.g. '^orders-.*'.
 
---from is beginning, end, an offset (42 or offset:42) or timestamp:<unix ms>.
+--from is beginning, end, an offset (42 or offset:42), -N (the last N records of each
+partition), a time (2026-12-01T10:00:00Z, timestamp:<unix ms>) or an age (-10m, -2h, -1d).
 -f is a kcat-style format: %t topic, %p partition, %o offset, %k key, %s value,
-%K key length, %S value length, %T timestamp (ms), %h headers (k=v,...), %%,
-and \n \t \r \\ escapes. -o json prints one JSON object per record.`,
-		Args: cobra.ExactArgs(1),
+%K key length, %S value length, %T timestamp (unix ms; --time-format rfc3339 or local for
+a readable time), %h headers (k=v,...), %%, and \n \t \r \\ escapes.
+-o json prints one JSON object per record; a key, value or header value that is not
+UTF-8 is printed in base64, marked by "key_encoding": "base64" (value_encoding,
+header_encodings).
+While following a topic, losing and regaining the broker is reported on stderr.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runConsume(cmd, o, c, args[0])
+			return runConsume(cmd, o, c, args)
 		},
 	}
 	addClientFlags(cmd, o)
 	f := cmd.Flags()
-	f.StringVar(&c.from, "from", "beginning", "start position: beginning, end, <offset>, offset:<n>, timestamp:<ms>")
+	f.StringVar(&c.from, "from", "beginning", "start position: beginning, end, <offset>, -<N>, <RFC 3339 time>, -<age> (see above)")
 	f.IntVarP(&c.count, "count", "c", 0, "exit after this many records (0 = no limit)")
 	f.BoolVarP(&c.exitAtEnd, "exit", "e", false, "exit when every partition reaches its end offset as of start")
 	f.StringVarP(&c.format, "format", "f", "", `output format (default "%s\n", or "%k<delim>%s\n" with -K)`)
 	f.StringVarP(&c.keyDelim, "key-delimiter", "K", "", "print key<delim>value when no -f is given")
 	f.StringVarP(&c.group, "group", "g", "", "consume as this consumer group and commit what is printed")
 	f.Int32SliceVarP(&c.partitions, "partition", "p", nil, "only these partitions (not with --group)")
+	f.StringArrayVarP(&c.keys, "key", "k", nil, "print only records with this key (repeatable)")
+	f.StringVar(&c.timeFormat, "time-format", "ms", "how %T prints timestamps: ms (unix milliseconds, as kcat), rfc3339 (UTC) or local")
 	return cmd
 }
 
-// runConsume looks the topic up (a clear error for a missing topic, and
+// tp is a topic partition.
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// runConsume resolves the topics (a clear error for a missing one, and
 // the end offsets for -e), then prints records until -c, -e or a signal.
-func runConsume(cmd *cobra.Command, o *clientOpts, c *consumeOpts, topic string) error {
+func runConsume(cmd *cobra.Command, o *clientOpts, c *consumeOpts, args []string) error {
+	if o.output != "table" && o.output != "json" && looksLikeOffset(o.output) {
+		return fmt.Errorf("invalid output format %q: -o is the output format here (table or json); to start at %s use --from %s (kcat's -o is --from)",
+			o.output, o.output, kcatOffset(o.output))
+	}
 	pos, err := fromSyntax.parse(c.from)
 	if err != nil {
 		return err
@@ -66,29 +90,48 @@ func runConsume(cmd *cobra.Command, o *clientOpts, c *consumeOpts, topic string)
 	if c.group != "" && len(c.partitions) > 0 {
 		return errors.New("--partition cannot be used with --group")
 	}
+	if c.timeFormat != "ms" && c.timeFormat != "rfc3339" && c.timeFormat != "local" {
+		return fmt.Errorf("invalid --time-format %q: use ms, rfc3339 or local", c.timeFormat)
+	}
+	if err := checkOutput(o.output); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	var parts map[int32]bool
-	remaining := map[int32]int64{} // partition -> end offset still to reach (for -e)
+	var topics []string
+	parts := map[string]map[int32]bool{}
+	remaining := map[tp]int64{} // partition -> end offset still to reach (for -e)
 	err = o.withAdmin(ctx, func(ctx context.Context, adm *kadm.Client) error {
-		td, err := lookupTopic(ctx, adm, "consume", topic, true)
-		if err != nil {
+		if topics, err = resolveTopics(ctx, adm, args); err != nil {
 			return err
 		}
-		if parts, err = selectPartitions(td, c.partitions); err != nil {
-			return err
+		for _, topic := range topics {
+			td, err := lookupTopic(ctx, adm, "consume", topic, true)
+			if err != nil {
+				return err
+			}
+			if parts[topic], err = selectPartitions(td, c.partitions); err != nil {
+				return err
+			}
+			if c.exitAtEnd {
+				ends, err := endTargets(ctx, adm, topic, parts[topic], pos, c.group)
+				if err != nil {
+					return err
+				}
+				for p, end := range ends {
+					remaining[tp{topic, p}] = end
+				}
+			}
 		}
-		if c.exitAtEnd {
-			remaining, err = endTargets(ctx, adm, topic, parts, pos, c.group)
-		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return err
 	}
 
-	cl, err := o.connect(ctx, c.clientOpts(topic, parts, pos.kgoOffset())...)
+	hooks := &connWatch{w: cmd.ErrOrStderr()}
+	cl, err := o.connect(ctx, append(c.clientOpts(topics, parts, pos.kgoOffset()), kgo.WithHooks(hooks))...)
 	if err != nil {
 		return err
 	}
@@ -102,7 +145,79 @@ func runConsume(cmd *cobra.Command, o *clientOpts, c *consumeOpts, topic string)
 	}()
 	w := bufio.NewWriter(cmd.OutOrStdout())
 	defer w.Flush()
-	return c.print(ctx, cl, w, topic, o.output == "json", remaining)
+	return c.print(ctx, cl, w, strings.Join(topics, ","), o.output == "json", remaining)
+}
+
+// resolveTopics expands ^regex arguments against the topic names (internal
+// topics only when a pattern names them explicitly, e.g. ^__consumer);
+// plain names are kept as given. Duplicates are dropped, order kept.
+func resolveTopics(ctx context.Context, adm *kadm.Client, args []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	add := func(t string) {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	var all kadm.TopicDetails
+	for _, a := range args {
+		if !strings.HasPrefix(a, "^") {
+			add(a)
+			continue
+		}
+		re, err := regexp.Compile(a)
+		if err != nil {
+			return nil, fmt.Errorf("invalid topic pattern %q: %v", a, err)
+		}
+		if all == nil {
+			if all, err = adm.ListTopicsWithInternal(ctx); err != nil {
+				return nil, fmt.Errorf("list topics: %w", err)
+			}
+		}
+		var matched []string
+		for _, td := range all.Sorted() {
+			if re.MatchString(td.Topic) && (!td.IsInternal || strings.HasPrefix(a, "^__")) {
+				matched = append(matched, td.Topic)
+			}
+		}
+		if len(matched) == 0 {
+			return nil, fmt.Errorf("no topic matches %q", a)
+		}
+		for _, t := range matched {
+			add(t)
+		}
+	}
+	return out, nil
+}
+
+// looksLikeOffset reports whether an -o value is a kcat offset (beginning,
+// end, stored, 42, -10, s@..., e@..., @...) rather than an output format.
+func looksLikeOffset(v string) bool {
+	switch v {
+	case "beginning", "end", "stored", "earliest", "latest":
+		return true
+	}
+	if strings.HasPrefix(v, "s@") || strings.HasPrefix(v, "e@") || strings.HasPrefix(v, "@") {
+		return true
+	}
+	_, err := strconv.ParseInt(v, 10, 64)
+	return err == nil
+}
+
+// kcatOffset translates a kcat -o value to --from.
+func kcatOffset(v string) string {
+	switch {
+	case v == "stored":
+		return "beginning --group <group> (a group resumes from its committed offsets)"
+	case strings.HasPrefix(v, "s@"):
+		return "timestamp:" + v[2:]
+	case strings.HasPrefix(v, "@"):
+		return "timestamp:" + v[1:]
+	case strings.HasPrefix(v, "e@"):
+		return "timestamp:<ms> with -c/-e"
+	}
+	return v
 }
 
 // recordFormat is -f, or its default: the value, or key<delim>value with -K.
@@ -118,31 +233,48 @@ func (c *consumeOpts) recordFormat() string {
 
 // clientOpts are the consumer options: as group c.group from the reset
 // position from, or the partitions parts from position from.
-func (c *consumeOpts) clientOpts(topic string, parts map[int32]bool, from kgo.Offset) []kgo.Opt {
+func (c *consumeOpts) clientOpts(topics []string, parts map[string]map[int32]bool, from kgo.Offset) []kgo.Opt {
 	// Control records (transaction markers) are not printed, but their
 	// offsets tell -e that a partition whose last offset is a marker is done.
 	opts := []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}
 	if c.group != "" {
-		return append(opts, kgo.ConsumerGroup(c.group), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(from), kgo.AutoCommitMarks())
+		return append(opts, kgo.ConsumerGroup(c.group), kgo.ConsumeTopics(topics...), kgo.ConsumeResetOffset(from), kgo.AutoCommitMarks())
 	}
-	m := map[int32]kgo.Offset{}
-	for p := range parts {
-		m[p] = from
+	m := map[string]map[int32]kgo.Offset{}
+	for topic, ps := range parts {
+		m[topic] = map[int32]kgo.Offset{}
+		for p := range ps {
+			m[topic][p] = from
+		}
 	}
-	return append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: m}))
+	return append(opts, kgo.ConsumePartitions(m))
+}
+
+// wanted reports whether a record passes the --key filter.
+func (c *consumeOpts) wanted(r *kgo.Record) bool {
+	if len(c.keys) == 0 {
+		return true
+	}
+	for _, k := range c.keys {
+		if r.Key != nil && bytes.Equal(r.Key, []byte(k)) {
+			return true
+		}
+	}
+	return false
 }
 
 // print polls cl and writes records to w until -c records are printed,
 // every partition in remaining reaches its end (-e), or ctx ends (quietly).
-func (c *consumeOpts) print(ctx context.Context, cl *kgo.Client, w *bufio.Writer, topic string, asJSON bool, remaining map[int32]int64) error {
-	format := c.recordFormat()
+func (c *consumeOpts) print(ctx context.Context, cl *kgo.Client, w *bufio.Writer, topics string, asJSON bool, remaining map[tp]int64) error {
+	pr := recordPrinter{format: c.recordFormat(), json: asJSON, time: c.timeFormat}
 	printed := 0
 	done := func() bool {
 		return (c.count > 0 && printed >= c.count) || (c.exitAtEnd && len(remaining) == 0)
 	}
 	reached := func(r *kgo.Record) {
-		if end, ok := remaining[r.Partition]; ok && r.Offset+1 >= end {
-			delete(remaining, r.Partition)
+		k := tp{r.Topic, r.Partition}
+		if end, ok := remaining[k]; ok && r.Offset+1 >= end {
+			delete(remaining, k)
 		}
 	}
 	for !done() {
@@ -151,23 +283,27 @@ func (c *consumeOpts) print(ctx context.Context, cl *kgo.Client, w *bufio.Writer
 			return nil // interrupted: exit quietly
 		}
 		var ferr error
-		fetches.EachError(func(_ string, _ int32, err error) {
+		var ftopic string
+		fetches.EachError(func(t string, _ int32, err error) {
 			if ferr == nil {
-				ferr = err
+				ferr, ftopic = err, t
 			}
 		})
 		if ferr != nil {
-			return kafkaErr("consume", topic, ferr, "")
+			if ftopic == "" {
+				ftopic = topics
+			}
+			return kafkaErr("consume", ftopic, ferr, "")
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
 			if done() {
 				return
 			}
-			if r.Attrs.IsControl() {
+			if r.Attrs.IsControl() || !c.wanted(r) {
 				reached(r)
 				return
 			}
-			if err := printRecord(w, r, format, asJSON); err != nil && ferr == nil {
+			if err := pr.print(w, r); err != nil && ferr == nil {
 				ferr = err
 			}
 			printed++
@@ -211,7 +347,12 @@ func endTargets(ctx context.Context, adm *kadm.Client, topic string, parts map[i
 		}
 	}
 	out := map[int32]int64{}
+	ids := make([]int32, 0, len(parts))
 	for p := range parts {
+		ids = append(ids, p)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, p := range ids {
 		end, ok := ends.Lookup(topic, p)
 		if !ok || end.Err != nil {
 			continue

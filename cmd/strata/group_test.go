@@ -48,7 +48,7 @@ func TestGroupCLI(t *testing.T) {
 
 	fails(t, bin, "strata: unknown group \"nobody\"\n", "group", "describe", "nobody", b)
 	fails(t, bin, "strata: unknown topic \"nope\"\n", "group", "reset-offsets", "billing", "--topic", "nope", "--to", "earliest", b)
-	fails(t, bin, "strata: invalid --to \"soon\": use earliest, latest, offset:<n> or timestamp:<ms>\n", "group", "reset-offsets", "billing", "--topic", "orders", "--to", "soon", b)
+	fails(t, bin, "strata: invalid --to \"soon\": use earliest, latest, an offset (offset:42), a time (2026-12-01T10:00:00Z, timestamp:<unix ms>) or an age (-10m, -2h, -1d)\n", "group", "reset-offsets", "billing", "--topic", "orders", "--to", "soon", b)
 	fails(t, bin, "strata: reset-offsets needs --topic and --to\n", "group", "reset-offsets", "billing", b)
 
 	if out := ok(t, bin, "", "group", "delete", "billing", b); out != "deleted group \"billing\"\n" {

@@ -64,23 +64,78 @@ func TestProduceConsumeCLI(t *testing.T) {
 	}
 
 	fails(t, bin, "strata: unknown topic \"nope\"\n", "consume", "nope", b)
-	fails(t, bin, "strata: invalid --from \"middle\": use beginning, end, <offset>, offset:<n> or timestamp:<ms>\n", "consume", "t", "--from", "middle", b)
+	fails(t, bin, "strata: invalid --from \"middle\": use beginning, end, an offset (42), -N (the last N records of each partition), a time (2026-12-01T10:00:00Z, timestamp:<unix ms>) or an age (-10m, -2h, -1d)\n", "consume", "t", "--from", "middle", b)
 	fails(t, bin, "strata: invalid --acks \"2\": use all, 1 or 0\n", "produce", "t", "--acks", "2", b)
 	fails(t, bin, "strata: invalid --header \"x\": expected key=value\n", "produce", "t", "-H", "x", b)
 	fails(t, bin, "strata: topic \"t\" has no partition 5\n", "consume", "t", "-p", "5", b)
-	fails(t, bin, "strata: accepts 1 arg(s), received 0\n", "consume", b)
+	fails(t, bin, "strata: requires at least 1 arg(s), only received 0\n", "consume", b)
 	r = run(t, bin, "x\n", "produce", "t", "--brokers", deadAddr(t), "--timeout", "3s")
 	if r.code != 1 || !strings.HasPrefix(r.stderr, "strata: cannot reach broker at 127.0.0.1:1: ") {
 		t.Errorf("broker down: %+v", r)
 	}
 }
 
-func TestProduceUnknownTopic(t *testing.T) {
+// TestProduceAutoCreate checks that produce creates a missing topic when
+// the broker allows it (as kcat does), says so, and otherwise says how to
+// create it.
+func TestProduceAutoCreate(t *testing.T) {
 	bin := buildStrata(t)
-	addr := newCluster(t)
-	r := run(t, bin, "x\n", "produce", "missing", "--brokers", addr, "--timeout", "30s")
-	if r.code != 1 || r.stderr != "strata: unknown topic \"missing\"\n" {
-		t.Errorf("got %+v", r)
+	addr := startStrata(t, nil)
+	r := run(t, bin, "x\n", "produce", "fresh", "--brokers", addr)
+	if r.code != 0 || r.stderr != "topic \"fresh\" did not exist: the broker created it (auto.create.topics.enable)\nproduced 1 records to \"fresh\"\n" {
+		t.Errorf("auto-create: %+v", r)
+	}
+	if r := run(t, bin, "y\n", "produce", "fresh", "--brokers", addr); r.code != 0 || r.stderr != "produced 1 records to \"fresh\"\n" {
+		t.Errorf("existing: %+v", r)
+	}
+	addr = startStrata(t, map[string]string{"auto.create.topics.enable": "false"})
+	r = run(t, bin, "x\n", "produce", "missing", "--brokers", addr)
+	if r.code != 1 || r.stderr != "strata: unknown topic \"missing\": the broker does not create topics on first use (auto.create.topics.enable=false); create it with: strata topic create missing\n" {
+		t.Errorf("auto-create disabled: %+v", r)
+	}
+}
+
+// TestProduceKey checks -k (one key for every record) against -K.
+func TestProduceKey(t *testing.T) {
+	bin := buildStrata(t)
+	b := "--brokers=" + startStrata(t, nil)
+	ok(t, bin, "a\nb:c\n", "produce", "keyed", "-k", "user-1", b)
+	if out := ok(t, bin, "", "consume", "keyed", "-e", "-f", `%k=%s\n`, b); out != "user-1=a\nuser-1=b:c\n" {
+		t.Errorf("-k: %q", out)
+	}
+	fails(t, bin, "strata: use -k (one key for every record) or -K (a key on each line), not both\n", "produce", "keyed", "-k", "x", "-K:", b)
+}
+
+// TestProduceNotEnoughReplicas checks that min.insync.replicas above the
+// replication factor fails at once with the reason and what to do,
+// instead of a timeout (Kafka accepts the topic; produce then fails with
+// NOT_ENOUGH_REPLICAS).
+func TestProduceNotEnoughReplicas(t *testing.T) {
+	bin := buildStrata(t)
+	b := "--brokers=" + startStrata(t, nil)
+	r := run(t, bin, "", "topic", "create", "strict", "--config", "min.insync.replicas=2", b)
+	if r.code != 0 || r.stdout != "created topic \"strict\" with 1 partition\n" ||
+		r.stderr != "warning: topic \"strict\" has min.insync.replicas=2 but 1 replica(s): acks=all produce will fail with NOT_ENOUGH_REPLICAS until min.insync.replicas is lowered\n" {
+		t.Errorf("create: %+v", r)
+	}
+	r = run(t, bin, "x\n", "produce", "strict", b)
+	if r.code != 1 || r.stderr != "strata: produce to \"strict\": NOT_ENOUGH_REPLICAS: the topic has min.insync.replicas=2 but 1 replica(s), so no acks=all write can succeed: lower it (strata topic alter strict --set min.insync.replicas=1) or produce with --acks 1\n" {
+		t.Errorf("produce: %+v", r)
+	}
+	if r := run(t, bin, "x\n", "produce", "strict", "--acks", "1", b); r.code != 0 {
+		t.Errorf("acks=1: %+v", r)
+	}
+	// A retriable error that persists is explained, not reported as a bare
+	// timeout: the broker's min.insync.replicas=2 applies to an
+	// auto-created topic, which the pre-check does not see.
+	b2 := "--brokers=" + startStrata(t, map[string]string{"min.insync.replicas": "2"})
+	r = run(t, bin, "x\n", "produce", "auto", "--timeout", "3s", b2)
+	if r.code != 1 || r.stderr != "strata: produce to \"auto\": no acknowledgement within 3s: NOT_ENOUGH_REPLICAS: partition 0 has 1 in-sync replica(s) but the topic has min.insync.replicas=2, which acks=all needs: lower it (strata topic alter auto --set min.insync.replicas=1) or produce with --acks 1\n" {
+		t.Errorf("retriable error: %+v", r)
+	}
+	r = run(t, bin, "", "topic", "alter", "strict", "--set", "min.insync.replicas=3", b)
+	if r.code != 0 || r.stderr != "warning: topic \"strict\" has min.insync.replicas=3 but 1 replica(s): acks=all produce will fail with NOT_ENOUGH_REPLICAS until min.insync.replicas is lowered\n" {
+		t.Errorf("alter: %+v", r)
 	}
 }
 

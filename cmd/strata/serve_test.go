@@ -20,8 +20,8 @@ func TestServeFlagsAndErrors(t *testing.T) {
 	bin := buildStrata(t)
 	help := ok(t, bin, "", "serve", "--help")
 	for _, want := range []string{
-		"--log.dirs string", `(default "./strata-data")`, "--listeners string", `(default "PLAINTEXT://127.0.0.1:9092")`,
-		"--strata.metrics.listener", "env STRATA_LOG_DIRS", "--config string", "--log.segment.bytes",
+		"--log.dirs string (default ./strata-data)", "--listeners string (default PLAINTEXT://127.0.0.1:9092)",
+		"--strata.metrics.listener", "STRATA_LOG_DIRS", "--config file", "--log.segment.bytes",
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("serve --help lacks %q", want)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -55,6 +56,9 @@ func newTopicCreateCmd(o *clientOpts) *cobra.Command {
 						return err
 					}
 					out = append(out, created{Topic: t, ID: r.ID.String(), Partitions: r.NumPartitions})
+					if c, ok := r.Configs["min.insync.replicas"]; ok && r.ReplicationFactor > 0 {
+						warnMinISR(cmd.ErrOrStderr(), t, c.MaybeValue(), int(r.ReplicationFactor))
+					}
 				}
 				return o.emit(cmd, out, func(w io.Writer) error {
 					for _, c := range out {
@@ -147,6 +151,9 @@ func newTopicAlterCmd(o *clientOpts) *cobra.Command {
 						return err
 					}
 				}
+				if minISR, rf, ok := topicMinISR(ctx, adm, topic); ok {
+					warnMinISR(cmd.ErrOrStderr(), topic, minISR, rf)
+				}
 				return o.emit(cmd, map[string]any{"topic": topic, "altered": len(alters)}, func(w io.Writer) error {
 					fmt.Fprintf(w, "altered topic %q\n", topic)
 					return nil
@@ -186,4 +193,40 @@ func newTopicDeleteCmd(o *clientOpts) *cobra.Command {
 			})
 		},
 	}
+}
+
+// warnMinISR warns on stderr when min.insync.replicas exceeds the
+// replication factor: Kafka accepts such a topic, and acks=all produce to
+// it then fails with NOT_ENOUGH_REPLICAS.
+func warnMinISR(w io.Writer, topic, minISR string, rf int) {
+	if n, err := strconv.Atoi(minISR); err == nil && n > rf {
+		fmt.Fprintf(w, "warning: topic %q has min.insync.replicas=%d but %d replica(s): acks=all produce will fail with NOT_ENOUGH_REPLICAS until min.insync.replicas is lowered\n", topic, n, rf)
+	}
+}
+
+// topicMinISR returns a topic's effective min.insync.replicas and its
+// replication factor (ok false when they cannot be read).
+func topicMinISR(ctx context.Context, adm *kadm.Client, topic string) (string, int, bool) {
+	tds, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return "", 0, false
+	}
+	td, ok := tds[topic]
+	if !ok || td.Err != nil {
+		return "", 0, false
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return "", 0, false
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil {
+		return "", 0, false
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "min.insync.replicas" {
+			return c.MaybeValue(), td.Partitions.NumReplicas(), true
+		}
+	}
+	return "", 0, false
 }

@@ -180,7 +180,22 @@ func (b *Broker) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 		return nil, fmt.Errorf("persist topic %s: %v: %w", t.Name, err, kerr.KafkaStorageError)
 	}
 	b.logger.Info("topic created", "topic", t.Name, "id", t.ID, "partitions", len(t.Partitions), "configs", overrides)
+	b.warnMinISR(t)
 	return t, nil
+}
+
+// warnMinISR logs when a topic's min.insync.replicas exceeds its
+// replication factor. Kafka accepts such a topic (acks=all produce then
+// fails with NOT_ENOUGH_REPLICAS), and so does Strata, but says so.
+func (b *Broker) warnMinISR(t *Topic) {
+	if len(t.Partitions) == 0 || t.Partitions[0] == nil {
+		return
+	}
+	p := t.Partitions[0]
+	if ts := p.settings.Load(); ts != nil && ts.minISR > len(p.Replicas) {
+		b.logger.Warn("min.insync.replicas exceeds the replication factor: acks=all produce to this topic fails with NOT_ENOUGH_REPLICAS",
+			"topic", t.Name, "min.insync.replicas", ts.minISR, "replication_factor", len(p.Replicas))
+	}
 }
 
 // checkCollision rejects names that differ only in '.' vs '_' from an
@@ -394,5 +409,6 @@ func (b *Broker) SetTopicConfigs(name string, overrides map[string]string, valid
 		p.settings.Store(&ts)
 	}
 	b.logger.Info("topic configs changed", "topic", name, "configs", overrides)
+	b.warnMinISR(&nt)
 	return nil
 }
