@@ -147,8 +147,9 @@ func TestConsumeJSONBinary(t *testing.T) {
 // and records produced after the restart are printed.
 func TestConsumeReportsLostBroker(t *testing.T) {
 	bin := buildStrata(t)
-	br := startRestartable(t)
-	b := "--brokers=" + br.addr
+	br := startPinned(t)
+	addr := br.Addr()
+	b := "--brokers=" + addr
 	ok(t, bin, "before\n", "produce", "follow", b) // auto-created
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -179,11 +180,11 @@ func TestConsumeReportsLostBroker(t *testing.T) {
 		}
 	}
 	expect(outLines, "before")
-	br.stop()
-	expect(errLines, "strata: lost the broker at "+br.addr+" (connection refused); retrying")
-	br.start()
+	br.Close()
+	expect(errLines, "strata: lost the broker at "+addr+" (connection refused); retrying")
+	br.Open()
 	ok(t, bin, "after\n", "produce", "follow", b)
-	expect(errLines, "strata: broker at "+br.addr+" is back")
+	expect(errLines, "strata: broker at "+addr+" is back")
 	expect(outLines, "after")
 }
 

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -38,7 +40,7 @@ func TestPortInUseBeforeDataDir(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, err := New(cfg, nil)
+		srv, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err == nil {
 			srv.Shutdown(context.Background())
 			t.Fatalf("%v: New succeeded on a taken port", c.ov)
@@ -66,8 +68,8 @@ func TestPortInUseBeforeDataDir(t *testing.T) {
 // connection (Linux reports twice the size asked for), and that -1 leaves
 // the OS default.
 func TestSocketBuffers(t *testing.T) {
-	tb := startBroker(t, "", map[string]string{"socket.send.buffer.bytes": "65536", "socket.receive.buffer.bytes": "32768"})
-	snd, rcv := sockBufs(t, tb.srv.ln.(*net.TCPListener))
+	srv := newBound(t, map[string]string{"socket.send.buffer.bytes": "65536", "socket.receive.buffer.bytes": "32768"})
+	snd, rcv := sockBufs(t, srv.ln.(*net.TCPListener))
 	if snd != 2*65536 || rcv != 2*32768 {
 		t.Errorf("listener: SO_SNDBUF %d SO_RCVBUF %d, want %d %d", snd, rcv, 2*65536, 2*32768)
 	}
@@ -98,10 +100,32 @@ func TestSocketBuffers(t *testing.T) {
 	}
 	defer plain.Close()
 	wantSnd, wantRcv := sockBufs(t, plain.(*net.TCPListener))
-	tb2 := startBroker(t, "", map[string]string{"socket.send.buffer.bytes": "-1", "socket.receive.buffer.bytes": "-1"})
-	if snd, rcv := sockBufs(t, tb2.srv.ln.(*net.TCPListener)); snd != wantSnd || rcv != wantRcv {
+	srv = newBound(t, map[string]string{"socket.send.buffer.bytes": "-1", "socket.receive.buffer.bytes": "-1"})
+	if snd, rcv := sockBufs(t, srv.ln.(*net.TCPListener)); snd != wantSnd || rcv != wantRcv {
 		t.Errorf("-1: SO_SNDBUF %d SO_RCVBUF %d, want the defaults %d %d", snd, rcv, wantSnd, wantRcv)
 	}
+}
+
+// newBound builds a server (listeners bound, logs open, not serving) on
+// random ports over a temporary directory; it is shut down when the test
+// ends.
+func newBound(t *testing.T, settings map[string]string) *Server {
+	t.Helper()
+	vals := map[string]string{"log.dirs": t.TempDir(), "listeners": "PLAINTEXT://127.0.0.1:0", "strata.metrics.listener": "",
+		"offsets.topic.num.partitions": "1", "transaction.state.log.num.partitions": "1"}
+	for k, v := range settings {
+		vals[k] = v
+	}
+	cfg, err := config.LoadBroker("", nil, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	return srv
 }
 
 // sockBufs reads SO_SNDBUF and SO_RCVBUF of a socket.
