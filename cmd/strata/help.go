@@ -100,7 +100,10 @@ var settingGroups = []struct {
 	title string
 	match []string
 }{
-	{"Node and listeners", []string{"node.id", "broker.id", "listeners", "advertised.listeners", "socket."}},
+	{"Node and listeners", []string{"node.id", "broker.id", "listeners", "advertised.listeners", "listener.security.protocol.map",
+		"inter.broker.listener.name", "socket."}},
+	{"Cluster (KRaft)", []string{"process.roles", "controller.", "broker.rack", "broker.session.timeout.ms", "broker.heartbeat.interval.ms",
+		"metadata.log.dir"}},
 	{"Security (TLS and SASL)", []string{"ssl.", "sasl.", "listener.name.", "connections.max.reauth.ms"}},
 	{"Storage", []string{"log.dirs", "log.dir", "num.recovery.threads.per.data.dir", "strata.durable.acks", "log.flush.", "log.segment.bytes",
 		"log.roll.", "strata.idle.roll.", "log.index.", "log.preallocate", "log.message.", "message.max.bytes", "compression.type"}},
@@ -144,7 +147,7 @@ func helpDefault(s config.Setting) string {
 	case s.Default == "9223372036854775807" || s.Default == "1.7976931348623157E308":
 		return "unlimited"
 	}
-	return s.Default
+	return strings.ReplaceAll(s.Default, ",", ", ") // long lists wrap at their items
 }
 
 // writeServeHelp renders `strata serve --help` (all: --help-all).

@@ -55,35 +55,23 @@ var ignoredIndex = func() map[string]ignored {
 	return m
 }()
 
-// Hints shared by the KRaft and replication settings that Strata does not
-// take yet (Strata runs a one-node cluster).
+// hintNoReplicas explains the replication settings Strata does not take
+// yet.
 const (
-	hintOneNode     = "is not supported yet: Strata runs a one-node cluster whose node is both broker and controller; remove it"
-	hintNoQuorum    = "is not supported yet: Strata runs a one-node cluster with no controller quorum; remove it"
-	hintNoReplicas  = "is not supported yet: Strata keeps one replica of every partition, internal topics included; remove it"
-	hintNoListeners = "is not supported yet: Strata serves one listener, named by its security protocol, and makes no inter-broker or controller connections; remove it"
+	hintNoReplicas = "is not supported yet: Strata keeps one replica of every partition, internal topics included; remove it"
 )
 
 // unsupportedHints explain the Kafka settings Strata refuses: why, and what
 // to do instead.
 var unsupportedHints = map[string]string{
-	// KRaft, listeners and replication: the cluster work will take these.
-	"process.roles":                            hintOneNode,
-	"controller.quorum.voters":                 hintNoQuorum,
-	"controller.quorum.bootstrap.servers":      hintNoQuorum,
-	"controller.listener.names":                hintNoListeners,
-	"inter.broker.listener.name":               hintNoListeners,
-	"control.plane.listener.name":              hintNoListeners,
-	"listener.security.protocol.map":           "is not supported yet: the listener name is its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL); remove it",
+	// KRaft and replication settings the cluster work has not taken yet.
+	"controller.quorum.bootstrap.servers":      "is not supported (KIP-853 dynamic quorums): list the controllers in controller.quorum.voters (id@host:port,...) instead",
+	"control.plane.listener.name":              "is not supported: Strata has no separate control-plane listener (controllers talk on controller.listener.names); remove it",
 	"offsets.topic.replication.factor":         hintNoReplicas,
 	"transaction.state.log.replication.factor": hintNoReplicas,
 	"transaction.state.log.min.isr":            hintNoReplicas,
 	"num.replica.fetchers":                     hintNoReplicas,
 	"replica.lag.time.max.ms":                  hintNoReplicas,
-	"broker.rack":                              hintOneNode,
-	"broker.session.timeout.ms":                hintOneNode,
-	"broker.heartbeat.interval.ms":             hintOneNode,
-	"metadata.log.dir":                         "is not supported yet: Strata keeps its metadata in log.dirs; remove it",
 	// Security.
 	"sasl.jaas.config":                     "is a client setting in Kafka and not read by brokers: put broker PLAIN users in listener.name.sasl_plaintext.plain.sasl.jaas.config or listener.name.sasl_ssl.plain.sasl.jaas.config",
 	"sasl.mechanism.inter.broker.protocol": "is not supported: Strata makes no inter-broker connections; remove it",
