@@ -202,3 +202,12 @@ func (c *cluster) close(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// BrokerEpoch is the broker's registration epoch in the cluster metadata
+// (0 when the node runs without KRaft settings).
+func (s *Server) BrokerEpoch() int64 {
+	if s.cluster == nil {
+		return 0
+	}
+	return s.cluster.epoch
+}

@@ -73,8 +73,15 @@ func TestKRaftCombinedSingleNode(t *testing.T) {
 	} else {
 		r.Body.Close()
 	}
+	epoch := b.Server().BrokerEpoch()
+	if epoch <= 0 {
+		t.Fatalf("broker epoch %d", epoch)
+	}
 	b.Close()
 	b.Open() // restart on the same data: the member restarts, a new registration
+	if e2 := b.Server().BrokerEpoch(); e2 <= epoch {
+		t.Errorf("broker epoch after restart %d, before %d: it must change at every start (KIP-903)", e2, epoch)
+	}
 	cl2 := b.Client(kgo.ConsumeTopics("k"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	fs := cl2.PollFetches(ctx)
 	if errs := fs.Errors(); len(errs) > 0 || fs.NumRecords() != 1 {
