@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -184,14 +185,29 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 	}
 	res.LastOffset = off - 1
 
+	if err := l.writeLocked(records, batches, off); err != nil {
+		return res, fmt.Errorf("append to %s: %w", l.dir, err)
+	}
+	pt.commit()
+	if err := l.completeTxns(done); err != nil {
+		return res, err
+	}
+	l.publish()
+	return res, l.flushPolicyLocked(cfg, nowT)
+}
+
+// writeLocked writes whole batches (offsets assigned) at the end of the
+// active segment and moves the log end to end (under l.mu). A failed write
+// leaves no byte behind.
+func (l *Log) writeLocked(records []byte, batches []record.Batch, end int64) error {
 	s := l.active
 	pos := s.size.Load()
 	if _, err := s.file.f.WriteAt(records, pos); err != nil {
 		// Leave no byte behind: cut the file back to the last whole batch.
 		if terr := s.file.f.Truncate(pos); terr != nil {
-			return res, l.fail(fmt.Errorf("write failed (%v) and truncate failed: %w", err, terr))
+			return l.fail(fmt.Errorf("write failed (%v) and truncate failed: %w", err, terr))
 		}
-		return res, fmt.Errorf("append to %s: write: %v: %w", l.dir, err, kerr.KafkaStorageError)
+		return fmt.Errorf("write: %v: %w", err, kerr.KafkaStorageError)
 	}
 	// Sparse index entries, one per crossed index.interval.bytes. They are
 	// kept in memory and written out when the segment closes: the active
@@ -202,38 +218,35 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 		h, _ := headerInfo(b)
 		s.bld.add(h, p)
 		p += h.size
+		l.noteBatchEnd(writeMark{leo: h.last + 1, base: s.base, pos: p})
 	}
 	if s.firstBatchTs < 0 && pos == 0 {
-		s.firstBatchTs = first.MaxTimestamp()
+		s.firstBatchTs = batches[0].MaxTimestamp()
 	}
 	s.maxTs.Store(s.bld.maxTs)
 	s.maxTsOff.Store(s.bld.maxTsOff)
 	s.tsKnown.Store(true)
 	s.size.Store(p)
-	pt.commit()
-	l.mark = writeMark{leo: off, base: s.base, pos: p}
+	l.mark = writeMark{leo: end, base: s.base, pos: p}
 	l.dirty = true
-	if err := l.completeTxns(done); err != nil {
-		return res, err
-	}
-	l.publish()
+	return nil
+}
 
+// flushPolicyLocked asks for the fsync an append calls for: a group commit
+// under durable acks, else flush.messages / flush.ms.
+func (l *Log) flushPolicyLocked(cfg *Config, nowT time.Time) error {
 	switch {
 	case cfg.Durable:
 		if !l.syncer.request(l) {
-			if err := l.flushLocked(); err != nil {
-				return res, err
-			}
+			return l.flushLocked()
 		}
 	case l.mark.leo-l.recoveryPoint.Load() >= cfg.FlushMessages:
-		if err := l.flushLocked(); err != nil {
-			return res, err
-		}
+		return l.flushLocked()
 	case cfg.FlushMs != math.MaxInt64 && nowT.Sub(l.lastFlush).Milliseconds() >= cfg.FlushMs:
 		l.lastFlush = nowT
 		l.syncer.request(l)
 	}
-	return res, nil
+	return nil
 }
 
 func lastDelta(batches []record.Batch) int64 {

@@ -43,6 +43,7 @@ type view struct {
 	hwPos    int64 // byte position of the high watermark in that segment
 	logStart int64
 	unstable int64 // first offset of the oldest undecided transaction, -1 = none
+	durable  int64 // end of the fsynced data
 }
 
 // writeMark is where the log ends after a write: offset and position.
@@ -107,6 +108,10 @@ type Log struct {
 	rebuildTxnFrom int64
 	txnFiles       map[int64]bool // bases with a .txnindex file (load only)
 	lsoPos         atomic.Pointer[lsoMark]
+	// rep is set while the high watermark is decided by replication
+	// (SetHighWatermark); nil: it follows the fsynced end (or the log end
+	// without durable acks). See follower.go.
+	rep *replicated
 }
 
 // Dir returns the partition directory path.
@@ -170,15 +175,21 @@ func (l *Log) publishView(truncated bool) {
 	if !cfg.Durable || hw.leo > l.mark.leo {
 		hw = l.mark
 	}
+	if l.rep != nil {
+		hw = l.replicatedMark()
+	}
 	if old != nil && hw.leo < old.hw && !truncated {
 		// Never move backwards (e.g. switching to Durable at run time).
 		hw = writeMark{leo: old.hw, base: old.hwBase, pos: old.hwPos}
 	}
 	nv := &view{segs: l.segs, leo: l.mark.leo, hw: hw.leo, hwBase: hw.base, hwPos: hw.pos, logStart: l.logStart,
-		unstable: l.firstUnstable(hw.leo)}
+		unstable: l.firstUnstable(hw.leo), durable: min(l.synced.leo, l.mark.leo)}
 	l.v.Store(nv)
 	if old == nil || nv.hw > old.hw || nv.lso() != old.lso() {
 		l.notifyHW()
+	}
+	if l.rep != nil && old != nil && nv.durable > old.durable && l.rep.onDurable != nil {
+		l.rep.onDurable(nv.durable)
 	}
 }
 

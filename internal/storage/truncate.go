@@ -97,6 +97,7 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 		return l.mark.leo, l.fail(err)
 	}
 	l.mark = writeMark{leo: end, base: target.base, pos: pos}
+	l.forgetBatchEnds(end)
 	if l.synced.leo > end {
 		l.synced = l.mark
 	}
