@@ -65,12 +65,11 @@ func (g *group) joinKnown(p joinParams) (*joinResult, <-chan joinResult) {
 		delete(g.pending, p.memberID)
 		return nil, g.addMemberAndRebalance(p.memberID, p)
 	}
-	m := g.members[p.memberID]
-	if m == nil {
-		return &joinResult{err: kerr.UnknownMemberID.Code, memberID: p.memberID}, nil
-	}
-	if p.instanceID != nil && g.static[*p.instanceID] != p.memberID {
-		return &joinResult{err: kerr.FencedInstanceID.Code, memberID: p.memberID}, nil
+	// Kafka's ClassicGroup.validateMember: a known instance id mapped to
+	// another member is fenced before the member id is looked up.
+	m, code := g.validateMember(p.memberID, p.instanceID)
+	if code != 0 {
+		return &joinResult{err: code, memberID: p.memberID}, nil
 	}
 	switch g.state {
 	case statePreparingRebalance:

@@ -1,0 +1,190 @@
+// Package transcript runs data-driven transcript tests in the style of
+// etcd raft's interaction tests: a testdata file is a sequence of blocks
+//
+//	# comments explaining the scenario
+//	command arg key=value ...
+//	----
+//	expected output (no blank lines)
+//
+// separated by blank lines. A test hands each command to its handler and
+// compares what it prints with the expected text; `go test -rewrite`
+// writes what the code prints back into the files, so a change of
+// behaviour shows up as a diff a reviewer reads against Kafka's documents.
+package transcript
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the transcript tests (testdata/*.txt) with what the code prints")
+
+// Command is one command of a transcript.
+type Command struct {
+	t    testing.TB
+	Pos  string            // file:line, for messages
+	Line string            // the whole command line
+	Name string            // the first word
+	Args []string          // the other words without '='
+	Opts map[string]string // the key=value words
+}
+
+// Arg returns positional argument i, failing the test when it is missing.
+func (c Command) Arg(i int) string {
+	c.t.Helper()
+	if i >= len(c.Args) {
+		c.t.Fatalf("%s: %q needs at least %d arguments", c.Pos, c.Line, i+1)
+	}
+	return c.Args[i]
+}
+
+// Str returns option key, or def when absent.
+func (c Command) Str(key, def string) string {
+	if v, ok := c.Opts[key]; ok {
+		return v
+	}
+	return def
+}
+
+// Int returns option key as an integer, or def when absent.
+func (c Command) Int(key string, def int64) int64 {
+	c.t.Helper()
+	v, ok := c.Opts[key]
+	if !ok {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		c.t.Fatalf("%s: %s=%q: %v", c.Pos, key, v, err)
+	}
+	return n
+}
+
+// Duration returns option key (Go syntax: 500ms, 10s), or def when absent.
+func (c Command) Duration(key string, def time.Duration) time.Duration {
+	c.t.Helper()
+	v, ok := c.Opts[key]
+	if !ok {
+		return def
+	}
+	return c.ParseDuration(v)
+}
+
+// ParseDuration parses s (Go syntax), failing the test on a bad value.
+func (c Command) ParseDuration(s string) time.Duration {
+	c.t.Helper()
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		c.t.Fatalf("%s: duration %q: %v", c.Pos, s, err)
+	}
+	return d
+}
+
+// Fatalf fails the test with the command's position.
+func (c Command) Fatalf(format string, args ...any) {
+	c.t.Helper()
+	c.t.Fatalf("%s: %s: %s", c.Pos, c.Line, fmt.Sprintf(format, args...))
+}
+
+// Run runs every file matching glob as a subtest: newHandler is called once
+// per file for a fresh handler, which gets each command and returns its
+// output (trailing newlines are ignored; "" prints nothing).
+func Run(t *testing.T, glob string, newHandler func(t *testing.T) func(Command) string) {
+	t.Helper()
+	files, err := filepath.Glob(glob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no transcripts match %s", glob)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) { runFile(t, f, newHandler(t)) })
+	}
+}
+
+// block is one command with the comments before it and its expected output.
+type block struct {
+	comments []string
+	line     int
+	cmd      string
+	want     string
+}
+
+func parse(t *testing.T, path string, text string) (blocks []block, trailing []string) {
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	var comments []string
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		switch {
+		case strings.TrimSpace(l) == "":
+			continue
+		case strings.HasPrefix(l, "#"):
+			comments = append(comments, l)
+			continue
+		}
+		b := block{comments: comments, line: i + 1, cmd: l}
+		comments = nil
+		i++
+		if i >= len(lines) || lines[i] != "----" {
+			t.Fatalf("%s:%d: command %q is not followed by ----", path, b.line, l)
+		}
+		var want []string
+		for i++; i < len(lines) && lines[i] != ""; i++ {
+			want = append(want, lines[i])
+		}
+		b.want = strings.Join(want, "\n")
+		blocks = append(blocks, b)
+	}
+	return blocks, comments
+}
+
+func runFile(t *testing.T, path string, handle func(Command) string) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, trailing := parse(t, path, string(raw))
+	var out strings.Builder
+	for _, b := range blocks {
+		c := Command{t: t, Pos: fmt.Sprintf("%s:%d", path, b.line), Line: b.cmd, Opts: map[string]string{}}
+		for i, w := range strings.Fields(b.cmd) {
+			if i == 0 {
+				c.Name = w
+			} else if k, v, ok := strings.Cut(w, "="); ok {
+				c.Opts[k] = v
+			} else {
+				c.Args = append(c.Args, w)
+			}
+		}
+		got := strings.TrimRight(handle(c), "\n")
+		if strings.Contains(got, "\n\n") {
+			t.Fatalf("%s: output has a blank line:\n%s", c.Pos, got)
+		}
+		if got != b.want && !*rewrite {
+			t.Errorf("%s: %s\n--- want\n%s\n--- got\n%s", c.Pos, b.cmd, b.want, got)
+		}
+		for _, l := range b.comments {
+			out.WriteString(l + "\n")
+		}
+		fmt.Fprintf(&out, "%s\n----\n", b.cmd)
+		if got != "" {
+			out.WriteString(got + "\n")
+		}
+		out.WriteString("\n")
+	}
+	for _, l := range trailing {
+		out.WriteString(l + "\n")
+	}
+	if *rewrite {
+		if err := os.WriteFile(path, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
