@@ -196,4 +196,3 @@ func errName(code int16) string {
 	}
 	return fmt.Sprintf("error %d", code)
 }
-
