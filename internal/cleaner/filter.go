@@ -59,6 +59,11 @@ type roundStats struct {
 	AbortedRemoved int64
 	// MarkersRemoved counts transaction markers removed.
 	MarkersRemoved int64
+	// TombstonesRetained counts tombstones kept because their delete
+	// horizon has not passed; NextHorizonMs is the earliest such horizon
+	// (0 when none), when the next of them becomes removable.
+	TombstonesRetained int64
+	NextHorizonMs      int64
 }
 
 func (s *roundStats) add(o roundStats) {
@@ -74,6 +79,10 @@ func (s *roundStats) add(o roundStats) {
 	s.HorizonsStamped += o.HorizonsStamped
 	s.AbortedRemoved += o.AbortedRemoved
 	s.MarkersRemoved += o.MarkersRemoved
+	s.TombstonesRetained += o.TombstonesRetained
+	if o.NextHorizonMs > 0 && (s.NextHorizonMs == 0 || o.NextHorizonMs < s.NextHorizonMs) {
+		s.NextHorizonMs = o.NextHorizonMs
+	}
 }
 
 // apply returns what to write for batch b: b itself (unchanged, copied
@@ -154,8 +163,14 @@ func (f *filter) apply(b record.Batch) ([]byte, error) {
 				f.stats.TombstonesRemoved++
 				continue
 			}
+			h := horizon
 			if !hasHorizon {
 				needHorizon = true
+				h = f.nowMs + f.deleteRetentionMs
+			}
+			f.stats.TombstonesRetained++
+			if f.stats.NextHorizonMs == 0 || h < f.stats.NextHorizonMs {
+				f.stats.NextHorizonMs = h
 			}
 		}
 		kept = append(kept, *r)

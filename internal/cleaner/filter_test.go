@@ -134,6 +134,9 @@ func TestFilterTombstoneHorizon(t *testing.T) {
 		if !ob.HasDeleteHorizon() || ob.BaseTimestamp() != f.nowMs+f.deleteRetentionMs {
 			t.Fatalf("%v: horizon not stamped: attrs %x base %d", codec, ob.Attributes(), ob.BaseTimestamp())
 		}
+		if f.stats.TombstonesRetained != 1 || f.stats.NextHorizonMs != f.nowMs+f.deleteRetentionMs {
+			t.Fatalf("%v: retained %d next horizon %d", codec, f.stats.TombstonesRetained, f.stats.NextHorizonMs)
+		}
 		recs, _ := ob.Records()
 		if len(recs) != 2 || ob.BaseTimestamp()+recs[1].TimestampDelta != 5001 || ob.MaxTimestamp() != 5001 {
 			t.Fatalf("%v: timestamps not preserved", codec)
@@ -146,11 +149,15 @@ func TestFilterTombstoneHorizon(t *testing.T) {
 		if !bytes.Equal(out2, out) {
 			t.Fatalf("%v: batch changed before horizon", codec)
 		}
+		if f2.stats.TombstonesRetained != 1 || f2.stats.NextHorizonMs != f.nowMs+f.deleteRetentionMs {
+			t.Fatalf("%v: before horizon: retained %d next horizon %d", codec, f2.stats.TombstonesRetained, f2.stats.NextHorizonMs)
+		}
+		f2.stats = roundStats{}
 		// After the horizon the tombstone goes, the value stays.
 		f2.nowMs = f.nowMs + 1000
 		out3, _ := f2.apply(ob)
 		recs3, _ := record.Batch(out3).Records()
-		if len(recs3) != 1 || string(recs3[0].Key) != "a" || record.Batch(out3).LastOffset() != 1 || f2.stats.TombstonesRemoved != 1 {
+		if len(recs3) != 1 || string(recs3[0].Key) != "a" || record.Batch(out3).LastOffset() != 1 || f2.stats.TombstonesRemoved != 1 || f2.stats.TombstonesRetained != 0 {
 			t.Fatalf("%v: after horizon kept %+v", codec, recs3)
 		}
 		if ts := record.Batch(out3).BaseTimestamp() + recs3[0].TimestampDelta; ts != 5000 {

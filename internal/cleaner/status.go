@@ -28,10 +28,16 @@ type PartitionStatus struct {
 	LastTombstonesRemoved int64      `json:"last_tombstones_removed"`
 	// LastAbortedRemoved counts records of aborted transactions (also in
 	// LastRecordsRemoved); LastMarkersRemoved transaction markers.
-	LastAbortedRemoved int64   `json:"last_aborted_records_removed"`
-	LastMarkersRemoved int64   `json:"last_markers_removed"`
-	LastMapUtilization float64 `json:"last_map_utilization"`
-	LastMapFull        bool    `json:"last_map_full"`
+	LastAbortedRemoved int64 `json:"last_aborted_records_removed"`
+	LastMarkersRemoved int64 `json:"last_markers_removed"`
+	// LastTombstonesRetained counts the tombstones the last round kept
+	// because their delete horizon (delete.retention.ms after the round
+	// that first kept them, KIP-534) had not passed; NextTombstoneHorizon
+	// is the earliest of those horizons.
+	LastTombstonesRetained int64      `json:"last_tombstones_retained"`
+	NextTombstoneHorizon   *time.Time `json:"next_tombstone_horizon,omitempty"`
+	LastMapUtilization     float64    `json:"last_map_utilization"`
+	LastMapFull            bool       `json:"last_map_full"`
 	// Totals since start.
 	Rounds                 int64 `json:"rounds"`
 	TotalBytesRead         int64 `json:"total_bytes_read"`
@@ -85,6 +91,11 @@ func (c *Cleaner) Status(topic string) []PartitionStatus {
 				s.LastTombstonesRemoved = r.Stats.TombstonesRemoved
 				s.LastAbortedRemoved = r.Stats.AbortedRemoved
 				s.LastMarkersRemoved = r.Stats.MarkersRemoved
+				s.LastTombstonesRetained = r.Stats.TombstonesRetained
+				if h := r.Stats.NextHorizonMs; h > 0 {
+					t := time.UnixMilli(h)
+					s.NextTombstoneHorizon = &t
+				}
 				s.LastMapUtilization = r.MapUtil
 				s.LastMapFull = r.MapFull
 			}

@@ -97,3 +97,34 @@ func FuzzSessions(f *testing.F) {
 		}
 	})
 }
+
+// TestVerifyScramPassword checks a password against a stored credential
+// (the RFC 7677 example's): the right one matches, a wrong one, another
+// mechanism's hash or a damaged credential does not.
+func TestVerifyScramPassword(t *testing.T) {
+	salt, _ := base64.StdEncoding.DecodeString("W22ZaJ0SNY7soEsUEjb6gQ==")
+	sp, err := SaltPassword(ScramSHA256, "pencil", salt, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, _ := NewScramCredential(ScramSHA256, sp, salt, 4096)
+	if !VerifyScramPassword(ScramSHA256, "pencil", cred) {
+		t.Error("right password refused")
+	}
+	for name, ok := range map[string]bool{
+		"wrong":  VerifyScramPassword(ScramSHA256, "pencil2", cred),
+		"empty":  VerifyScramPassword(ScramSHA256, "", cred),
+		"sha512": VerifyScramPassword(ScramSHA512, "pencil", cred),
+		"plain":  VerifyScramPassword("PLAIN", "pencil", cred),
+	} {
+		if ok {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	bad := cred
+	bad.StoredKey = append([]byte(nil), cred.StoredKey...)
+	bad.StoredKey[0] ^= 1
+	if VerifyScramPassword(ScramSHA256, "pencil", bad) {
+		t.Error("damaged stored key accepted")
+	}
+}

@@ -72,6 +72,22 @@ func SaltPassword(mech, password string, salt []byte, iterations int) ([]byte, e
 	return pbkdf2.Key(h, password, salt, iterations, h().Size())
 }
 
+// VerifyScramPassword reports whether password is the one cred was made
+// from: it salts the password as a SCRAM client would, derives StoredKey
+// (H(HMAC(SaltedPassword, "Client Key")), RFC 5802 section 3) and compares
+// it in constant time. The web console checks its logins with it.
+func VerifyScramPassword(mech, password string, cred ScramCredential) bool {
+	salted, err := SaltPassword(mech, password, cred.Salt, cred.Iterations)
+	if err != nil {
+		return false
+	}
+	derived, err := NewScramCredential(mech, salted, cred.Salt, cred.Iterations)
+	if err != nil {
+		return false
+	}
+	return subtle.ConstantTimeCompare(derived.StoredKey, cred.StoredKey) == 1
+}
+
 // scramSession is the server side of one SCRAM exchange: client-first,
 // server-first, client-final, server-final.
 type scramSession struct {

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-io/strata/internal/broker"
 	"github.com/strata-io/strata/internal/cleaner"
 	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/console"
 	"github.com/strata-io/strata/internal/group"
 	"github.com/strata-io/strata/internal/metrics"
 	"github.com/strata-io/strata/internal/protocol"
@@ -36,6 +37,7 @@ type Server struct {
 	txn     *txn.Coordinator
 	proto   *protocol.Server
 	metrics *metrics.Server
+	console *console.Console
 	ln      net.Listener
 	// listener is the client listener served (config.ClientListeners).
 	listener config.Listener
@@ -197,7 +199,12 @@ func (s *Server) Start() (err error) {
 		h := s.cleaner.HTTPHandler()
 		s.metrics.Handle("/v1/compaction", h)
 		s.metrics.Handle("/v1/compaction/", h)
+		if err := s.mountConsole(); err != nil {
+			ln.Close()
+			return err
+		}
 		if err := s.metrics.Serve(); err != nil {
+			s.closeConsole()
 			ln.Close()
 			return err
 		}
@@ -276,6 +283,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if s.metrics != nil {
 			errs = append(errs, s.metrics.Close())
 		}
+		s.closeConsole()
 		if s.cluster != nil {
 			errs = append(errs, s.cluster.close(ctx))
 		}

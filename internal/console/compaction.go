@@ -1,0 +1,95 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/strata-io/strata/internal/cleaner"
+)
+
+// maxCompactionRows bounds the partitions the compaction page draws.
+const maxCompactionRows = 500
+
+type compactionRow struct {
+	cleaner.PartitionStatus
+	CleanableFrom, CleanableTo int64
+	SizePlot, DirtyPlot        plot
+}
+
+type compactionData struct {
+	Enabled bool
+	Topic   string
+	Rows    []compactionRow
+	Total   int
+	// MapUse is the highest dedupe buffer use of the shown last rounds.
+	MapUse float64
+}
+
+func (c *Console) compaction(w http.ResponseWriter, r *http.Request) {
+	d := compactionData{Enabled: c.cfg.Compaction != nil, Topic: strings.TrimSpace(r.URL.Query().Get("topic"))}
+	if !d.Enabled {
+		c.render(w, r, http.StatusOK, "compaction", "Compaction", "compaction", d)
+		return
+	}
+	sts := c.cfg.Compaction.Status(d.Topic)
+	d.Total = len(sts)
+	if len(sts) > maxCompactionRows {
+		sts = sts[:maxCompactionRows]
+	}
+	for _, st := range sts {
+		row := compactionRow{PartitionStatus: st, CleanableFrom: st.FirstDirtyOffset, CleanableTo: st.FirstUncleanable}
+		row.SizePlot = newPlot(fmt.Sprintf("Log size of %s/%d", st.Topic, st.Partition), c.hist.get(sizeKey(st.Topic, st.Partition)), 160, 40, func(f float64) string { return fmtBytes(int64(f)) }, -1, 0)
+		row.DirtyPlot = newPlot(fmt.Sprintf("Dirty ratio of %s/%d against min.cleanable.dirty.ratio", st.Topic, st.Partition), c.hist.get(dirtyKey(st.Topic, st.Partition)), 160, 40,
+			func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) }, st.MinCleanableRatio, 1)
+		d.MapUse = max(d.MapUse, st.LastMapUtilization)
+		d.Rows = append(d.Rows, row)
+	}
+	c.render(w, r, http.StatusOK, "compaction", "Compaction", "compaction", d)
+}
+
+// cleanNowTimeout bounds a "clean now" round run from the page.
+const cleanNowTimeout = 2 * time.Minute
+
+// cleanNow runs a cleaning round of one partition (or a whole topic) now,
+// the same call as POST /v1/compaction/run.
+func (c *Console) cleanNow(w http.ResponseWriter, r *http.Request) {
+	topic := r.PostFormValue("topic")
+	back := "/compaction"
+	if r.PostFormValue("back") == "topic" {
+		back += "?topic=" + url.QueryEscape(topic)
+	}
+	if c.cfg.Compaction == nil {
+		c.redirect(w, r, back, flash{Error: true, Text: "no cleaner in this broker"})
+		return
+	}
+	part := int64(-1)
+	if s := r.PostFormValue("partition"); s != "" {
+		var err error
+		if part, err = strconv.ParseInt(s, 10, 32); err != nil || part < -1 {
+			c.redirect(w, r, back, flash{Error: true, Text: "bad partition " + strconv.Quote(s)})
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), cleanNowTimeout)
+	defer cancel()
+	err := c.cfg.Compaction.CleanNow(ctx, topic, int32(part))
+	what := topic
+	if part >= 0 {
+		what = fmt.Sprintf("%s/%d", topic, part)
+	}
+	switch {
+	case errors.Is(err, cleaner.ErrNotFound):
+		c.redirect(w, r, back, flash{Error: true, Text: fmt.Sprintf("%s is not a compacted partition", what)})
+	case err != nil:
+		c.redirect(w, r, back, flash{Error: true, Text: fmt.Sprintf("cleaning %s failed: %v", what, err)})
+	default:
+		c.logger.Info("cleaning run from the console", "topic", topic, "partition", part, "user", sessionFrom(r.Context()).user)
+		c.redirect(w, r, back, flash{Text: fmt.Sprintf("Cleaned %s.", what)})
+	}
+}

@@ -1,0 +1,316 @@
+package console
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// History bounds: each series keeps its last historyLen samples (30
+// minutes at the default 10 s); at most maxSeries series are kept, and a
+// series whose partition or group is gone is dropped at the next sample.
+// Lag is sampled for at most maxLagGroups groups.
+const (
+	historyLen   = 180
+	maxSeries    = 20000
+	maxLagGroups = 500
+)
+
+// Metric names the console reads from the broker's registry. A test
+// checks that a running broker exports each of them.
+const (
+	metricTopicBytesIn  = "strata_topic_bytes_in_total"
+	metricTopicBytesOut = "strata_topic_bytes_out_total"
+	metricRequests      = "strata_requests_total"
+	metricPartitionSize = "strata_partition_size_bytes"
+	metricPartitionEnd  = "strata_partition_log_end_offset"
+)
+
+// point is one sample.
+type point struct {
+	T time.Time
+	V float64
+}
+
+// ring is a series' last historyLen samples.
+type ring struct {
+	pts  []point
+	head int // next slot once full
+	gen  uint64
+}
+
+func (r *ring) add(p point) {
+	if len(r.pts) < historyLen {
+		r.pts = append(r.pts, p)
+		return
+	}
+	r.pts[r.head] = p
+	r.head = (r.head + 1) % historyLen
+}
+
+// points returns the samples oldest first.
+func (r *ring) points() []point {
+	out := make([]point, 0, len(r.pts))
+	out = append(out, r.pts[r.head:]...)
+	return append(out, r.pts[:r.head]...)
+}
+
+// rates are per-second rates between the last two samples.
+type rates struct {
+	Valid    bool // two samples exist
+	At       time.Time
+	BytesIn  float64
+	BytesOut float64
+	MsgsIn   float64
+	Produce  float64 // Produce requests
+	Fetch    float64 // Fetch requests
+	// TopicMsgs are records appended per second, by topic.
+	TopicMsgs map[string]float64
+}
+
+// counters are the registry totals of one sample.
+type counters struct {
+	at       time.Time
+	bytesIn  float64
+	bytesOut float64
+	produce  float64
+	fetch    float64
+	// ends are the summed log end offsets by topic.
+	ends map[string]float64
+	// sizes are partition sizes ("topic/partition").
+	sizes map[string]float64
+}
+
+// history is the bounded in-memory record the plots draw.
+type history struct {
+	mu     sync.Mutex
+	series map[string]*ring
+	gen    uint64
+	prev   *counters
+	rates  rates
+}
+
+func newHistory() *history { return &history{series: map[string]*ring{}} }
+
+// Series keys.
+func sizeKey(topic string, p int32) string { return "size\x00" + topic + "\x00" + strconv.Itoa(int(p)) }
+func dirtyKey(topic string, p int32) string {
+	return "dirty\x00" + topic + "\x00" + strconv.Itoa(int(p))
+}
+func lagKey(group string) string { return "lag\x00" + group }
+
+const (
+	keyBytesIn = "rate\x00in"
+	keyMsgsIn  = "rate\x00msgs"
+)
+
+// record adds values at t to their series (under h.mu).
+func (h *history) recordLocked(t time.Time, vals map[string]float64) {
+	for k, v := range vals {
+		r := h.series[k]
+		if r == nil {
+			if len(h.series) >= maxSeries {
+				continue
+			}
+			r = &ring{}
+			h.series[k] = r
+		}
+		r.add(point{t, v})
+		r.gen = h.gen
+	}
+}
+
+// sweepLocked drops the series not updated by the current sample.
+func (h *history) sweepLocked() {
+	for k, r := range h.series {
+		if r.gen != h.gen {
+			delete(h.series, k)
+		}
+	}
+}
+
+// get returns a series, oldest first.
+func (h *history) get(key string) []point {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r := h.series[key]; r != nil {
+		return r.points()
+	}
+	return nil
+}
+
+// lastRates returns the latest rates.
+func (h *history) lastRates() rates {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rates
+}
+
+// sampleLoop samples at once, then every SampleInterval until ctx ends.
+func (c *Console) sampleLoop(ctx context.Context) {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.SampleNow(ctx)
+		t.Reset(c.cfg.SampleInterval)
+	}
+}
+
+// SampleNow takes one history sample: the registry's counters (rates and
+// partition sizes), the cleaner's dirty ratios and the groups' lag. The
+// sampler calls it every SampleInterval; tests call it to get plots
+// without waiting.
+func (c *Console) SampleNow(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	now := time.Now()
+	vals := map[string]float64{}
+	cur := c.gatherCounters(now)
+	var lagSampled bool
+	if groups, err := c.kafka.adm.ListGroups(ctx); err == nil {
+		names := groups.Groups()
+		if len(names) > maxLagGroups {
+			names = names[:maxLagGroups]
+		}
+		if lags, err := c.kafka.lags(ctx, names...); err == nil {
+			lagSampled = true
+			for g, rows := range lags {
+				if l := totalLag(rows); l >= 0 {
+					vals[lagKey(g)] = float64(l)
+				}
+			}
+		} else {
+			c.logger.Debug("lag sample failed", "err", err)
+		}
+	}
+	if c.cfg.Compaction != nil {
+		for _, st := range c.cfg.Compaction.Status("") {
+			vals[dirtyKey(st.Topic, st.Partition)] = st.DirtyRatio
+			if cur != nil {
+				if sz, ok := cur.sizes[st.Topic+"/"+strconv.Itoa(int(st.Partition))]; ok {
+					vals[sizeKey(st.Topic, st.Partition)] = sz
+				}
+			}
+		}
+	}
+	h := c.hist
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.gen++
+	if cur != nil && h.prev != nil {
+		dt := cur.at.Sub(h.prev.at).Seconds()
+		if dt > 0 {
+			rate := func(a, b float64) float64 { return max(0, a-b) / dt }
+			r := rates{
+				Valid: true, At: cur.at,
+				BytesIn: rate(cur.bytesIn, h.prev.bytesIn), BytesOut: rate(cur.bytesOut, h.prev.bytesOut),
+				Produce: rate(cur.produce, h.prev.produce), Fetch: rate(cur.fetch, h.prev.fetch),
+				TopicMsgs: map[string]float64{},
+			}
+			for t, e := range cur.ends {
+				if pe, ok := h.prev.ends[t]; ok {
+					r.TopicMsgs[t] = rate(e, pe)
+					r.MsgsIn += r.TopicMsgs[t]
+				}
+			}
+			h.rates = r
+			vals[keyBytesIn] = r.BytesIn
+			vals[keyMsgsIn] = r.MsgsIn
+		}
+	}
+	if cur != nil {
+		h.prev = cur
+	}
+	if !lagSampled {
+		// Keep the lag series alive through a failed sample.
+		for k, r := range h.series {
+			if len(k) > 4 && k[:4] == "lag\x00" {
+				r.gen = h.gen
+			}
+		}
+	}
+	for _, k := range []string{keyBytesIn, keyMsgsIn} {
+		if r := h.series[k]; r != nil {
+			r.gen = h.gen // rates skip a sample only when the registry fails
+		}
+	}
+	h.recordLocked(now, vals)
+	h.sweepLocked()
+}
+
+// gatherCounters reads the totals the rates and sizes come from (nil when
+// the registry cannot be read).
+func (c *Console) gatherCounters(now time.Time) *counters {
+	if c.cfg.Metrics == nil {
+		return nil
+	}
+	mfs, err := c.cfg.Metrics.Gather()
+	if err != nil && len(mfs) == 0 {
+		c.logger.Debug("gather metrics failed", "err", err)
+		return nil
+	}
+	cur := &counters{at: now, ends: map[string]float64{}, sizes: map[string]float64{}}
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case metricTopicBytesIn:
+			cur.bytesIn = sumValues(mf)
+		case metricTopicBytesOut:
+			cur.bytesOut = sumValues(mf)
+		case metricRequests:
+			for _, m := range mf.GetMetric() {
+				switch label(m, "api") {
+				case "Produce":
+					cur.produce += value(m)
+				case "Fetch":
+					cur.fetch += value(m)
+				}
+			}
+		case metricPartitionEnd:
+			for _, m := range mf.GetMetric() {
+				cur.ends[label(m, "topic")] += value(m)
+			}
+		case metricPartitionSize:
+			for _, m := range mf.GetMetric() {
+				cur.sizes[label(m, "topic")+"/"+label(m, "partition")] = value(m)
+			}
+		}
+	}
+	return cur
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Untyped != nil:
+		return m.Untyped.GetValue()
+	}
+	return 0
+}
+
+func sumValues(mf *dto.MetricFamily) float64 {
+	var s float64
+	for _, m := range mf.GetMetric() {
+		s += value(m)
+	}
+	return s
+}

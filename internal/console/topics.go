@@ -1,0 +1,253 @@
+package console
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+type topicsData struct {
+	Query        string
+	ShowInternal bool
+	Topics       []topicInfo
+	Total        int
+	Hidden       int // internal topics not shown
+}
+
+func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	showInternal := r.URL.Query().Get("internal") == "1"
+	md, err := c.kafka.metadata(ctx)
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, err)
+		return
+	}
+	d := topicsData{Query: q, ShowInternal: showInternal, Total: len(md.Topics)}
+	var names []string
+	for name, t := range md.Topics {
+		if t.IsInternal && !showInternal {
+			d.Hidden++
+			continue
+		}
+		if q != "" && !strings.Contains(strings.ToLower(name), strings.ToLower(q)) {
+			continue
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	sizes, _, err := c.kafka.sizes(ctx, nil)
+	if err != nil {
+		sizes = nil
+	}
+	cfgs, err := c.kafka.topicConfigs(ctx, names, listConfigNames)
+	if err != nil {
+		cfgs = nil
+	}
+	rt := c.hist.lastRates()
+	for _, name := range names {
+		t := md.Topics[name]
+		ti := topicInfo{Name: name, Internal: t.IsInternal, Partitions: len(t.Partitions), Size: -1, MsgRate: -1}
+		if t.Err != nil {
+			ti.Err = t.Err.Error()
+		}
+		for _, p := range t.Partitions {
+			ti.Replication = max(ti.Replication, len(p.Replicas))
+			if p.Leader < 0 {
+				ti.Offline++
+			}
+			if len(p.ISR) < len(p.Replicas) {
+				ti.URP++
+			}
+		}
+		if s, ok := sizes[name]; ok {
+			ti.Size = 0
+			for _, b := range s {
+				ti.Size += b
+			}
+		}
+		if cf, ok := cfgs[name]; ok {
+			ti.Policy = cf["cleanup.policy"]
+			ti.Retention = retentionText(cf["retention.ms"], cf["retention.bytes"])
+		}
+		if rt.Valid {
+			ti.MsgRate = rt.TopicMsgs[name]
+		}
+		d.Topics = append(d.Topics, ti)
+	}
+	c.render(w, r, http.StatusOK, "topics", "Topics", "topics", d)
+}
+
+// retentionText shows retention.ms and retention.bytes briefly.
+func retentionText(ms, bytes string) string {
+	var parts []string
+	switch ms {
+	case "", "-1":
+		parts = append(parts, "forever")
+	default:
+		parts = append(parts, msText(ms))
+	}
+	if bytes != "" && bytes != "-1" {
+		var n int64
+		if _, err := fmt.Sscan(bytes, &n); err == nil {
+			parts = append(parts, fmtBytes(n))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// msText shows a millisecond count in the largest whole unit.
+func msText(ms string) string {
+	var n int64
+	if _, err := fmt.Sscan(ms, &n); err != nil {
+		return ms
+	}
+	for _, u := range []struct {
+		ms   int64
+		name string
+	}{{86400000, "d"}, {3600000, "h"}, {60000, "min"}, {1000, "s"}} {
+		if n >= u.ms && n%u.ms == 0 {
+			return fmt.Sprintf("%d %s", n/u.ms, u.name)
+		}
+	}
+	return fmt.Sprintf("%d ms", n)
+}
+
+type topicData struct {
+	Name       string
+	Internal   bool
+	ID         string
+	Partitions []partitionInfo
+	Configs    []configEntry
+	Groups     []topicGroup
+	Size       int64
+	Records    int64
+	Compacted  bool
+}
+
+// topicGroup is a group with committed offsets on the topic.
+type topicGroup struct {
+	Group      string
+	Partitions int
+	Lag        int64
+}
+
+func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("topic")
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	md, err := c.kafka.metadata(ctx, name)
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, err)
+		return
+	}
+	t, ok := md.Topics[name]
+	if !ok || t.Err != nil {
+		c.fail(w, r, http.StatusNotFound, fmt.Errorf("no topic %q", name))
+		return
+	}
+	d := topicData{Name: name, Internal: t.IsInternal, ID: fmt.Sprintf("%x", t.ID[:])}
+	start, end, err := c.kafka.offsets(ctx, name)
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, err)
+		return
+	}
+	set := kadm.TopicsSet{}
+	for p := range t.Partitions {
+		set.Add(name, p)
+	}
+	sizes, _, _ := c.kafka.sizes(ctx, set)
+	for _, p := range t.Partitions.Sorted() {
+		pi := partitionInfo{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR,
+			Offline: p.OfflineReplicas, Start: -1, End: -1, Size: -1, UnderReplicat: len(p.ISR) < len(p.Replicas)}
+		if p.Err != nil {
+			pi.Err = p.Err.Error()
+		}
+		if o, ok := start.Lookup(name, p.Partition); ok && o.Err == nil {
+			pi.Start = o.Offset
+		}
+		if o, ok := end.Lookup(name, p.Partition); ok && o.Err == nil {
+			pi.End = o.Offset
+		}
+		if pi.Start >= 0 && pi.End >= 0 {
+			d.Records += pi.End - pi.Start
+		}
+		if s, ok := sizes[name][p.Partition]; ok {
+			pi.Size = s
+			d.Size += s
+		}
+		d.Partitions = append(d.Partitions, pi)
+	}
+	if d.Configs, err = c.kafka.describeTopicConfigs(ctx, name); err != nil {
+		c.fail(w, r, http.StatusBadGateway, err)
+		return
+	}
+	for _, e := range d.Configs {
+		if e.Name == "cleanup.policy" && strings.Contains(e.Value, "compact") {
+			d.Compacted = true
+		}
+	}
+	if groups, err := c.kafka.adm.ListGroups(ctx); err == nil {
+		names := groups.Groups()
+		if len(names) > maxLagGroups {
+			names = names[:maxLagGroups]
+		}
+		if lags, err := c.kafka.lags(ctx, names...); err == nil {
+			for g, rows := range lags {
+				tg := topicGroup{Group: g}
+				var mine []groupLag
+				for _, row := range rows {
+					if row.Topic == name {
+						mine = append(mine, row)
+					}
+				}
+				if len(mine) == 0 {
+					continue
+				}
+				tg.Partitions, tg.Lag = len(mine), totalLag(mine)
+				d.Groups = append(d.Groups, tg)
+			}
+			sort.Slice(d.Groups, func(i, j int) bool { return d.Groups[i].Group < d.Groups[j].Group })
+		}
+	}
+	c.render(w, r, http.StatusOK, "topic", name, "topics", d)
+}
+
+// alterConfig sets or reverts one topic config through
+// IncrementalAlterConfigs (the broker validates it as for any client).
+func (c *Console) alterConfig(w http.ResponseWriter, r *http.Request) {
+	topic := r.PathValue("topic")
+	back := "/topics/" + url.PathEscape(topic) + "#configs"
+	name := strings.TrimSpace(r.PostFormValue("name"))
+	if name == "" {
+		c.redirect(w, r, back, flash{Error: true, Text: "no config named"})
+		return
+	}
+	var value *string
+	switch r.PostFormValue("op") {
+	case "set":
+		v := r.PostFormValue("value")
+		value = &v
+	case "delete":
+	default:
+		c.redirect(w, r, back, flash{Error: true, Text: "unknown operation"})
+		return
+	}
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	if err := c.kafka.alterTopicConfig(ctx, topic, name, value); err != nil {
+		c.redirect(w, r, back, flash{Error: true, Text: fmt.Sprintf("%s not changed: %v", name, err)})
+		return
+	}
+	msg := name + " reverted to its default"
+	if value != nil {
+		msg = fmt.Sprintf("%s set to %q", name, *value)
+	}
+	c.logger.Info("topic config changed", "topic", topic, "config", name, "user", sessionFrom(r.Context()).user)
+	c.redirect(w, r, back, flash{Text: msg})
+}

@@ -1,0 +1,42 @@
+package protocol
+
+import (
+	"errors"
+	"net"
+)
+
+// ErrClosed is returned by ServeInProcess once the server is shutting down.
+var ErrClosed = errors.New("protocol: server closed")
+
+// ServeInProcess serves one connection made inside this process (one end
+// of a net.Pipe held by the web console's Kafka client) exactly as a
+// connection accepted on the listener: the same framing, pipeline,
+// handlers, validation and metrics. It skips what belongs to the network
+// only: TLS (the bytes never leave the process) and SASL authentication,
+// since the caller authenticates its own users before it sends anything
+// (user names the principal for logs; an authorizer would check it).
+// Shutdown ends the connection like any other. It returns at once.
+func (s *Server) ServeInProcess(nc net.Conn, user string) error {
+	c := newConn(s, nc)
+	c.remote = "in-process:" + user
+	c.sasl.done = true
+	c.sasl.user = user
+	c.authed.Store(true)
+	s.mu.Lock()
+	if s.closing.Load() {
+		s.mu.Unlock()
+		nc.Close()
+		return ErrClosed
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		c.serve()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	return nil
+}
