@@ -18,16 +18,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Message page bounds: a page shows at most pageLimit records; one Fetch
-// asks for at most fetchMaxBytes (partitionMaxBytes per partition); a
-// filtered scan reads at most scanMaxBytes before it stops and offers to
-// continue. A page never reads more than scanMaxBytes of a topic.
+// Message page bounds: a page shows at most maxPageSize records; one Fetch
+// asks for at most fetchMaxBytes (partitionMaxBytes per partition); a page
+// stops reading after pageMaxBytes (a key-filtered scan after
+// scanMaxBytes) and offers to continue from there. A page never reads more
+// than scanMaxBytes (plus one Fetch) of a topic.
 const (
 	defaultPageSize   = 50
 	maxPageSize       = 500
 	fetchMaxBytes     = 4 << 20
 	partitionMaxBytes = 1 << 20
-	scanMaxBytes      = 32 << 20
+	pageMaxBytes      = 8 << 20
+	scanMaxBytes      = 16 << 20
 	maxFetchRounds    = 64
 	// displayMax is how much of a key, value or header is shown.
 	displayMax = 16 << 10
@@ -92,7 +94,7 @@ type pageResult struct {
 	// Scanned counts the bytes fetched (a filtered scan stops at
 	// scanMaxBytes).
 	Scanned int64
-	// ScanLimited is set when a filtered scan stopped at its bound.
+	// ScanLimited is set when the page stopped at its byte bound.
 	ScanLimited bool
 	// Ends are the partitions' last stable offsets seen.
 	Ends map[int32]int64
@@ -125,7 +127,11 @@ func (k *kafka) readPage(ctx context.Context, md kadm.TopicDetail, b browse, cur
 	limit := b.Limit
 	rounds := 0
 	for len(res.Records) < limit && rounds < maxFetchRounds {
-		if b.KeyFilter != nil && res.Scanned >= scanMaxBytes {
+		budget := int64(pageMaxBytes)
+		if b.KeyFilter != nil {
+			budget = scanMaxBytes
+		}
+		if res.Scanned >= budget {
 			res.ScanLimited = true
 			break
 		}
