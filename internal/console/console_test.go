@@ -453,8 +453,14 @@ func TestCSRF(t *testing.T) {
 	for name, mod := range map[string]func(r *http.Request){
 		"no token":    func(r *http.Request) {},
 		"wrong token": func(r *http.Request) { r.Header.Set("X-CSRF-Token", w.csrf+"x") },
-		"origin":      func(r *http.Request) { r.Header.Set("X-CSRF-Token", w.csrf); r.Header.Set("Origin", "http://evil.example") },
-		"cross-site":  func(r *http.Request) { r.Header.Set("X-CSRF-Token", w.csrf); r.Header.Set("Sec-Fetch-Site", "cross-site") },
+		"origin": func(r *http.Request) {
+			r.Header.Set("X-CSRF-Token", w.csrf)
+			r.Header.Set("Origin", "http://evil.example")
+		},
+		"cross-site": func(r *http.Request) {
+			r.Header.Set("X-CSRF-Token", w.csrf)
+			r.Header.Set("Sec-Fetch-Site", "cross-site")
+		},
 	} {
 		req, _ := http.NewRequest(http.MethodPost, base+"/topics/t/configs", strings.NewReader(vals.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")

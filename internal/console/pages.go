@@ -151,10 +151,9 @@ var funcs = template.FuncMap{
 	"tsp":       func(t *time.Time) string { return fmtTimeP(t) },
 	"ms":        func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() },
 	"ids":       fmtIDs,
+	"idList":    idList,
 	"pathEsc":   url.PathEscape,
 	"queryEsc":  url.QueryEscape,
-	"add":       func(a, b int) int { return a + b },
-	"ago":       fmtAgo,
 }
 
 func fmtBytes(n int64) string {
@@ -234,4 +233,12 @@ func fmtIDs(ids []int32) string {
 		s[i] = strconv.Itoa(int(id))
 	}
 	return strings.Join(s, ", ")
+}
+
+// idList is fmtIDs, but empty for none (a form value).
+func idList(ids []int32) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return fmtIDs(ids)
 }
