@@ -26,6 +26,8 @@ command -v node >/dev/null 2>&1 || missing_pkgs+=(nodejs)
 # The fault tests (test/faults) cut traffic between network namespaces.
 command -v iptables >/dev/null 2>&1 || missing_pkgs+=(iptables)
 command -v ip >/dev/null 2>&1 || missing_pkgs+=(iproute2)
+# The web console's browser tests drive Debian's chromium (chromedp).
+command -v chromium >/dev/null 2>&1 || missing_pkgs+=(chromium)
 command -v Burrow >/dev/null 2>&1 || missing_pkgs+=(burrow)
 # Burrow 1.x cannot start without ZooKeeper; the Burrow test runs this jar.
 [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1 || missing_pkgs+=(zookeeper)
@@ -45,6 +47,7 @@ command -v strace >/dev/null || die "strace still missing after install"
 command -v node >/dev/null || die "node still missing after install"
 command -v iptables >/dev/null || die "iptables still missing after install"
 command -v ip >/dev/null || die "ip (iproute2) still missing after install"
+command -v chromium >/dev/null || die "chromium still missing after install"
 command -v npm >/dev/null || die "npm still missing after install"
 
 # kafkajs for the node compatibility driver (version pinned in package.json).

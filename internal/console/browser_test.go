@@ -320,10 +320,16 @@ func TestBrowser(t *testing.T) {
 	b, base := startBroker(t, nil)
 	f := newFixture(t, b)
 	c := consoleOf(t, b)
-	// A running consumer group, for members and assignments.
-	consumer := b.Client(kgo.ConsumerGroup("shipping"), kgo.ConsumeTopics("orders"), kgo.ClientID("shipping-service"))
+	// A running consumer group that commits, for members, assignments and
+	// lag.
+	consumer := b.Client(kgo.ConsumerGroup("shipping"), kgo.ConsumeTopics("orders"), kgo.ClientID("shipping-service"),
+		kgo.DisableAutoCommit())
 	for {
-		if fs := consumer.PollFetches(ctxT(t)); fs.NumRecords() > 0 {
+		fs := consumer.PollRecords(ctxT(t), 10)
+		if fs.NumRecords() > 0 {
+			if err := consumer.CommitRecords(ctxT(t), fs.Records()...); err != nil {
+				t.Fatal(err)
+			}
 			break
 		}
 	}
@@ -332,22 +338,46 @@ func TestBrowser(t *testing.T) {
 	if _, body := w.post("/compaction/clean", url.Values{"topic": {"users"}, "partition": {"0"}}); !strings.Contains(body, "Cleaned users/0.") {
 		t.Fatal("clean now failed")
 	}
-	// A few samples with traffic in between, for the plots.
-	for i := 0; i < 6; i++ {
+	// Samples with traffic in between, for the plots.
+	for i := 0; i < 12; i++ {
 		var recs []*kgo.Record
-		for j := 0; j < 5*(i+1); j++ {
-			recs = append(recs, &kgo.Record{Topic: "orders", Partition: int32(j % 3), Value: []byte(fmt.Sprintf(`{"burst":%d}`, i))})
+		for j := 0; j < 20+15*(i%4); j++ {
+			recs = append(recs, &kgo.Record{Topic: "orders", Partition: int32(j % 3), Value: []byte(fmt.Sprintf(`{"burst":%d,"n":%d}`, i, j))})
 		}
-		recs = append(recs, &kgo.Record{Topic: "users", Key: []byte(fmt.Sprintf("user-%d", i)), Value: []byte(`{"v":9}`)})
+		recs = append(recs, &kgo.Record{Topic: "users", Key: []byte(fmt.Sprintf("user-%d", i%8)), Value: []byte(fmt.Sprintf(`{"v":%d}`, i))})
 		f.produce(t, recs...)
 		c.SampleNow(ctxT(t))
-		time.Sleep(30 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 	dir := screenshotDir(t)
 	tb := newTab(t, base)
 
 	t.Run("pages", func(t *testing.T) {
 		tb.t = t
+		// Steady traffic while the pages load, sampled before each one,
+		// so that rates and plots show a live broker.
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				var recs []*kgo.Record
+				for j := 0; j < 10+5*(i%5); j++ {
+					recs = append(recs, &kgo.Record{Topic: "orders", Partition: int32(j % 3), Value: []byte(fmt.Sprintf(`{"tick":%d}`, i))})
+				}
+				_ = f.cl.ProduceSync(context.Background(), recs...) // best effort: only the plots need it
+			}
+		}()
+		defer func() { close(stop); <-done }()
+		for i := 0; i < 8; i++ {
+			time.Sleep(250 * time.Millisecond)
+			c.SampleNow(ctxT(t))
+		}
 		for _, pg := range []struct{ name, path, h1 string }{
 			{"overview", "/", "Overview"},
 			{"topics", "/topics", "Topics"},
@@ -358,6 +388,7 @@ func TestBrowser(t *testing.T) {
 			{"reset", "/groups/billing/reset?topic=orders&to=shift&value=-2", "Reset offsets of billing"},
 			{"compaction", "/compaction", "Compaction"},
 		} {
+			c.SampleNow(ctxT(t))
 			tb.nav(pg.path)
 			if h1 := eval[string](tb, `document.querySelector("h1").innerText`); h1 != pg.h1 {
 				t.Errorf("%s: h1 %q, want %q", pg.path, h1, pg.h1)

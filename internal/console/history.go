@@ -58,7 +58,14 @@ func (r *ring) points() []point {
 	return append(out, r.pts[:r.head]...)
 }
 
-// rates are per-second rates between the last two samples.
+// minRateWindow is the shortest time a rate is measured over: counters
+// move at slightly different moments of a request (bytes when it is
+// handled, the request count when it is answered), which only averages out
+// over a window much longer than one request.
+const minRateWindow = 200 * time.Millisecond
+
+// rates are per-second rates between the last two samples at least
+// minRateWindow apart.
 type rates struct {
 	Valid    bool // two samples exist
 	At       time.Time
@@ -205,9 +212,10 @@ func (c *Console) SampleNow(ctx context.Context) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.gen++
-	if cur != nil && h.prev != nil {
+	fresh := cur != nil && (h.prev == nil || cur.at.Sub(h.prev.at) >= minRateWindow)
+	if fresh && h.prev != nil {
 		dt := cur.at.Sub(h.prev.at).Seconds()
-		if dt > 0 {
+		{
 			rate := func(a, b float64) float64 { return max(0, a-b) / dt }
 			r := rates{
 				Valid: true, At: cur.at,
@@ -226,7 +234,7 @@ func (c *Console) SampleNow(ctx context.Context) {
 			vals[keyMsgsIn] = r.MsgsIn
 		}
 	}
-	if cur != nil {
+	if fresh {
 		h.prev = cur
 	}
 	if !lagSampled {
@@ -239,7 +247,7 @@ func (c *Console) SampleNow(ctx context.Context) {
 	}
 	for _, k := range []string{keyBytesIn, keyMsgsIn} {
 		if r := h.series[k]; r != nil {
-			r.gen = h.gen // rates skip a sample only when the registry fails
+			r.gen = h.gen // a sample too close to the last one has no rate
 		}
 	}
 	h.recordLocked(now, vals)
