@@ -551,32 +551,29 @@ func TestBrowserLogin(t *testing.T) {
 	tb.checkClean()
 }
 
-// BenchmarkFirstPaint1000Topics measures the topic list and the overview
-// of a broker with 1,000 topics in chromium: first contentful paint and
-// the server's response time, per page load (docs/benchmarks.md).
+// BenchmarkFirstPaint1000Topics measures pages of a broker with 1,000
+// topics in chromium: first contentful paint and the server's response
+// time, per page load, the median of b.N loads (docs/benchmarks.md).
 func BenchmarkFirstPaint1000Topics(b *testing.B) {
 	br, base := startBroker(b, nil)
-	adm := br.Admin()
-	names := make([]string, 0, 1000)
-	for i := 0; i < 1000; i++ {
-		names = append(names, fmt.Sprintf("bench.topic-%04d", i))
-	}
-	for i := 0; i < len(names); i += 100 {
-		resps, err := adm.CreateTopics(ctxT(b), 1, 1, nil, names[i:i+100]...)
-		if err == nil {
-			err = resps.Error()
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-	for _, path := range []string{"/topics", "/"} {
-		b.Run(strings.TrimPrefix(path, "/"), func(b *testing.B) {
+	create1000Topics(b, br.Admin())
+	// The 404 page (the same layout, stylesheet and script, no data) is
+	// the baseline: what this browser on this machine needs for any page.
+	for _, pg := range []struct{ name, path string }{
+		{"baseline-404", "/no-such-page"},
+		{"overview", "/"},
+		{"topics", "/topics"},
+		{"topic", "/topics/bench.topic-0500"},
+		{"messages", "/topics/bench.topic-0500/messages"},
+	} {
+		path := pg.path
+		b.Run(pg.name, func(b *testing.B) {
 			tb := newTab(b, base)
 			tb.nav(path) // warm: templates, client metadata
 			var fcps, resps []float64
 			for b.Loop() {
 				tb.nav(path)
+				tb.waitFor(`performance.getEntriesByName("first-contentful-paint").length > 0`)
 				type timing struct {
 					FCP  float64 `json:"fcp"`
 					Resp float64 `json:"resp"`
@@ -590,7 +587,7 @@ func BenchmarkFirstPaint1000Topics(b *testing.B) {
 				if tm.FCP < 0 {
 					b.Fatal("no first-contentful-paint entry")
 				}
-				if path == "/topics" && tm.Rows != 1000 {
+				if path == "/topics" && tm.Rows != 100 {
 					b.Fatalf("%d rows", tm.Rows)
 				}
 				fcps = append(fcps, tm.FCP)

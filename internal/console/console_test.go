@@ -573,3 +573,36 @@ func TestIsLoopback(t *testing.T) {
 		}
 	}
 }
+
+// create1000Topics makes 1,000 one-partition topics.
+func create1000Topics(b testing.TB, adm *kadm.Client) {
+	names := make([]string, 0, 1000)
+	for i := 0; i < 1000; i++ {
+		names = append(names, fmt.Sprintf("bench.topic-%04d", i))
+	}
+	for i := 0; i < len(names); i += 100 {
+		resps, err := adm.CreateTopics(ctxT(b), 1, 1, nil, names[i:i+100]...)
+		if err == nil {
+			err = resps.Error()
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPages1000Topics times the server's answer (HTTP, no browser)
+// for the pages of a broker with 1,000 topics.
+func BenchmarkPages1000Topics(b *testing.B) {
+	br, base := startBroker(b, nil)
+	create1000Topics(b, br.Admin())
+	w := newWeb(b, base)
+	for _, path := range []string{"/", "/topics", "/topics?q=topic-09", "/topics/bench.topic-0500", "/groups", "/compaction"} {
+		w.mustGet(path)
+		b.Run(strings.NewReplacer("/", "_", "?", "_").Replace(path), func(b *testing.B) {
+			for b.Loop() {
+				w.mustGet(path)
+			}
+		})
+	}
+}

@@ -5,10 +5,15 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 )
+
+// topicsPerPage is the topic list's page size: the list pages through
+// thousands of topics instead of drawing them all (search finds any).
+const topicsPerPage = 100
 
 type topicsData struct {
 	Query        string
@@ -16,6 +21,10 @@ type topicsData struct {
 	Topics       []topicInfo
 	Total        int
 	Hidden       int // internal topics not shown
+	// Matches counts the topics the search matched; First and Last number
+	// the ones on this page (from 1).
+	Matches, First, Last int
+	PrevURL, NextURL     string
 }
 
 func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
@@ -41,9 +50,44 @@ func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	sizes, _, err := c.kafka.sizes(ctx, nil)
-	if err != nil {
-		sizes = nil
+	d.Matches = len(names)
+	page := 1
+	if n, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && n > 1 {
+		page = n
+	}
+	pages := max(1, (len(names)+topicsPerPage-1)/topicsPerPage)
+	page = min(page, pages)
+	start, end := (page-1)*topicsPerPage, min(page*topicsPerPage, len(names))
+	names = names[start:end]
+	d.First, d.Last = start+1, end
+	pageURL := func(n int) string {
+		v := url.Values{}
+		if q != "" {
+			v.Set("q", q)
+		}
+		if showInternal {
+			v.Set("internal", "1")
+		}
+		v.Set("page", strconv.Itoa(n))
+		return "/topics?" + v.Encode()
+	}
+	if page > 1 {
+		d.PrevURL = pageURL(page - 1)
+	}
+	if page < pages {
+		d.NextURL = pageURL(page + 1)
+	}
+	set := kadm.TopicsSet{}
+	for _, name := range names {
+		for p := range md.Topics[name].Partitions {
+			set.Add(name, p)
+		}
+	}
+	var sizes map[string]map[int32]int64
+	if len(set) > 0 {
+		if sizes, _, err = c.kafka.sizes(ctx, set); err != nil {
+			sizes = nil
+		}
 	}
 	cfgs, err := c.kafka.topicConfigs(ctx, names, listConfigNames)
 	if err != nil {

@@ -23,7 +23,7 @@ function setupFilter() {
         tr.hidden = !hit;
         if (hit) shown++;
       });
-      if (count) count.textContent = shown + " topic(s) match.";
+      if (count) count.textContent = shown + " topic(s) on this page match; Search looks through all topics.";
     });
   });
 }
