@@ -148,7 +148,7 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 		"How often expired transactional ids are looked for."),
 	// Operations.
 	def("strata.metrics.listener", TypeString, "127.0.0.1:9644", custom("empty, or host:port", hostPortReason),
-		"Address of the HTTP listener for /metrics, /healthz, /readyz and the /v1 admin API. Empty disables it."),
+		"Address of the HTTP listener for the web console (/), /metrics, /healthz, /readyz and the /v1 admin API. Empty disables it. On a non-loopback address the console requires a SCRAM user's login."),
 	def("strata.log.level", TypeString, "info", oneOf("debug", "info", "warn", "error"),
 		"Level of the broker's own log."),
 	def("strata.log.format", TypeString, "text", oneOf("text", "json"),
