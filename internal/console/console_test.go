@@ -28,7 +28,7 @@ func TestPages(t *testing.T) {
 	// Two samples: rates, plots and lag history exist.
 	c.SampleNow(ctxT(t))
 	f.produce(t, &kgo.Record{Topic: "orders", Partition: 0, Value: []byte(`{"late":true}`)})
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(250 * time.Millisecond) // rates are measured over at least 200 ms
 	c.SampleNow(ctxT(t))
 
 	ov := w.mustGet("/")

@@ -67,6 +67,8 @@ function setupTail() {
           rows.insertAdjacentHTML("beforeend", body.html);
           while (rows.rows.length > maxTailRows) rows.deleteRow(0);
         }
+        // "Live" only once the first answer set the position: records
+        // produced from now on will show.
         status.textContent = "Live: " + rows.querySelectorAll("tr:not(.none)").length + " record(s) since the tail started.";
       } catch (err) {
         status.textContent = "Tail stopped: " + err;
@@ -81,7 +83,7 @@ function setupTail() {
     rows.replaceChildren();
     btn.setAttribute("aria-pressed", "true");
     btn.textContent = "Stop live tail";
-    status.textContent = "Live: waiting for new records.";
+    status.textContent = "Starting the tail…";
     loop();
   }
   function stop() {
