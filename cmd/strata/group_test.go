@@ -6,21 +6,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestGroupCLI(t *testing.T) {
 	bin := buildStrata(t)
-	addr := newCluster(t, kfake.SeedTopics(2, "orders"))
-	b := "--brokers=" + addr
+	b := "--brokers=" + startStrata(t, nil)
+	ok(t, bin, "", "topic", "create", "orders", "--partitions", "2", b)
 
 	ok(t, bin, "a\nb\nc\n", "produce", "orders", "--partition", "0", b)
 	ok(t, bin, "d\n", "produce", "orders", "--partition", "1", b)
 	fails(t, bin, "strata: --partition cannot be used with --group\n", "consume", "orders", "-g", "billing", "-p", "0", b)
 	// Commit offsets by resetting them: the group has no members.
-	out := ok(t, bin, "", "group", "reset-offsets", "billing", "--topic", "orders", "--to", "offset:1", b)
-	if !strings.Contains(out, "orders  0          1") || !strings.Contains(out, "orders  1          1") {
+	out := ok(t, bin, "", "group", "reset-offsets", "billing", "--topic", "orders", "--to", "offset:1", "--execute", b)
+	if out != "TOPIC   PARTITION  CURRENT  NEW\norders  0          -        1\norders  1          -        1\n" {
 		t.Errorf("reset-offsets:\n%s", out)
 	}
 	out = ok(t, bin, "", "group", "list", b)
@@ -37,11 +36,11 @@ func TestGroupCLI(t *testing.T) {
 	if !strings.Contains(out, `"total_lag": 2`) {
 		t.Errorf("describe json:\n%s", out)
 	}
-	ok(t, bin, "", "group", "reset-offsets", "billing", "--topic", "orders", "--to", "latest", b)
+	ok(t, bin, "", "group", "reset-offsets", "billing", "--topic", "orders", "--to", "latest", "--execute", b)
 	if out := ok(t, bin, "", "group", "describe", "billing", b); !strings.Contains(out, "Total lag: 0") {
 		t.Errorf("after reset to latest:\n%s", out)
 	}
-	ok(t, bin, "", "group", "reset-offsets", "billing", "--topic", "orders", "--to", "earliest", "-p", "1", b)
+	ok(t, bin, "", "group", "reset-offsets", "billing", "--topic", "orders", "--to", "earliest", "-p", "1", "--execute", b)
 	if out := ok(t, bin, "", "group", "describe", "billing", b); !strings.Contains(out, "Total lag: 1") {
 		t.Errorf("after reset p1 to earliest:\n%s", out)
 	}
@@ -49,7 +48,8 @@ func TestGroupCLI(t *testing.T) {
 	fails(t, bin, "strata: unknown group \"nobody\"\n", "group", "describe", "nobody", b)
 	fails(t, bin, "strata: unknown topic \"nope\"\n", "group", "reset-offsets", "billing", "--topic", "nope", "--to", "earliest", b)
 	fails(t, bin, "strata: invalid --to \"soon\": use earliest, latest, an offset (offset:42), a time (2026-12-01T10:00:00Z, timestamp:<unix ms>) or an age (-10m, -2h, -1d)\n", "group", "reset-offsets", "billing", "--topic", "orders", "--to", "soon", b)
-	fails(t, bin, "strata: reset-offsets needs --topic and --to\n", "group", "reset-offsets", "billing", b)
+	fails(t, bin, "strata: reset-offsets needs --topic T or --all-topics\n", "group", "reset-offsets", "billing", b)
+	fails(t, bin, "strata: reset-offsets needs one of --to, --shift-by or --by-duration\n", "group", "reset-offsets", "billing", "--topic", "orders", b)
 
 	if out := ok(t, bin, "", "group", "delete", "billing", b); out != "deleted group \"billing\"\n" {
 		t.Errorf("delete: %q", out)
@@ -61,7 +61,7 @@ func TestGroupCLI(t *testing.T) {
 // assignment, and that reset-offsets and delete refuse an active group.
 func TestGroupWithActiveMember(t *testing.T) {
 	bin := buildStrata(t)
-	addr := newCluster(t, kfake.SeedTopics(1, "live"))
+	addr := startStrata(t, nil)
 	b := "--brokers=" + addr
 	ok(t, bin, "x\n", "produce", "live", b)
 
@@ -95,6 +95,10 @@ func TestGroupWithActiveMember(t *testing.T) {
 		}
 	}
 	fails(t, bin, "strata: group \"watchers\" has active members (state Stable): stop its consumers first\n",
-		"group", "reset-offsets", "watchers", "--topic", "live", "--to", "earliest", b)
+		"group", "reset-offsets", "watchers", "--topic", "live", "--to", "earliest", "--execute", b)
+	r := run(t, bin, "", "group", "reset-offsets", "watchers", "--topic", "live", "--to", "earliest", b)
+	if r.code != 0 || r.stderr != "dry run: nothing committed; group \"watchers\" has active members (state Stable), so --execute will be refused until its consumers stop\n" {
+		t.Errorf("dry run on an active group: %+v", r)
+	}
 	fails(t, bin, "strata: group \"watchers\" has active members: stop its consumers first\n", "group", "delete", "watchers", b)
 }

@@ -37,6 +37,7 @@ func newRootCmd() *cobra.Command {
 		newBenchCmd(),
 		newUserCmd(),
 		newClusterCmd(),
+		newBrokerCmd(),
 		newVersionCmd(),
 	)
 	root.Version = versionString()

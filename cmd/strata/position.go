@@ -48,6 +48,8 @@ var (
 			"timestamp:<unix ms>) or an age (-10m, -2h, -1d)"}
 	toSyntax = positionSyntax{"--to", []string{"earliest"}, []string{"latest"},
 		"use earliest, latest, an offset (offset:42), a time (2026-12-01T10:00:00Z, timestamp:<unix ms>) or an age (-10m, -2h, -1d)"}
+	trimSyntax = positionSyntax{"--before", nil, []string{"end", "latest"},
+		"use an offset (42), a time (2026-12-01T10:00:00Z, timestamp:<unix ms>), an age (-7d) or end"}
 )
 
 // parse reads s: a start or end word, timestamp:<ms>, an RFC 3339 time,

@@ -15,9 +15,10 @@ import (
 // newTopicCmd is `strata topic create|list|describe|alter|delete`.
 func newTopicCmd() *cobra.Command {
 	o := &clientOpts{}
-	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe, alter and delete topics"}
+	cmd := &cobra.Command{Use: "topic", Short: "Create, list, describe, alter, grow, trim and delete topics"}
 	addClientFlags(cmd, o)
-	cmd.AddCommand(newTopicCreateCmd(o), newTopicListCmd(o), newTopicDescribeCmd(o), newTopicAlterCmd(o), newTopicDeleteCmd(o))
+	cmd.AddCommand(newTopicCreateCmd(o), newTopicListCmd(o), newTopicDescribeCmd(o), newTopicAlterCmd(o), newTopicDeleteCmd(o),
+		newTopicAddPartitionsCmd(o), newTopicTrimCmd(o))
 	return cmd
 }
 
