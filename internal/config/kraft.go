@@ -354,7 +354,17 @@ func (b *Broker) validateKRaft() error {
 			return invalidf("invalid configuration: advertised.listeners names listener %s, which is not in listeners (%s)", a.Name, b.Get("listeners"))
 		}
 		if b.IsControllerListener(a.Name) {
-			return invalidf("invalid configuration: advertised.listeners must not contain the controller listener %s: brokers advertise only client listeners (controllers are found through controller.quorum.voters)", a.Name)
+			// KIP-853: a controller may advertise its controller listener;
+			// with a static voter list that address is its voter entry.
+			if !isController {
+				return invalidf("invalid configuration: advertised.listeners must not contain the controller listener %s when process.roles (%s) has no controller role: clients reach brokers, not controllers", a.Name, b.Get("process.roles"))
+			}
+			for _, v := range voters {
+				if v.ID == int32(b.Int("node.id")) && (v.Host != a.Host || v.Port != a.Port) {
+					return invalidf("invalid configuration: advertised.listeners gives the controller listener %s as %s but controller.quorum.voters names node %d at %s:%d: they must agree (the voter address is where other controllers and brokers reach this one)",
+						a.Name, a.Addr(), v.ID, v.Host, v.Port)
+				}
+			}
 		}
 	}
 	if isController && explicit {

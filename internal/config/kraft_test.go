@@ -94,7 +94,9 @@ func TestKRaftRefusals(t *testing.T) {
 		{"voters syntax", map[string]string{"controller.quorum.voters": "1@127.0.0.1"}, "is not id@host:port"},
 		{"inter-broker unknown", map[string]string{"inter.broker.listener.name": "INTERNAL"}, "inter.broker.listener.name must be a listener name defined in listeners"},
 		{"heartbeat too slow", map[string]string{"broker.heartbeat.interval.ms": "6000"}, "must be less than two thirds of broker.session.timeout.ms"},
-		{"advertised controller", map[string]string{"advertised.listeners": "CONTROLLER://h:1"}, "advertised.listeners must not contain the controller listener"},
+		{"advertised controller elsewhere", map[string]string{"advertised.listeners": "CONTROLLER://h:1"}, "advertised.listeners gives the controller listener CONTROLLER as h:1 but controller.quorum.voters names node 1 at 127.0.0.1:19193"},
+		{"advertised controller on a broker", map[string]string{"process.roles": "broker", "node.id": "4", "listeners": "PLAINTEXT://127.0.0.1:0",
+			"advertised.listeners": "CONTROLLER://127.0.0.1:19193"}, "advertised.listeners names listener CONTROLLER, which is not in listeners"},
 		{"ssl controller", map[string]string{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"}, "serves controller listeners over PLAINTEXT only"},
 		{"bad map", map[string]string{"listener.security.protocol.map": "CONTROLLER:TLS"}, "invalid security protocol `TLS`"},
 	}
@@ -112,6 +114,16 @@ func TestKRaftRefusals(t *testing.T) {
 				t.Errorf("got %v, want %q", err, c.want)
 			}
 		})
+	}
+	// KIP-853: a controller advertising its controller listener at its
+	// voter address is fine (Kafka's 4.x-era stock file does it).
+	ok := map[string]string{}
+	for k, v := range base {
+		ok[k] = v
+	}
+	ok["advertised.listeners"] = "PLAINTEXT://localhost:9092,CONTROLLER://127.0.0.1:19193"
+	if _, err := LoadBroker("", nil, ok); err != nil {
+		t.Errorf("advertised controller listener at the voter address: %v", err)
 	}
 	// Zero configuration stays valid: no KRaft setting is required.
 	if _, err := LoadBroker("", nil, nil); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/meta"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
@@ -46,6 +47,7 @@ func (d *Driver) Run(ctx context.Context) {
 			d.sleep(ctx, time.Second)
 			continue
 		}
+		d.dropStaleCandidacy(ctx, sess)
 		el := concurrency.NewElection(sess, d.Store.Keys().Controller())
 		if err := el.Campaign(ctx, strconv.Itoa(int(d.NodeID))); err != nil {
 			sess.Close()
@@ -65,6 +67,26 @@ func (d *Driver) Run(ctx context.Context) {
 		_ = el.Resign(rctx)
 		cancel()
 		sess.Close()
+	}
+}
+
+// dropStaleCandidacy deletes this node's candidacies left by an earlier
+// run (a crash leaves its lease to expire, and etcd renews leases when a
+// member restarts), so a restarted node does not wait a session timeout
+// behind its own ghost. Safe because nothing relies on the election for
+// correctness; only keys naming this node id are touched.
+func (d *Driver) dropStaleCandidacy(ctx context.Context, sess *concurrency.Session) {
+	cli := d.Store.Client()
+	resp, err := cli.Get(ctx, d.Store.Keys().Controller(), clientv3.WithPrefix())
+	if err != nil {
+		return
+	}
+	me := strconv.Itoa(int(d.NodeID))
+	for _, kv := range resp.Kvs {
+		if string(kv.Value) == me && clientv3.LeaseID(kv.Lease) != sess.Lease() {
+			_, _ = cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(string(kv.Key)), "=", kv.ModRevision)).
+				Then(clientv3.OpDelete(string(kv.Key))).Commit()
+		}
 	}
 }
 

@@ -173,3 +173,37 @@ func TestDriverAndAdmin(t *testing.T) {
 		t.Fatalf("second delete: %v", err)
 	}
 }
+
+// TestDriverDropsOwnGhost: a candidacy left by this node's previous run
+// (a crash: its lease outlives the process) does not keep the restarted
+// node waiting for the lease to expire.
+func TestDriverDropsOwnGhost(t *testing.T) {
+	st, cache := startStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cli := st.Client()
+	ghost, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, st.Keys().Controller()+"ghost", "1", clientv3.WithLease(ghost.ID)); err != nil {
+		t.Fatal(err)
+	}
+	active := make(chan struct{}, 1)
+	d := &Driver{NodeID: 1, Store: st, Cache: cache, Policy: func(*meta.Topic) Policy { return Policy{MinISR: 1} },
+		SessionTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler),
+		OnActive: func(on bool) {
+			if on {
+				active <- struct{}{}
+			}
+		}}
+	dctx, dcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { d.Run(dctx); close(done) }()
+	defer func() { dcancel(); <-done }()
+	<-active
+	ttl, err := cli.TimeToLive(ctx, ghost.ID)
+	if err != nil || ttl.TTL <= 0 {
+		t.Fatalf("the ghost's lease expired before the node became active (ttl %v, %v): it waited for it", ttl, err)
+	}
+}

@@ -230,11 +230,48 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, fmt.Errorf("etcd member %s not ready: %w (are a majority of controller.quorum.voters running and reachable?)", MemberName(cfg.NodeID), ctx.Err())
 	}
+	if err := n.checkVoters(); err != nil {
+		n.Close()
+		return nil, err
+	}
 	if cfg.DefragInterval > 0 {
 		n.wg.Add(1)
 		go n.defragLoop()
 	}
 	return n, nil
+}
+
+// checkVoters compares the membership the member found (from its data,
+// or from the cluster it joined) with controller.quorum.voters: this
+// node's own peer address must be its voter address, since that is where
+// the other controllers and every broker reach it. Other differences (a
+// controller added or removed since the voters were written) are logged.
+func (n *Node) checkVoters() error {
+	if len(n.cfg.Voters) == 0 {
+		return nil
+	}
+	want := map[int32]Voter{}
+	for _, v := range n.cfg.Voters {
+		want[v.ID] = v
+	}
+	for _, m := range n.e.Server.Cluster().Members() {
+		id, ok := NodeIDOfMember(m.Name)
+		if !ok || len(m.PeerURLs) == 0 {
+			continue
+		}
+		v, listed := want[id]
+		switch {
+		case id == n.cfg.NodeID && listed && m.PeerURLs[0] != v.URL():
+			return fmt.Errorf("controller.quorum.voters names this node (%d) at %s, but its metadata store in %s was created at %s: the voter list disagrees with the cluster (restore the old address, or remove and re-add this controller)",
+				id, v.Addr(), n.cfg.Dir, strings.TrimPrefix(m.PeerURLs[0], "http://"))
+		case !listed:
+			n.logger.Warn("metadata store member is not in controller.quorum.voters", "node", id, "address", m.PeerURLs[0])
+		case m.PeerURLs[0] != v.URL():
+			n.logger.Warn("controller.quorum.voters disagrees with the metadata store membership", "node", id,
+				"voters", v.Addr(), "member", m.PeerURLs[0])
+		}
+	}
+	return nil
 }
 
 // hasData reports whether dir holds a member's WAL already.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,6 +95,25 @@ func TestSingleMember(t *testing.T) {
 	}
 	defer n2.Close()
 	t.Logf("single-member restart: %v", time.Since(start))
+	n2.Close()
+
+	// The same data under another voter address is refused: the voter
+	// list disagrees with the member.
+	ln3, moved := listen(t)
+	moved.ID = 1
+	if _, err := Start(context.Background(), Config{NodeID: 1, Dir: dir, Listener: ln3, Voters: []Voter{moved}, ClusterToken: "t", Logger: quiet()}); err == nil ||
+		!strings.Contains(err.Error(), "the voter list disagrees with the cluster") {
+		t.Fatalf("moved voter: %v", err)
+	}
+	ln4, err := net.Listen("tcp", v.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n2, err = Start(context.Background(), Config{NodeID: 1, Dir: dir, Listener: ln4, Voters: []Voter{v}, ClusterToken: "t", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n2.Close()
 	got, err = client(t, n2.ClientEndpoint()).Get(ctx, "k")
 	if err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "v1" {
 		t.Fatalf("after restart: %v %v", got, err)
