@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -28,7 +29,17 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (sto
 // be appended meanwhile and share the same fsync.
 func (p *Partition) AppendNoWait(records []byte, acks int16) (storage.AppendResult, error) {
 	ts := p.settings.Load()
-	if acks == -1 && ts.minISR > len(p.ISR) {
+	epoch := p.LeaderEpoch
+	r := p.repl.Load()
+	if r != nil {
+		// A replicated partition: only its leader appends, at its leader
+		// epoch; acks=all needs the ISR at min.insync.replicas.
+		e, err := r.CheckAppend(acks)
+		if err != nil {
+			return storage.AppendResult{BaseOffset: -1, LastOffset: -1}, err
+		}
+		epoch = e
+	} else if acks == -1 && ts.minISR > len(p.ISR) {
 		return storage.AppendResult{}, fmt.Errorf("min.insync.replicas=%d but the ISR of %s-%d has %d replica(s): %w",
 			ts.minISR, p.Topic, p.Index, len(p.ISR), kerr.NotEnoughReplicas)
 	}
@@ -39,7 +50,11 @@ func (p *Partition) AppendNoWait(records []byte, acks int16) (storage.AppendResu
 			return storage.AppendResult{}, err
 		}
 	}
-	return p.Log.Append(records, storage.AppendOptions{LeaderEpoch: p.LeaderEpoch, RequireKeys: ts.requireKeys})
+	res, err := p.Log.Append(records, storage.AppendOptions{LeaderEpoch: epoch, RequireKeys: ts.requireKeys})
+	if err == nil && r != nil && !res.Duplicate {
+		r.Appended()
+	}
+	return res, err
 }
 
 // AppendCoordinator durably appends a batch written by the broker itself
@@ -48,16 +63,83 @@ func (p *Partition) AppendNoWait(records []byte, acks int16) (storage.AppendResu
 // opens is closed by a marker. It returns after fsync (unless
 // strata.durable.acks=false).
 func (p *Partition) AppendCoordinator(ctx context.Context, batch []byte) (storage.AppendResult, error) {
-	res, err := p.Log.Append(batch, storage.AppendOptions{LeaderEpoch: p.LeaderEpoch, Coordinator: true})
+	epoch := p.LeaderEpoch
+	r := p.repl.Load()
+	if r != nil {
+		e, err := r.CheckAppend(-1)
+		if err != nil {
+			return storage.AppendResult{BaseOffset: -1, LastOffset: -1}, err
+		}
+		epoch = e
+	}
+	res, err := p.Log.Append(batch, storage.AppendOptions{LeaderEpoch: epoch, Coordinator: true})
 	if err != nil {
 		return res, err
+	}
+	if r != nil {
+		r.Appended()
 	}
 	return res, p.WaitDurable(ctx, res)
 }
 
-// WaitDurable waits until an append is fsynced (acks=all), unless
-// strata.durable.acks=false. A ctx timeout wraps kerr.RequestTimedOut.
+// AppendMarker writes a transaction marker (see storage.Log.AppendMarker)
+// as this partition's leader; call WaitDurable for its acknowledgement.
+func (p *Partition) AppendMarker(pid int64, epoch int16, coordinatorEpoch int32, commit bool) (int64, error) {
+	leaderEpoch := p.LeaderEpoch
+	r := p.repl.Load()
+	if r != nil {
+		e, err := r.CheckAppend(1)
+		if err != nil {
+			return -1, err
+		}
+		leaderEpoch = e
+	}
+	off, err := p.Log.AppendMarker(pid, epoch, coordinatorEpoch, commit, leaderEpoch)
+	if err == nil && r != nil {
+		r.Appended()
+	}
+	return off, err
+}
+
+// SetReplica makes the partition replicated: produce, markers and
+// acknowledgements go through r (its leadership, ISR and high watermark).
+// nil returns it to a single replica.
+func (p *Partition) SetReplica(r *replica.Replica) { p.repl.Store(r) }
+
+// Replica is the partition's replication state, nil when it has one
+// replica.
+func (p *Partition) Replica() *replica.Replica { return p.repl.Load() }
+
+// ServeReplicaFetch answers one partition of a follower's Fetch (see
+// replica.Replica.ServeFetch); NOT_LEADER_OR_FOLLOWER when the partition
+// has one replica.
+func (p *Partition) ServeReplicaFetch(f replica.FetchPart) (replica.FetchAnswer, error) {
+	r := p.repl.Load()
+	if r == nil {
+		return replica.FetchAnswer{}, fmt.Errorf("%s-%d has a single replica: %w", p.Topic, p.Index, kerr.NotLeaderForPartition)
+	}
+	return r.ServeFetch(f)
+}
+
+// EndChanged returns a channel closed when a replicated partition's log
+// end next moves (nil for a single replica): replica fetches long-poll on
+// it.
+func (p *Partition) EndChanged() <-chan struct{} {
+	if p.repl.Load() == nil {
+		return nil
+	}
+	return p.Log.EndChanged()
+}
+
+// WaitDurable waits until an append is acknowledged for acks=all: on a
+// replicated partition until the high watermark covers it (every ISR
+// member holds it, fsynced under strata.durable.acks), otherwise until it
+// is fsynced unless strata.durable.acks=false. A ctx timeout wraps
+// kerr.RequestTimedOut.
 func (p *Partition) WaitDurable(ctx context.Context, res storage.AppendResult) error {
+	if r := p.repl.Load(); r != nil {
+		return r.WaitAcked(ctx, res.LastOffset+1)
+	}
 	if !p.broker.durableAcks {
 		return nil
 	}

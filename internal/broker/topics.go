@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -39,6 +40,7 @@ type Partition struct {
 
 	baseDir   string
 	broker    *Broker
+	repl      atomic.Pointer[replica.Replica] // nil: one replica
 	settings  atomic.Pointer[topicSettings]
 	lastFlush atomic.Int64 // unix ms of the last flush.ms flush
 }

@@ -203,3 +203,31 @@ func TestSessionExpiry(t *testing.T) {
 		return !v.Live(2)
 	})
 }
+
+// TestCheckCreate: a compare-only change holds a transaction to a key's
+// create revision (a broker registration's epoch) and writes nothing.
+func TestCheckCreate(t *testing.T) {
+	cli := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := NewStore(cli, DefaultKeys, 8)
+	reg, err := cli.Put(ctx, "/x/reg", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch := reg.Header.Revision
+	write := func(check int64) error {
+		_, err := st.Txn(ctx, []Change{{Key: "/x/reg", CheckCreate: check}, {Key: "/x/val", Value: []byte("v"), Expect: AnyRevision}})
+		return err
+	}
+	if err := write(epoch + 100); !errors.Is(err, ErrConflict) {
+		t.Fatalf("wrong epoch: %v", err)
+	}
+	if err := write(epoch); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cli.Get(ctx, "/x/reg")
+	if err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "a" || got.Kvs[0].CreateRevision != epoch {
+		t.Fatalf("registration changed: %v %v", got, err)
+	}
+}

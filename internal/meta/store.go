@@ -55,6 +55,12 @@ type Change struct {
 	// Prefix with Delete removes every key under Key (no compare).
 	Prefix bool
 	Expect int64
+	// CheckCreate, when not 0, makes this a compare-only change: the
+	// transaction applies only if Key's create revision equals it, and
+	// nothing is written to Key. A broker registration's create revision is
+	// its broker epoch, so this checks that a broker is still the
+	// incarnation a decision was made about (KIP-903).
+	CheckCreate int64
 }
 
 // AnyRevision in Change.Expect writes without a compare (only for keys
@@ -87,6 +93,10 @@ func (s *Store) Txn(ctx context.Context, changes []Change) (int64, error) {
 	cmps := make([]clientv3.Cmp, 0, len(changes))
 	ops := make([]clientv3.Op, 0, len(changes))
 	for _, c := range changes {
+		if c.CheckCreate != 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(c.Key), "=", c.CheckCreate))
+			continue
+		}
 		switch {
 		case c.Prefix:
 		case c.Expect == 0:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/broker"
+	"github.com/strata-io/strata/internal/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -18,6 +19,9 @@ import (
 // only partitions with news; epoch -1 is a sessionless full fetch.
 func (s *Server) handleFetch(ctx context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.FetchRequest)
+	if req.ReplicaID >= 0 {
+		return s.handleReplicaFetch(ctx, req)
+	}
 	plan := s.sessions.plan(req)
 	defer s.sessions.done(plan)
 	readCommitted := req.IsolationLevel == 1
@@ -223,6 +227,9 @@ type fetchPart struct {
 	// aborted lists the aborted transactions for READ_COMMITTED answers
 	// (nil: the null array of READ_UNCOMMITTED).
 	aborted []broker.AbortedTxn
+	// diverging is set in an answer to a follower whose last fetched
+	// epoch ends earlier on this leader (Fetch v12+).
+	diverging *replica.EpochEnd
 }
 
 // release releases every chunk held by the reply.

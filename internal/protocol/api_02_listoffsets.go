@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/broker"
+	"github.com/strata-io/strata/internal/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -33,7 +34,7 @@ func (s *Server) handleListOffsets(_ context.Context, _ *conn, kreq kmsg.Request
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			off, ts, epoch, err := s.listOffset(rt.Topic, rp, req.IsolationLevel == 1)
+			off, ts, epoch, err := s.listOffset(rt.Topic, rp, req.IsolationLevel == 1, req.ReplicaID >= 0)
 			sp.ErrorCode = errCode(err)
 			sp.Offset, sp.Timestamp, sp.LeaderEpoch = off, ts, epoch
 			st.Partitions = append(st.Partitions, sp)
@@ -43,7 +44,7 @@ func (s *Server) handleListOffsets(_ context.Context, _ *conn, kreq kmsg.Request
 	return reply{msg: resp}, nil
 }
 
-func (s *Server) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartition, readCommitted bool) (offset, ts int64, epoch int32, err error) {
+func (s *Server) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartition, readCommitted, fromReplica bool) (offset, ts int64, epoch int32, err error) {
 	p, err := s.b.Partition(topic, rp.Partition)
 	if err != nil {
 		return -1, -1, -1, err
@@ -52,9 +53,14 @@ func (s *Server) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartiti
 		return -1, -1, -1, err
 	}
 	// The visible end: READ_COMMITTED clients see up to the last stable
-	// offset (Kafka's fetchOffsetByTimestamp with isolation level).
+	// offset (Kafka's fetchOffsetByTimestamp with isolation level); a
+	// follower (replica id >= 0) is answered the log end offset (no
+	// isolation), to reset its fetch position.
 	end := p.HighWatermark()
-	if readCommitted {
+	switch {
+	case fromReplica:
+		end = p.LogEndOffset()
+	case readCommitted:
 		end = p.LastStableOffset()
 	}
 	switch rp.Timestamp {
@@ -167,7 +173,16 @@ func legacyOffsetsBefore(segs []broker.SegmentInfo, logStart, leo, hw, nowMs, ts
 }
 
 // checkLeaderEpoch validates a client's current leader epoch (-1 = none).
+// A replicated partition is served by its leader only, at the leader's
+// epoch (KIP-320: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
 func checkLeaderEpoch(p *broker.Partition, current int32) error {
+	if r := p.Replica(); r != nil {
+		epoch, ok := r.Leading()
+		if !ok {
+			return fmt.Errorf("%s-%d is led by another broker: %w", p.Topic, p.Index, kerr.NotLeaderForPartition)
+		}
+		return replica.CheckLeaderEpoch(current, epoch)
+	}
 	switch {
 	case current < 0 || current == p.LeaderEpoch:
 		return nil

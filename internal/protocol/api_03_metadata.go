@@ -92,6 +92,11 @@ func topicMetadata(t *broker.Topic, _ int16) kmsg.MetadataResponseTopic {
 		mp.LeaderEpoch = p.LeaderEpoch
 		mp.Replicas = append([]int32(nil), p.Replicas...)
 		mp.ISR = append([]int32(nil), p.ISR...)
+		if r := p.Replica(); r != nil {
+			// A replicated partition: its replication state is current.
+			st := r.State()
+			mp.Leader, mp.LeaderEpoch, mp.Replicas, mp.ISR = st.Leader, st.LeaderEpoch, st.Replicas, st.ISR
+		}
 		mp.OfflineReplicas = []int32{}
 		mt.Partitions = append(mt.Partitions, mp)
 	}

@@ -26,8 +26,8 @@ func (s *Server) handleOffsetForLeaderEpoch(_ context.Context, _ *conn, kreq kms
 			if err == nil {
 				err = checkLeaderEpoch(p, rp.CurrentLeaderEpoch)
 			}
-			if err == nil && req.Version >= 3 && req.ReplicaID >= 0 {
-				err = fmt.Errorf("follower requests are not served: %w", kerr.NotLeaderForPartition)
+			if err == nil && req.Version >= 3 && req.ReplicaID >= 0 && p.Replica() == nil {
+				err = fmt.Errorf("%s-%d has no followers: %w", p.Topic, p.Index, kerr.NotLeaderForPartition)
 			}
 			if err == nil {
 				sp.LeaderEpoch, sp.EndOffset = p.EndOffsetForEpoch(rp.LeaderEpoch)

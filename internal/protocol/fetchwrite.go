@@ -113,7 +113,18 @@ func (e *fetchEncoder) encode(corr int32, fr *fetchReply) (int64, error) {
 				e.holes = append(e.holes, fetchHole{at: len(e.buf), chunks: p.chunks})
 				records += p.size
 			}
-			e.tags()
+			if d := p.diverging; d != nil && e.flexible {
+				// Tagged field 0, DivergingEpoch (v12+): epoch int32,
+				// end offset int64, its own empty tag section.
+				e.uvarint(1)
+				e.uvarint(0)
+				e.uvarint(13)
+				e.i32(d.Epoch)
+				e.i64(d.EndOffset)
+				e.uvarint(0)
+			} else {
+				e.tags()
+			}
 		}
 		e.tags()
 	}

@@ -94,6 +94,9 @@ type IsrChange struct {
 	Added             []int32
 	Removed           []int32
 	AddedEpochs       map[int32]int64
+	// retry marks a change whose commit failed without an answer (the
+	// metadata store was unreachable): it is submitted again.
+	retry bool
 }
 
 // String is a compact, stable form for logs and transcripts.
@@ -222,6 +225,9 @@ func (l *Leader) Update(st State, nowMs int64) (hwChanged, newEpoch bool, err er
 	}
 	return l.maybeIncrementHW(nowMs), newEpoch, nil
 }
+
+// SetMinISR applies a changed min.insync.replicas.
+func (l *Leader) SetMinISR(n int) { l.cfg.MinISR = n }
 
 // SetBrokers replaces the set of registered brokers (from the metadata
 // watch). Fenced brokers are absent.

@@ -135,7 +135,7 @@ func (d txnDeps) WriteMarkers(ctx context.Context, pid int64, epoch int16, coord
 			errs = append(errs, fmt.Errorf("marker for %s-%d: %w", tp.Topic, tp.Partition, err))
 			continue
 		}
-		off, err := p.Log.AppendMarker(pid, epoch, coordinatorEpoch, commit, p.LeaderEpoch)
+		off, err := p.AppendMarker(pid, epoch, coordinatorEpoch, commit)
 		if err != nil {
 			if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.TransactionCoordinatorFenced) {
 				d.s.logger.Info("transaction marker superseded", "topic", tp.Topic, "partition", tp.Partition,

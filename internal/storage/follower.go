@@ -34,6 +34,9 @@ type replicated struct {
 	// at or above hw: the high watermark usually lands on one of them.
 	marks     []writeMark
 	onDurable func(durableEnd int64)
+	// endCh, when not nil, is closed at the next change of the log end
+	// (replica fetches long-poll on it); guarded by l.mu.
+	endCh chan struct{}
 }
 
 // SetHighWatermark makes replication decide the log's high watermark from
@@ -64,6 +67,35 @@ func (l *Log) UnsetReplicated() {
 	defer l.mu.Unlock()
 	l.rep = nil
 	l.publish()
+}
+
+// ReadUpToEnd is Read for a follower's fetch (replicated logs): whole
+// batches up to the log end offset, past the high watermark.
+func (l *Log) ReadUpToEnd(offset, maxBytes int64, minOneBatch bool) (ReadResult, error) {
+	for try := 0; ; try++ {
+		v := *l.v.Load()
+		v.hw, v.hwBase, v.hwPos = v.leo, v.endBase, v.endPos
+		res, err := l.read(&v, offset, maxBytes, minOneBatch)
+		res.HighWatermark = l.v.Load().hw
+		if errors.Is(err, errSegmentGone) && try < maxViewRetries {
+			continue
+		}
+		return res, err
+	}
+}
+
+// EndChanged returns a channel closed when the log end offset next moves
+// (replicated logs; nil otherwise): a leader's replica fetches wait on it.
+func (l *Log) EndChanged() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rep == nil {
+		return nil
+	}
+	if l.rep.endCh == nil {
+		l.rep.endCh = make(chan struct{})
+	}
+	return l.rep.endCh
 }
 
 // DurableEnd is the offset below which the log is fsynced: what a follower

@@ -44,6 +44,8 @@ type view struct {
 	logStart int64
 	unstable int64 // first offset of the oldest undecided transaction, -1 = none
 	durable  int64 // end of the fsynced data
+	endBase  int64 // segment and byte position of the log end (replica reads)
+	endPos   int64
 }
 
 // writeMark is where the log ends after a write: offset and position.
@@ -183,13 +185,19 @@ func (l *Log) publishView(truncated bool) {
 		hw = writeMark{leo: old.hw, base: old.hwBase, pos: old.hwPos}
 	}
 	nv := &view{segs: l.segs, leo: l.mark.leo, hw: hw.leo, hwBase: hw.base, hwPos: hw.pos, logStart: l.logStart,
-		unstable: l.firstUnstable(hw.leo), durable: min(l.synced.leo, l.mark.leo)}
+		unstable: l.firstUnstable(hw.leo), durable: min(l.synced.leo, l.mark.leo), endBase: l.mark.base, endPos: l.mark.pos}
 	l.v.Store(nv)
 	if old == nil || nv.hw > old.hw || nv.lso() != old.lso() {
 		l.notifyHW()
 	}
-	if l.rep != nil && old != nil && nv.durable > old.durable && l.rep.onDurable != nil {
-		l.rep.onDurable(nv.durable)
+	if l.rep != nil {
+		if old != nil && nv.durable > old.durable && l.rep.onDurable != nil {
+			l.rep.onDurable(nv.durable)
+		}
+		if (old == nil || nv.leo != old.leo) && l.rep.endCh != nil {
+			close(l.rep.endCh)
+			l.rep.endCh = nil
+		}
 	}
 }
 

@@ -1,0 +1,93 @@
+package protocol
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/replica"
+)
+
+// handleReplicaFetch serves a follower's Fetch (replica id >= 0; Kafka's
+// ReplicaManager.fetchMessages for a follower): per partition, this broker
+// must lead it at the follower's current leader epoch (KIP-320); a last
+// fetched epoch that ends earlier here is answered with the diverging
+// epoch and no records (Fetch v12+); otherwise whole batches up to the log
+// end are returned (sent with sendfile like consumer fetches) and the
+// follower's position is recorded, which moves the high watermark and may
+// expand the ISR. It long-polls for new data up to the request's max wait
+// and min bytes (replica.fetch.wait.max.ms / replica.fetch.min.bytes of the
+// follower). Fetch sessions are not offered to followers: they send
+// sessionless full fetches.
+func (s *Server) handleReplicaFetch(ctx context.Context, req *kmsg.FetchRequest) (reply, error) {
+	brokerEpoch := int64(-1)
+	if req.Version >= 15 {
+		brokerEpoch = req.ReplicaState.Epoch
+	}
+	maxBytes := int64(req.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 1<<31 - 1
+	}
+	deadline := time.Now().Add(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
+	for {
+		fr := &fetchReply{version: req.Version}
+		waits := s.replicaFetchOnce(req, brokerEpoch, fr, maxBytes)
+		done := fr.bytes >= int64(req.MinBytes) || fr.hasError || req.MaxWaitMillis <= 0 || len(waits) == 0
+		if !done {
+			remaining := time.Until(deadline)
+			if remaining > 0 && waitAny(ctx, waits, remaining) {
+				fr.release()
+				continue // new data: read again
+			}
+		}
+		return reply{fetch: fr}, nil
+	}
+}
+
+// replicaFetchOnce reads every partition of a follower's fetch once and
+// returns the channels that signal new data at their leaders.
+func (s *Server) replicaFetchOnce(req *kmsg.FetchRequest, brokerEpoch int64, fr *fetchReply, maxBytes int64) []<-chan struct{} {
+	var waits []<-chan struct{}
+	remaining := maxBytes
+	for _, rt := range req.Topics {
+		ft := fetchTopic{name: rt.Topic}
+		for _, rp := range rt.Partitions {
+			fp := fetchPart{partition: rp.Partition, hw: -1, lso: -1, logStart: -1}
+			p, err := s.b.Partition(rt.Topic, rp.Partition)
+			if err == nil {
+				if ch := p.EndChanged(); ch != nil {
+					waits = append(waits, ch) // before reading, so no append is missed
+				}
+				var ans replica.FetchAnswer
+				limit := min(int64(rp.PartitionMaxBytes), remaining)
+				ans, err = p.ServeReplicaFetch(replica.FetchPart{
+					Replica: req.ReplicaID, BrokerEpoch: brokerEpoch, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
+					FetchOffset: rp.FetchOffset, LastFetchedEpoch: rp.LastFetchedEpoch, LogStart: rp.LogStartOffset,
+					MaxBytes: max(limit, 0), MinOneBatch: fr.bytes == 0,
+				})
+				if err == nil {
+					fp.hw, fp.lso, fp.logStart = ans.HighWatermark, min(ans.LastStable, ans.HighWatermark), ans.LogStart
+					fp.diverging = ans.Diverging
+					if ans.Diverging != nil {
+						fr.hasError = true // answer now: the follower must truncate
+					}
+					fp.read = &ans.Read
+					fp.chunks = ans.Read.Chunks
+					for _, c := range fp.chunks {
+						fp.size += c.Len
+					}
+					fr.bytes += fp.size
+					remaining -= fp.size
+				}
+			}
+			if err != nil {
+				fp.errorCode = errCode(err)
+				fr.hasError = true
+			}
+			ft.parts = append(ft.parts, fp)
+		}
+		fr.topics = append(fr.topics, ft)
+	}
+	return waits
+}

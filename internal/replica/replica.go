@@ -1,0 +1,325 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/strata-io/strata/internal/storage"
+)
+
+// TP names a partition.
+type TP struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TP) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// Replica is this broker's replica of one replicated partition: while the
+// metadata names this broker leader, it runs the Leader state machine,
+// serves followers' fetches and answers acks=all produces; otherwise it is
+// a follower whose log a fetcher fills from the leader. The Manager
+// creates it and applies metadata changes to it (Manager.Apply).
+type Replica struct {
+	m   *Manager
+	tp  TP
+	log *storage.Log
+
+	mu     sync.Mutex
+	st     State
+	minISR int
+	// leader is set while this broker leads at st.LeaderEpoch.
+	leader *Leader
+	// Follower side.
+	fetcher  *fetcher // registered with, nil when not fetching
+	leaderHW int64    // high watermark of the last fetch response
+	// fenced: the leader answered FENCED_LEADER_EPOCH; no fetch until the
+	// metadata brings a newer epoch. backoff: no fetch before.
+	fenced  bool
+	backoff time.Time
+	// changed is closed (and replaced) at every change acks=all waiters
+	// must look at: high watermark, ISR, leadership.
+	changed chan struct{}
+	removed bool
+}
+
+// Log is the replica's log.
+func (r *Replica) Log() *storage.Log { return r.log }
+
+// TP is the replica's partition.
+func (r *Replica) TP() TP { return r.tp }
+
+// local reads the log's offsets (under r.mu).
+func (r *Replica) local() Local {
+	return Local{End: r.log.LogEndOffset(), Durable: r.log.DurableEnd(), Start: r.log.LogStartOffset()}
+}
+
+func (r *Replica) signal() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// publishHW hands the leader's high watermark to the log (readers, LSO,
+// long polls) and wakes acks=all waiters (under r.mu).
+func (r *Replica) publishHW() {
+	r.log.SetHighWatermark(r.leader.HighWatermark(), nil)
+	r.signal()
+}
+
+// Leading returns the leader epoch while this broker leads the partition.
+func (r *Replica) Leading() (epoch int32, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader == nil {
+		return -1, false
+	}
+	return r.st.LeaderEpoch, true
+}
+
+// State returns the metadata state last applied.
+func (r *Replica) State() State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return cloneState(r.st)
+}
+
+// CheckAppend is called before a produce is appended: not leading is
+// NOT_LEADER_OR_FOLLOWER; acks=all with the ISR below min.insync.replicas
+// is NOT_ENOUGH_REPLICAS (Partition.appendRecordsToLeader). It returns the
+// leader epoch to stamp on the batches.
+func (r *Replica) CheckAppend(acks int16) (int32, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader == nil {
+		return -1, fmt.Errorf("%s is led by %d at epoch %d: %w", r.tp, r.st.Leader, r.st.LeaderEpoch, kerr.NotLeaderForPartition)
+	}
+	if err := r.leader.CheckAppend(acks); err != nil {
+		return -1, fmt.Errorf("%s: %w", r.tp, err)
+	}
+	return r.st.LeaderEpoch, nil
+}
+
+// Appended tells the leader its log grew (after any local append: client
+// produce, transaction marker, coordinator write).
+func (r *Replica) Appended() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader != nil && r.leader.LocalChanged(r.local(), r.m.nowMs()) {
+		r.publishHW()
+	}
+}
+
+// WaitAcked waits until an acks=all produce whose records end before
+// required is committed (the high watermark covers it:
+// Partition.checkEnoughReplicasReachOffset), failing with
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR fell below
+// min.insync.replicas, NOT_LEADER_OR_FOLLOWER when leadership moved, and
+// REQUEST_TIMED_OUT when ctx ends first.
+func (r *Replica) WaitAcked(ctx context.Context, required int64) error {
+	for {
+		r.mu.Lock()
+		if r.leader == nil {
+			r.mu.Unlock()
+			return fmt.Errorf("%s: leadership moved before the write was replicated: %w", r.tp, kerr.NotLeaderForPartition)
+		}
+		done, err := r.leader.Acked(required)
+		ch := r.changed
+		r.mu.Unlock()
+		if done {
+			if err != nil {
+				return fmt.Errorf("%s: %w", r.tp, err)
+			}
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%s: waiting for the ISR to replicate to %d: %v: %w", r.tp, required, ctx.Err(), kerr.RequestTimedOut)
+		}
+	}
+}
+
+// FetchPart is one partition of a follower's Fetch.
+type FetchPart struct {
+	Replica            int32
+	BrokerEpoch        int64 // -1 when the request carries none (before v15)
+	CurrentLeaderEpoch int32 // -1: not checked
+	FetchOffset        int64
+	LastFetchedEpoch   int32 // -1: none (before v12)
+	LogStart           int64
+	MaxBytes           int64
+	MinOneBatch        bool
+}
+
+// FetchAnswer is the leader's answer to one partition of a follower's
+// fetch. Read holds the record chunks (release after sending).
+type FetchAnswer struct {
+	Read          storage.ReadResult
+	HighWatermark int64
+	LogStart      int64
+	LastStable    int64
+	// Diverging, when set, is the leader's end of the follower's last
+	// fetched epoch: the follower truncates and fetches again.
+	Diverging *EpochEnd
+}
+
+// ServeFetch answers a follower's fetch (Kafka's Partition.fetchRecords
+// for a follower): the current leader epoch is checked (KIP-320), the
+// follower's last fetched epoch is checked against the leader's history
+// (a diverging epoch is answered without records), otherwise records are
+// read up to the log end and the follower's position is recorded, which
+// may move the high watermark or propose an ISR expansion.
+func (r *Replica) ServeFetch(f FetchPart) (FetchAnswer, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader == nil {
+		return FetchAnswer{}, fmt.Errorf("%s is not led by this broker: %w", r.tp, kerr.NotLeaderForPartition)
+	}
+	if err := CheckLeaderEpoch(f.CurrentLeaderEpoch, r.st.LeaderEpoch); err != nil {
+		return FetchAnswer{}, fmt.Errorf("%s: %w", r.tp, err)
+	}
+	local := r.local()
+	ans := FetchAnswer{LogStart: local.Start}
+	div, err := Divergence(f.LastFetchedEpoch, f.FetchOffset, local.Start, r.log.EndOffsetForEpoch)
+	if err != nil {
+		return FetchAnswer{}, fmt.Errorf("%s: %w", r.tp, err)
+	}
+	if div != nil {
+		ans.Diverging = div
+		ans.HighWatermark, ans.LastStable = r.leader.HighWatermark(), r.log.LastStableOffset()
+		return ans, nil
+	}
+	res, err := r.log.ReadUpToEnd(f.FetchOffset, f.MaxBytes, f.MinOneBatch)
+	if err != nil {
+		return FetchAnswer{}, err
+	}
+	fr, err := r.leader.FollowerFetch(f.Replica, f.BrokerEpoch, f.FetchOffset, f.LogStart, local, r.m.nowMs())
+	if err != nil {
+		res.Release()
+		return FetchAnswer{}, fmt.Errorf("%s: %w", r.tp, err)
+	}
+	if fr.HWChanged {
+		r.publishHW()
+	}
+	if fr.Change != nil {
+		r.m.propose(r, fr.Change)
+	}
+	// The high watermark after recording this fetch: the follower learns
+	// it one round earlier than Kafka's (which answers the value read
+	// before); it is committed either way.
+	ans.Read = res
+	ans.HighWatermark, ans.LastStable = r.leader.HighWatermark(), r.log.LastStableOffset()
+	return ans, nil
+}
+
+// apply brings the replica in line with the partition's committed state
+// (Kafka's makeLeader / makeFollower).
+func (r *Replica) apply(st State, minISR int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.m.nowMs()
+	r.minISR = minISR
+	cfg := r.m.leaderConfig(minISR)
+	if r.leader != nil {
+		r.leader.SetMinISR(minISR)
+	}
+	if st.Leader == r.m.cfg.Local {
+		if r.leader != nil && st.LeaderEpoch >= r.st.LeaderEpoch {
+			r.leader.LocalChanged(r.local(), now)
+			hw, newEpoch, err := r.leader.Update(st, now)
+			if err == nil {
+				if newEpoch {
+					if err := r.log.AssignEpoch(st.LeaderEpoch); err != nil {
+						r.m.logger.Warn("record leader epoch", "partition", r.tp, "epoch", st.LeaderEpoch, "err", err)
+					}
+				}
+				r.st = cloneState(st)
+				if hw || newEpoch {
+					r.publishHW()
+				}
+				r.signal()
+				return
+			}
+		}
+		if st.LeaderEpoch < r.st.LeaderEpoch {
+			return // an older state than the one applied
+		}
+		// Become leader: the new epoch starts at the log end (KIP-279).
+		r.m.unfollow(r)
+		if err := r.log.AssignEpoch(st.LeaderEpoch); err != nil {
+			r.m.logger.Warn("record leader epoch", "partition", r.tp, "epoch", st.LeaderEpoch, "err", err)
+		}
+		l, err := NewLeader(cfg, st, r.m.brokersCopy(), r.local(), r.log.HighWatermark(), now)
+		if err != nil {
+			r.m.logger.Error("become leader", "partition", r.tp, "err", err)
+			return
+		}
+		r.leader = l
+		r.st = cloneState(st)
+		r.log.SetHighWatermark(l.HighWatermark(), r.m.durableHook(r))
+		r.m.logger.Info("leading", "partition", r.tp, "epoch", st.LeaderEpoch, "from", l.EpochStart(), "hw", l.HighWatermark(), "isr", st.ISR)
+		r.signal()
+		return
+	}
+	if st.LeaderEpoch < r.st.LeaderEpoch || (st.LeaderEpoch == r.st.LeaderEpoch && st.PartitionEpoch < r.st.PartitionEpoch) {
+		return
+	}
+	if r.leader != nil {
+		r.m.logger.Info("no longer leading", "partition", r.tp, "leader", st.Leader, "epoch", st.LeaderEpoch)
+		r.leader = nil
+	}
+	if st.LeaderEpoch > r.st.LeaderEpoch {
+		r.fenced = false
+		r.backoff = time.Time{}
+	}
+	r.st = cloneState(st)
+	r.log.SetHighWatermark(FollowerHighWatermark(r.leaderHW, r.local(), r.m.cfg.Durable), r.m.durableHook(r))
+	r.signal()
+	if st.Leader >= 0 && slices.Contains(st.Replicas, r.m.cfg.Local) {
+		r.m.follow(r, st.Leader)
+	} else {
+		r.m.unfollow(r)
+	}
+}
+
+// durableAdvanced is the reaction to this replica's own fsync: a leader
+// counts it in the high watermark, a follower may fetch again.
+func (r *Replica) durableAdvanced() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader != nil {
+		if r.leader.LocalChanged(r.local(), r.m.nowMs()) {
+			r.publishHW()
+		}
+		return
+	}
+	r.log.SetHighWatermark(FollowerHighWatermark(r.leaderHW, r.local(), r.m.cfg.Durable), nil)
+	if r.fetcher != nil {
+		r.fetcher.wakeup()
+	}
+}
+
+// tick runs the leader's ISR shrink check.
+func (r *Replica) tick() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader == nil {
+		return
+	}
+	if ch := r.leader.Tick(r.m.nowMs()); ch != nil {
+		r.m.logger.Info("shrinking ISR", "partition", r.tp, "change", ch.String())
+		r.m.propose(r, ch)
+	}
+}
+
+// Removed reports whether the Manager dropped the replica.
+func (r *Replica) Removed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.removed
+}
