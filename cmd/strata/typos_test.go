@@ -28,7 +28,7 @@ func TestTyposFail(t *testing.T) {
 	if r.code != 2 || !strings.HasPrefix(r.stderr, "strata: unknown flag: --ouput: did you mean --output?\n") {
 		t.Errorf("log verify --ouput: %+v", r)
 	}
-	if out := ok(t, bin, "", "topic"); !strings.HasPrefix(out, "Create, list, describe, alter and delete topics\n\nUsage:\n  strata topic [command]\n") {
+	if out := ok(t, bin, "", "topic"); !strings.HasPrefix(out, "Create, list, describe, alter, grow, trim and delete topics\n\nUsage:\n  strata topic [command]\n") {
 		t.Errorf("bare group: %q", out)
 	}
 }
