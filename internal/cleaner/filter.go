@@ -9,7 +9,7 @@ import (
 
 // filter decides, batch by batch, what one cleaning round keeps. It is a
 // pure function of the batch bytes and the round's inputs (Kafka's
-// cleanInto / MemoryRecords.filterTo rules, kafka-internals.md §5.5-5.8).
+// cleanInto / MemoryRecords.filterTo rules).
 type filter struct {
 	m *OffsetMap // key -> latest offset over the mapped dirty range
 	// nowMs is the round's start time; tombstone horizons are compared to it

@@ -9,7 +9,7 @@ import (
 
 // txnTracker follows transactions through one pass over a log in offset
 // order (the map build, or the recopy of a round's segments), as Kafka's
-// CleanedTransactionMetadata does (kafka-internals.md §5.7). The pass only
+// CleanedTransactionMetadata does. The pass only
 // covers offsets below the last stable offset, so every transaction it
 // meets is already decided: the aborted ones are exactly the .txnindex
 // entries overlapping the pass, and every other transactional batch
@@ -151,7 +151,7 @@ func (p markerPolicy) allows(typ record.ControlType) bool {
 // marker the policy lets go and that no batch of its transaction needs
 // any more; such a marker is first stamped with a delete horizon and is
 // removed by a round that runs after the horizon (still eligible then),
-// as a tombstone (kafka-internals.md §5.6-5.7). A removed marker that is
+// as a tombstone (KIP-534). A removed marker that is
 // the latest state of an active producer stays as an empty batch.
 func (f *filter) applyControl(b record.Batch) ([]byte, error) {
 	if f.txn == nil {

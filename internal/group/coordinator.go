@@ -87,6 +87,8 @@ type Coordinator struct {
 	logger *slog.Logger
 	env    *env
 	m      *metrics
+	// versions is what APIVersions returns, built once from cfg.
+	versions map[int16][2]int16
 
 	loaded atomic.Bool
 	closed atomic.Bool
@@ -136,7 +138,7 @@ func NewCoordinator(cfg Config, store Storage, logger *slog.Logger, reg promethe
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Coordinator{cfg: cfg, store: store, logger: logger, groups: map[string]*group{}, txnGroups: map[int64]map[string]bool{}}
+	c := &Coordinator{cfg: cfg, store: store, logger: logger, versions: apiVersions(cfg), groups: map[string]*group{}, txnGroups: map[int64]map[string]bool{}}
 	c.env = &env{
 		clock:        cfg.Clock,
 		initialDelay: cfg.InitialRebalanceDelay,
@@ -405,8 +407,12 @@ func (c *Coordinator) Close() error {
 	return nil
 }
 
-// APIVersions returns, per API key, the {min, max} versions Handle serves.
-func (c *Coordinator) APIVersions() map[int16][2]int16 {
+// APIVersions returns, per API key, the {min, max} versions Handle serves
+// (built once; callers must not modify it).
+func (c *Coordinator) APIVersions() map[int16][2]int16 { return c.versions }
+
+// apiVersions is APIVersions for cfg.
+func apiVersions(cfg Config) map[int16][2]int16 {
 	vs := map[int16][2]int16{
 		kmsg.OffsetCommit.Int16():    {0, 9},
 		kmsg.OffsetFetch.Int16():     {0, 9},
@@ -420,10 +426,10 @@ func (c *Coordinator) APIVersions() map[int16][2]int16 {
 		kmsg.DeleteGroups.Int16():    {0, 3},
 		kmsg.OffsetDelete.Int16():    {0, 0},
 	}
-	if c.cfg.Transactions {
+	if cfg.Transactions {
 		vs[kmsg.TxnOffsetCommit.Int16()] = [2]int16{0, 4}
 	}
-	if c.cfg.Topics != nil {
+	if cfg.Topics != nil {
 		vs[kmsg.ConsumerGroupHeartbeat.Int16()] = [2]int16{0, 1}
 		vs[kmsg.ConsumerGroupDescribe.Int16()] = [2]int16{0, 1}
 	}
@@ -434,7 +440,7 @@ func (c *Coordinator) APIVersions() map[int16][2]int16 {
 // the rebalance step they wait for completes (or ctx ends). A returned
 // error means the connection should be closed.
 func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	if vr, ok := c.APIVersions()[req.Key()]; !ok || req.GetVersion() < vr[0] || req.GetVersion() > vr[1] {
+	if vr, ok := c.versions[req.Key()]; !ok || req.GetVersion() < vr[0] || req.GetVersion() > vr[1] {
 		return nil, fmt.Errorf("group coordinator: unsupported %s version %d", kmsg.NameForKey(req.Key()), req.GetVersion())
 	}
 	switch r := req.(type) {

@@ -291,7 +291,7 @@ func (d *dumper) record(b record.Batch, r *record.Record) {
 	d.printf("| offset: %d timestamp: %d key: %s value: %s headers: [%s]\n", rj.Offset, ts, quote(r.Key), quote(r.Value), strings.Join(hs, " "))
 }
 
-// controlType names a control record by its key (kafka-internals.md §2.4),
+// controlType names a control record by its key (Kafka's ControlRecordType),
 // with the coordinator epoch for transaction markers.
 func controlType(r *record.Record) string {
 	t, err := record.ParseControlKey(r.Key)

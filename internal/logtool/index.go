@@ -6,7 +6,7 @@ import (
 	"sort"
 )
 
-// Index entry sizes (kafka-internals.md §1.3, §1.4, §1.6).
+// Index entry sizes (Kafka's OffsetIndex, TimeIndex and TransactionIndex).
 const (
 	OffsetEntrySize = 8
 	TimeEntrySize   = 12

@@ -7,7 +7,7 @@ import (
 	"strconv"
 )
 
-// File extensions of a partition directory (kafka-internals.md §1.2).
+// File extensions of a partition directory (Kafka's LogFileUtils).
 const (
 	ExtLog       = ".log"
 	ExtIndex     = ".index"

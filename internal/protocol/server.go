@@ -48,8 +48,9 @@ type Config struct {
 	Broker *broker.Broker
 	// MaxRequestBytes is socket.request.max.bytes.
 	MaxRequestBytes int32
-	// AdvertisedHost/Port are given to clients in Metadata; empty host or
-	// zero port means the bound listener address.
+	// AdvertisedHost/Port are given to clients in Metadata (the server
+	// resolves them from advertised.listeners); when unset the bound
+	// listener address is given.
 	AdvertisedHost string
 	AdvertisedPort int32
 	// AutoCreateTopics is auto.create.topics.enable.
@@ -96,7 +97,7 @@ type Server struct {
 	frames   framePool // recyclable frame buffers of this server's connections
 }
 
-// New builds a server; Listen binds it.
+// New builds a server; Serve starts it on a listener the caller bound.
 func New(cfg Config) (*Server, error) {
 	if cfg.Broker == nil {
 		return nil, errors.New("protocol: nil broker")
@@ -128,24 +129,18 @@ func New(cfg Config) (*Server, error) {
 // bound port is known before the server is built). It returns at once.
 func (s *Server) Serve(ln net.Listener) {
 	s.ln = ln
-	host, portStr, _ := net.SplitHostPort(ln.Addr().String())
-	port, _ := strconv.Atoi(portStr)
-	s.host, s.port = host, int32(port)
-	if s.cfg.AdvertisedHost != "" {
-		s.host = s.cfg.AdvertisedHost
-	}
-	if s.cfg.AdvertisedPort != 0 {
-		s.port = s.cfg.AdvertisedPort
-	}
-	if ip := net.ParseIP(s.host); ip != nil && ip.IsUnspecified() {
-		s.host = "127.0.0.1"
+	s.host, s.port = s.cfg.AdvertisedHost, s.cfg.AdvertisedPort
+	if s.host == "" || s.port == 0 {
+		host, portStr, _ := net.SplitHostPort(ln.Addr().String())
+		port, _ := strconv.Atoi(portStr)
+		s.host, s.port = host, int32(port)
 	}
 	s.wg.Add(1)
 	go s.accept()
 	s.logger.Info("kafka listener started", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(s.host, strconv.Itoa(int(s.port))))
 }
 
-// Addr is the bound address (nil before Listen).
+// Addr is the bound address (nil before Serve).
 func (s *Server) Addr() net.Addr {
 	if s.ln == nil {
 		return nil

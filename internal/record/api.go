@@ -6,7 +6,7 @@ package record
 
 import "errors"
 
-// Batch header layout (all big-endian). See kafka-internals.md §2.1.
+// Batch header layout (all big-endian). See Kafka's DefaultRecordBatch.
 const (
 	HeaderSize  = 61 // RECORD_BATCH_OVERHEAD
 	LogOverhead = 12 // baseOffset + batchLength

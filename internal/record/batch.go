@@ -5,7 +5,7 @@ import (
 	"hash/crc32"
 )
 
-// Byte positions of the v2 header fields (kafka-internals.md §2.1).
+// Byte positions of the v2 header fields (Kafka's DefaultRecordBatch).
 const (
 	posBaseOffset      = 0
 	posBatchLength     = 8

@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// ControlType is the type in a control record's key (kafka-internals.md §2.4).
+// ControlType is the type in a control record's key (Kafka's ControlRecordType).
 type ControlType int16
 
 // Control record types.

@@ -160,7 +160,7 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 		}
 	}
 
-	// Roll if needed (kafka-internals §3.1), then assign offsets in place.
+	// Roll if needed (Kafka's UnifiedLog.maybeRoll), then assign offsets in place.
 	first := batches[0]
 	incomingLast := l.mark.leo + lastDelta(batches)
 	if err := l.maybeRollForAppend(int64(len(records)), first.MaxTimestamp(), incomingLast, nowMs, cfg); err != nil {
@@ -258,7 +258,7 @@ func lastDelta(batches []record.Batch) int64 {
 }
 
 // validate checks a produce request's batches before anything is
-// written (kafka-internals §2.6).
+// written (Kafka's UnifiedLog.analyzeAndValidateRecords and LogValidator).
 func (l *Log) validate(records []byte, cfg *Config, opts AppendOptions) ([]record.Batch, error) {
 	if len(records) == 0 {
 		return nil, fmt.Errorf("no record batch: %w", kerr.InvalidRecord)
@@ -339,7 +339,7 @@ func (l *Log) validate(records []byte, cfg *Config, opts AppendOptions) ([]recor
 }
 
 // maybeRollForAppend rolls the active segment when the incoming bytes
-// would not fit or it is too old (kafka-internals §3.1).
+// would not fit or it is too old (Kafka's LogSegment.shouldRoll).
 func (l *Log) maybeRollForAppend(incoming, incomingMaxTs, incomingLast, nowMs int64, cfg *Config) error {
 	s := l.active
 	size := s.size.Load()

@@ -275,7 +275,7 @@ func (l *Log) newSegment(base int64) *segment {
 	}
 }
 
-// load runs the startup sequence (kafka-internals §3.2).
+// load runs the startup sequence (Kafka's LogLoader).
 func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	_, statErr := l.fsys.Stat(l.dir)
 	if err := l.fsys.MkdirAll(l.dir, 0o755); err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 // recover validates every segment from the one holding the recovery point
-// to the end (kafka-internals §3.2 step 4): batches are checked (framing,
+// to the end (Kafka's LogLoader.recoverLog): batches are checked (framing,
 // CRC, offsets increasing and in range), indexes rebuilt, the .log
 // truncated at the first torn or corrupt batch and every later segment
 // removed. Recovered segments are fsynced so they count as durable. It
@@ -171,10 +171,11 @@ scan:
 }
 
 // completeSwaps finishes or rolls back an interrupted segment replacement
-// (kafka-internals §3.2 steps 1-2, §5.9): .swap files at or above the
-// lowest .cleaned offset are an incomplete replacement and are deleted with
-// every .cleaned file; remaining .swap segments replace the originals in
-// their offset range.
+// (Kafka's LogLoader.removeTempFilesAndCollectSwapFiles and LocalLog's
+// completeSwapOperations): .swap files at or above the lowest .cleaned
+// offset are an incomplete replacement and are deleted with every .cleaned
+// file; remaining .swap segments replace the originals in their offset
+// range.
 func completeSwaps(fsys vfs.FS, dir string, logger *slog.Logger) error {
 	ents, err := fsys.ReadDir(dir)
 	if err != nil {

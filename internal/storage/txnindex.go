@@ -11,7 +11,7 @@ import (
 )
 
 // A segment's .txnindex lists the transactions aborted by an ABORT marker
-// written in that segment (kafka-internals §1.6). The file is created only
+// written in that segment (Kafka's TransactionIndex). The file is created only
 // when the first abort lands in the segment; its entries are also kept in
 // memory (segment.txns) so AbortedTransactions never touches the disk. The
 // active segment's file is appended to as aborts happen and rewritten

@@ -192,24 +192,26 @@ func (c *Coordinator) Close() error {
 	return nil
 }
 
-// APIVersions returns the API keys Handle serves with their version
-// ranges (InitProducerId, key 22, is the protocol layer's to advertise).
-func (c *Coordinator) APIVersions() map[int16][2]int16 {
-	return map[int16][2]int16{
-		24: {0, 3}, // AddPartitionsToTxn (v4+ is broker-to-broker, KIP-890)
-		25: {0, 3}, // AddOffsetsToTxn
-		26: {0, 4}, // EndTxn (v5 is transaction version 2)
-		65: {0, 0}, // DescribeTransactions
-		66: {0, 2}, // ListTransactions
-	}
+// apiVersions are the API keys Handle serves with their version ranges
+// (InitProducerId, key 22, is the protocol layer's to advertise).
+var apiVersions = map[int16][2]int16{
+	24: {0, 3}, // AddPartitionsToTxn (v4+ is broker-to-broker, KIP-890)
+	25: {0, 3}, // AddOffsetsToTxn
+	26: {0, 4}, // EndTxn (v5 is transaction version 2)
+	65: {0, 0}, // DescribeTransactions
+	66: {0, 2}, // ListTransactions
 }
+
+// APIVersions returns the API keys Handle serves with their version
+// ranges (callers must not modify the map).
+func (c *Coordinator) APIVersions() map[int16][2]int16 { return apiVersions }
 
 // Handle answers one transaction request: InitProducerId (requests with a
 // transactional id), AddPartitionsToTxn v0-3, AddOffsetsToTxn v0-3,
 // EndTxn v0-4, DescribeTransactions v0 and ListTransactions v0-2. An
 // error means the request is not one of these (or an unsupported version).
 func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	if v, ok := c.APIVersions()[req.Key()]; ok && (req.GetVersion() < v[0] || req.GetVersion() > v[1]) {
+	if v, ok := apiVersions[req.Key()]; ok && (req.GetVersion() < v[0] || req.GetVersion() > v[1]) {
 		return nil, fmt.Errorf("txn: %s v%d: %w", kmsg.NameForKey(req.Key()), req.GetVersion(), kerr.UnsupportedVersion)
 	}
 	switch r := req.(type) {

@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// mountTmpfs mounts a tmpfs of size at dir (unmounted in t.Cleanup). If
-// mounting is not permitted it skips loudly, or fails when CI is set.
+// mountTmpfs mounts a tmpfs of size at dir (unmounted in t.Cleanup); the
+// test fails when mounting is not permitted.
 func mountTmpfs(t *testing.T, dir, size string) {
 	t.Helper()
 	out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput()

@@ -7,11 +7,9 @@
 //
 // Run it with `go test ./test/e2e/`. STRATA_LONG=1 runs 50 crash rounds
 // instead of 5; STRATA_E2E_BIN=<path> tests that binary instead of building
-// ./cmd/strata; STRATA_E2E_KNOWN_BUGS=1 runs the tests that pin known
-// Strata bugs (skipped with a "BUG:" message otherwise). Tests that find a
-// bug only while running also skip with a "BUG:" message, so CI stays green
-// and `go test -v ./test/e2e/ | grep BUG:` lists them. A missing kcat
-// skips its test loudly, or fails it when CI is set; so does a tmpfs mount
-// that is not permitted. The zero-config test needs 127.0.0.1:9092 and
-// 127.0.0.1:9644 free and fails saying so otherwise.
+// ./cmd/strata. A test that meets a Strata bug says so with a "BUG:"
+// message (`go test -v ./test/e2e/ | grep BUG:` lists them). A missing kcat
+// or a tmpfs mount that is not permitted fails its test (scripts/test.sh
+// installs kcat; the disk-full tests need root). The zero-config test needs
+// 127.0.0.1:9092 and 127.0.0.1:9644 free and fails saying so otherwise.
 package e2e

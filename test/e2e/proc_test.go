@@ -271,8 +271,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// needKcat returns kcat's path. Missing kcat fails the test when CI is set
-// and skips it loudly otherwise.
+// needKcat returns kcat's path; a missing kcat fails the test.
 func needKcat(t *testing.T) string {
 	t.Helper()
 	path, err := exec.LookPath("kcat")
