@@ -50,7 +50,11 @@ func TestCompactionHeadline(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, brokerOpts{metrics: true, extra: map[string]string{"strata.idle.roll.check.interval.ms": "50"}})
 	const topic = "user-profiles"
-	adminCreate(t, b, topic, 1, map[string]string{"cleanup.policy": "compact", "segment.ms": "100"})
+	// min.cleanable.dirty.ratio=1: the cleaner never picks this log by itself
+	// (a log qualifies when its dirty ratio is strictly above the setting, as
+	// Kafka's LogCleanerManager), so slow clients still see the uncleaned log
+	// in the "before" checks; b.Compact forces the round.
+	adminCreate(t, b, topic, 1, map[string]string{"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "1"})
 	waitTopic(t, b, topic, 1)
 
 	// Produce with kcat -Z -K: exactly as the guide does.
@@ -124,7 +128,11 @@ func TestCompactionCompressedBatches(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t, brokerOpts{metrics: true, extra: map[string]string{"strata.idle.roll.check.interval.ms": "50"}})
 	const topic = "compressed-compacted"
-	adminCreate(t, b, topic, 1, map[string]string{"cleanup.policy": "compact", "segment.ms": "100"})
+	// min.cleanable.dirty.ratio=1: the cleaner never picks this log by itself
+	// (a log qualifies when its dirty ratio is strictly above the setting, as
+	// Kafka's LogCleanerManager), so slow clients still see the uncleaned log
+	// in the "before" checks; b.Compact forces the round.
+	adminCreate(t, b, topic, 1, map[string]string{"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "1"})
 	waitTopic(t, b, topic, 1)
 	h := [][2]string{{"source", "compat"}}
 	batches := []struct {
