@@ -10,12 +10,13 @@ import (
 )
 
 // History bounds: each series keeps its last historyLen samples (30
-// minutes at the default 10 s); at most maxSeries series are kept, and a
-// series whose partition or group is gone is dropped at the next sample.
-// Lag is sampled for at most maxLagGroups groups.
+// minutes at the default 10 s); at most maxSeries series are kept (new
+// ones wait for room), and a series whose partition or group is gone is
+// dropped at the next sample. Lag is sampled for at most maxLagGroups
+// groups. A sample is 16 bytes: the history holds at most ~12 MB.
 const (
 	historyLen   = 180
-	maxSeries    = 20000
+	maxSeries    = 4096
 	maxLagGroups = 500
 )
 
@@ -29,11 +30,14 @@ const (
 	metricPartitionEnd  = "strata_partition_log_end_offset"
 )
 
-// point is one sample.
+// point is one sample: when (Unix milliseconds) and the value.
 type point struct {
-	T time.Time
-	V float64
+	Ms int64
+	V  float64
 }
+
+// at is the sample's time.
+func (p point) at() time.Time { return time.UnixMilli(p.Ms) }
 
 // ring is a series' last historyLen samples.
 type ring struct {
@@ -125,7 +129,7 @@ func (h *history) recordLocked(t time.Time, vals map[string]float64) {
 			r = &ring{}
 			h.series[k] = r
 		}
-		r.add(point{t, v})
+		r.add(point{t.UnixMilli(), v})
 		r.gen = h.gen
 	}
 }

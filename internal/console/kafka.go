@@ -323,7 +323,10 @@ func (k *kafka) lags(ctx context.Context, groups ...string) (map[string][]groupL
 	}
 	for g, r := range fetched {
 		if r.Err != nil {
-			return nil, fmt.Errorf("fetch offsets of group %q: %w", g, r.Err)
+			if len(groups) == 1 {
+				return nil, fmt.Errorf("fetch offsets of group %q: %w", g, r.Err)
+			}
+			continue // one group's failure (say, deleted meanwhile) leaves it out
 		}
 		var rows []groupLag
 		for t, ps := range r.Fetched {

@@ -60,7 +60,7 @@ func newPlot(title string, pts []point, w, h int, fmtV func(float64) string, thr
 		}
 		top *= 1.1
 	}
-	t0, t1 := pts[0].T, pts[len(pts)-1].T
+	t0, t1 := pts[0].at(), pts[len(pts)-1].at()
 	span := t1.Sub(t0).Seconds()
 	innerW := float64(w - plotPadLeft - plotPadRight)
 	innerH := float64(h - plotPadTop - plotPadBottom)
@@ -79,7 +79,7 @@ func newPlot(title string, pts []point, w, h int, fmtV func(float64) string, thr
 		if i > 0 {
 			sb.WriteByte(' ')
 		}
-		x, y := xOf(pt.T), yOf(pt.V)
+		x, y := xOf(pt.at()), yOf(pt.V)
 		sb.WriteString(strconv.FormatFloat(x, 'f', 1, 64))
 		sb.WriteByte(',')
 		sb.WriteString(strconv.FormatFloat(y, 'f', 1, 64))
