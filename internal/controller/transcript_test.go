@@ -2,18 +2,14 @@ package controller
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/strata-io/strata/internal/meta"
+	"github.com/strata-io/strata/internal/transcript"
 )
-
-var rewrite = flag.Bool("rewrite", false, "rewrite testdata/*.txt with the actual output")
 
 // TestTranscripts runs every testdata/*.txt: blocks of
 //
@@ -31,78 +27,12 @@ var rewrite = flag.Bool("rewrite", false, "rewrite testdata/*.txt with the actua
 //	show [NAME]                        print partitions
 //	load                               replicas and leaders per broker
 //
-// Run with -rewrite to regenerate the expected output.
+// Run with -rewrite to regenerate the expected output (internal/transcript).
 func TestTranscripts(t *testing.T) {
-	files, _ := filepath.Glob("testdata/*.txt")
-	if len(files) == 0 {
-		t.Fatal("no transcripts")
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) { runTranscript(t, f) })
-	}
-}
-
-type block struct {
-	cmd, want string
-}
-
-func parseBlocks(t *testing.T, text string) []block {
-	var out []block
-	lines := strings.Split(text, "\n")
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			continue
-		}
-		b := block{cmd: l}
-		i++
-		if i >= len(lines) || lines[i] != "----" {
-			t.Fatalf("line %d: command %q not followed by ----", i, l)
-		}
-		var want []string
-		for i++; i < len(lines) && lines[i] != ""; i++ {
-			want = append(want, lines[i])
-		}
-		b.want = strings.Join(want, "\n")
-		out = append(out, b)
-	}
-	return out
-}
-
-func runTranscript(t *testing.T, path string) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{s: &State{Brokers: map[int32]BrokerInfo{}, Topics: map[string]*TopicInfo{}}}
-	var outText strings.Builder
-	// Keep leading comments of each block in the rewritten file.
-	var pendingComments []string
-	blocks := parseBlocks(t, string(raw))
-	bi := 0
-	for _, l := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(l, "#") {
-			pendingComments = append(pendingComments, l)
-		}
-		if bi < len(blocks) && l == blocks[bi].cmd {
-			b := blocks[bi]
-			bi++
-			got := h.run(b.cmd)
-			if got != b.want && !*rewrite {
-				t.Errorf("%s: %s\n--- want\n%s\n--- got\n%s", path, b.cmd, b.want, got)
-			}
-			for _, c := range pendingComments {
-				outText.WriteString(c + "\n")
-			}
-			pendingComments = nil
-			fmt.Fprintf(&outText, "%s\n----\n%s\n\n", b.cmd, got)
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(strings.TrimRight(outText.String(), "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	transcript.Run(t, "testdata/*.txt", func(t *testing.T) func(transcript.Command) string {
+		h := &harness{s: &State{Brokers: map[int32]BrokerInfo{}, Topics: map[string]*TopicInfo{}}}
+		return func(c transcript.Command) string { return h.run(c.Line) }
+	})
 }
 
 type harness struct {

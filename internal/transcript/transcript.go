@@ -109,53 +109,33 @@ func Run(t *testing.T, glob string, newHandler func(t *testing.T) func(Command) 
 	}
 }
 
-// block is one command with the comments before it and its expected output.
-type block struct {
-	comments []string
-	line     int
-	cmd      string
-	want     string
-}
-
-func parse(t *testing.T, path string, text string) (blocks []block, trailing []string) {
-	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
-	var comments []string
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		switch {
-		case strings.TrimSpace(l) == "":
-			continue
-		case strings.HasPrefix(l, "#"):
-			comments = append(comments, l)
-			continue
-		}
-		b := block{comments: comments, line: i + 1, cmd: l}
-		comments = nil
-		i++
-		if i >= len(lines) || lines[i] != "----" {
-			t.Fatalf("%s:%d: command %q is not followed by ----", path, b.line, l)
-		}
-		var want []string
-		for i++; i < len(lines) && lines[i] != ""; i++ {
-			want = append(want, lines[i])
-		}
-		b.want = strings.Join(want, "\n")
-		blocks = append(blocks, b)
-	}
-	return blocks, comments
-}
-
 func runFile(t *testing.T, path string, handle func(Command) string) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks, trailing := parse(t, path, string(raw))
+	// Comments and blank lines are kept as they are; each command's
+	// expected output is compared and, with -rewrite, replaced.
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
 	var out strings.Builder
-	for _, b := range blocks {
-		c := Command{t: t, Pos: fmt.Sprintf("%s:%d", path, b.line), Line: b.cmd, Opts: map[string]string{}}
-		for i, w := range strings.Fields(b.cmd) {
-			if i == 0 {
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
+			out.WriteString(l + "\n")
+			continue
+		}
+		pos := fmt.Sprintf("%s:%d", path, i+1)
+		if i+1 >= len(lines) || lines[i+1] != "----" {
+			t.Fatalf("%s: command %q is not followed by ----", pos, l)
+		}
+		var want []string
+		for i += 2; i < len(lines) && lines[i] != ""; i++ {
+			want = append(want, lines[i])
+		}
+		i-- // the blank line (or the end) is the loop's
+		c := Command{t: t, Pos: pos, Line: l, Opts: map[string]string{}}
+		for j, w := range strings.Fields(l) {
+			if j == 0 {
 				c.Name = w
 			} else if k, v, ok := strings.Cut(w, "="); ok {
 				c.Opts[k] = v
@@ -165,25 +145,18 @@ func runFile(t *testing.T, path string, handle func(Command) string) {
 		}
 		got := strings.TrimRight(handle(c), "\n")
 		if strings.Contains(got, "\n\n") {
-			t.Fatalf("%s: output has a blank line:\n%s", c.Pos, got)
+			t.Fatalf("%s: output has a blank line:\n%s", pos, got)
 		}
-		if got != b.want && !*rewrite {
-			t.Errorf("%s: %s\n--- want\n%s\n--- got\n%s", c.Pos, b.cmd, b.want, got)
+		if !*rewrite && got != strings.Join(want, "\n") {
+			t.Errorf("%s: %s\n--- want\n%s\n--- got\n%s", pos, l, strings.Join(want, "\n"), got)
 		}
-		for _, l := range b.comments {
-			out.WriteString(l + "\n")
-		}
-		fmt.Fprintf(&out, "%s\n----\n", b.cmd)
+		out.WriteString(l + "\n----\n")
 		if got != "" {
 			out.WriteString(got + "\n")
 		}
-		out.WriteString("\n")
-	}
-	for _, l := range trailing {
-		out.WriteString(l + "\n")
 	}
 	if *rewrite {
-		if err := os.WriteFile(path, []byte(strings.TrimRight(out.String(), "\n")+"\n"), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
