@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -168,22 +169,13 @@ func (r *rig) startNode(nd *rigNode) {
 
 // sync applies the metadata to one broker (what the cluster wiring does).
 func (r *rig) sync(nd *rigNode) {
-	v := r.cache.View()
-	brokers := map[int32]replica.Broker{}
-	for id, b := range v.Brokers {
-		brokers[id] = replica.Broker{Epoch: b.Epoch}
-	}
-	nd.mgr.SetBrokers(brokers)
-	_, part, ok := v.Partition(r.tp.Topic, r.tp.Partition)
-	if !ok {
-		return
-	}
-	p, err := nd.b.Server().Broker().Partition(r.tp.Topic, r.tp.Partition)
-	if err != nil {
-		return
-	}
-	rep := nd.mgr.Apply(r.tp, p.Log, replica.FromMeta(part.State), testMinISR)
-	p.SetReplica(rep)
+	nd.mgr.Sync(r.cache.View(), func(tp replica.TP) (replica.Hosted, bool) {
+		p, err := nd.b.Server().Broker().Partition(tp.Topic, tp.Partition)
+		if err != nil {
+			return replica.Hosted{}, false
+		}
+		return replica.Hosted{Log: p.Log, MinISR: testMinISR, Attach: p.SetReplica}, true
+	})
 }
 
 // kill stops a broker: its registration goes (as when its lease expires),
@@ -319,6 +311,38 @@ func (r *rig) waitCaughtUp(leader int32) {
 	}
 }
 
+// waitMetric waits until a node's replica metric has value want.
+func (r *rig) waitMetric(nd *rigNode, name string, want float64) {
+	r.t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(replica.NewCollector(nd.mgr))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var got float64 = -1
+		mfs, err := reg.Gather()
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name && len(mf.Metric) == 1 {
+				m := mf.Metric[0]
+				if m.Gauge != nil {
+					got = m.Gauge.GetValue()
+				} else if m.Counter != nil {
+					got = m.Counter.GetValue()
+				}
+			}
+		}
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("node %d: %s = %v, want %v", nd.id, name, got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func checkAcked(t *testing.T, acked, got map[int64]string) {
 	t.Helper()
 	for off, v := range acked {
@@ -345,8 +369,12 @@ func TestReplicatedProduce(t *testing.T) {
 		t.Fatalf("ISR shrank without a failure: %s", st)
 	}
 
+	r.waitMetric(r.node(1), "kafka_server_replicamanager_leadercount", 1)
+	r.waitMetric(r.node(1), "kafka_server_replicamanager_underreplicatedpartitions", 0)
 	r.kill(r.node(3))
 	r.waitState("ISR [1 2]", func(st meta.PartitionState) bool { return len(st.ISR) == 2 && st.Leader == 1 })
+	r.waitMetric(r.node(1), "kafka_server_replicamanager_underreplicatedpartitions", 1)
+	r.waitMetric(r.node(1), "kafka_server_replicamanager_atminisrpartitioncount", 1)
 	more, err := r.produce(1, 200, 100)
 	if err != nil || len(more) != 100 {
 		t.Fatalf("produce with ISR [1 2]: %d acked, %v", len(more), err)
@@ -357,6 +385,7 @@ func TestReplicatedProduce(t *testing.T) {
 
 	r.kill(r.node(2))
 	r.waitState("ISR [1]", func(st meta.PartitionState) bool { return len(st.ISR) == 1 })
+	r.waitMetric(r.node(1), "kafka_server_replicamanager_underminisrpartitioncount", 1)
 	if _, err := r.produce(1, 300, 1, true); !errors.Is(err, kerr.NotEnoughReplicas) {
 		t.Fatalf("acks=all with one of three replicas: %v, want NOT_ENOUGH_REPLICAS", err)
 	}
@@ -364,6 +393,8 @@ func TestReplicatedProduce(t *testing.T) {
 	r.restart(r.node(2))
 	r.restart(r.node(3))
 	r.waitState("ISR [1 2 3]", func(st meta.PartitionState) bool { return len(st.ISR) == 3 })
+	// The returning followers were added by the leader (ISR expansions).
+	r.waitMetric(r.node(1), "kafka_server_replicamanager_isrexpands_total", 2)
 	again, err := r.produce(1, 301, 50)
 	if err != nil || len(again) != 50 {
 		t.Fatalf("produce after the followers returned: %d acked, %v", len(again), err)

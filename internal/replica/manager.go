@@ -143,6 +143,8 @@ type Manager struct {
 	props    map[*Replica]*IsrChange
 	propWake chan struct{}
 
+	counts counters
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -377,9 +379,17 @@ func (m *Manager) commitLoop() {
 			switch {
 			case err == nil:
 				m.logger.Info("ISR change committed", "partition", r.tp, "change", ch.String())
+				if len(ch.Removed) > 0 {
+					m.counts.shrinks.Add(1)
+				}
+				if len(ch.Added) > 0 {
+					m.counts.expands.Add(1)
+				}
 			case errors.Is(err, ErrStale):
+				m.counts.failedUpdates.Add(1)
 				m.logger.Info("ISR change not applied: the partition changed meanwhile", "partition", r.tp, "change", ch.String())
 			case errors.Is(err, ErrIneligible):
+				m.counts.failedUpdates.Add(1)
 				m.logger.Info("ISR change not applied", "partition", r.tp, "change", ch.String(), "err", err)
 				r.mu.Lock()
 				if r.leader != nil {

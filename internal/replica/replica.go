@@ -46,6 +46,8 @@ type Replica struct {
 	// must look at: high watermark, ISR, leadership.
 	changed chan struct{}
 	removed bool
+	// attach is how Sync hands the partition its replication state.
+	attach func(*Replica)
 }
 
 // Log is the replica's log.
