@@ -84,7 +84,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	g(c.descs.atMinISR, atMin)
 	g(c.descs.leaders, leaders)
 	g(c.descs.partitions, float64(len(rs)))
-	ct := func(d *prometheus.Desc, v int64) { ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v)) }
+	ct := func(d *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
 	ct(c.descs.shrinks, c.m.counts.shrinks.Load())
 	ct(c.descs.expands, c.m.counts.expands.Load())
 	ct(c.descs.failed, c.m.counts.failedUpdates.Load())
