@@ -125,12 +125,10 @@ func checkWholeOrAbsent(t *testing.T, b *Broker, name string, parts int32, want 
 func countOps(t *testing.T, extra map[string]int32, op func(*Broker) error) int {
 	t.Helper()
 	fsys, b := crashFixture(t, extra)
-	ops := 0
-	fsys.SetHook(func(string, string) error { ops++; return nil })
-	if err := op(b); err != nil {
+	ops, err := fsys.Steps(func() error { return op(b) })
+	if err != nil {
 		t.Fatal(err)
 	}
-	fsys.SetHook(nil)
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -144,21 +142,7 @@ func countOps(t *testing.T, extra map[string]int32, op func(*Broker) error) int 
 func crashAt(t *testing.T, k int, extra map[string]int32, op func(*Broker) error) (*vfs.CrashFS, *vfs.CrashFS, *Broker, error) {
 	t.Helper()
 	fsys, b := crashFixture(t, extra)
-	var img *vfs.CrashFS
-	n := 0
-	fsys.SetHook(func(op, name string) error {
-		defer func() { n++ }()
-		if n == k {
-			img = fsys.Crash()
-			return vfs.ErrInjected
-		}
-		return nil
-	})
-	err := op(b)
-	fsys.SetHook(nil)
-	if img == nil {
-		img = fsys.Crash()
-	}
+	img, err := fsys.CrashAt(k, func() error { return op(b) })
 	return fsys, img, b, err
 }
 
@@ -323,31 +307,15 @@ func TestAlterScramCrashAtEveryStep(t *testing.T) {
 		return fsys, b
 	}
 	fsys, b := fixture()
-	ops := 0
-	fsys.SetHook(func(string, string) error { ops++; return nil })
-	if err := alter(b); err != nil {
+	ops, err := fsys.Steps(func() error { return alter(b) })
+	if err != nil {
 		t.Fatal(err)
 	}
-	fsys.SetHook(nil)
 	b.Close()
 	for k := 0; k <= ops; k++ {
 		when := fmt.Sprintf("step %d of %d", k, ops)
 		fsys, b := fixture()
-		var img *vfs.CrashFS
-		n := 0
-		fsys.SetHook(func(string, string) error {
-			defer func() { n++ }()
-			if n == k {
-				img = fsys.Crash()
-				return vfs.ErrInjected
-			}
-			return nil
-		})
-		err := alter(b)
-		fsys.SetHook(nil)
-		if img == nil {
-			img = fsys.Crash()
-		}
+		img, err := fsys.CrashAt(k, func() error { return alter(b) })
 		want := "bob"
 		if err != nil {
 			want = "alice"

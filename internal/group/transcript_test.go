@@ -117,7 +117,7 @@ func (s *groupScript) run(cmd transcript.Command) string {
 		r.Group, r.MemberID, r.Generation = cmd.Arg(0), s.ids[cmd.Arg(1)], int32(cmd.Int("gen", -1))
 		r.InstanceID = s.instance(cmd.Arg(1))
 		resp := s.do(r).(*kmsg.HeartbeatResponse)
-		out = append(out, fmt.Sprintf("%s: heartbeat: %s", cmd.Arg(1), errName(resp.ErrorCode)))
+		out = append(out, fmt.Sprintf("%s: heartbeat: %s", cmd.Arg(1), transcript.ErrorName(resp.ErrorCode)))
 	case "leave":
 		out = append(out, s.leave(cmd)...)
 	case "commit":
@@ -226,9 +226,9 @@ func (s *groupScript) leave(cmd transcript.Command) []string {
 		r.Members = append(r.Members, m)
 	}
 	resp := s.do(r).(*kmsg.LeaveGroupResponse)
-	out := []string{"leave: " + errName(resp.ErrorCode)}
+	out := []string{"leave: " + transcript.ErrorName(resp.ErrorCode)}
 	for i, m := range resp.Members {
-		out = append(out, fmt.Sprintf("%s: left: %s", cmd.Args[1+i], errName(m.ErrorCode)))
+		out = append(out, fmt.Sprintf("%s: left: %s", cmd.Args[1+i], transcript.ErrorName(m.ErrorCode)))
 	}
 	return out
 }
@@ -263,7 +263,7 @@ func (s *groupScript) commit(cmd transcript.Command) []string {
 	var out []string
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			out = append(out, fmt.Sprintf("commit %s:%d: %s", t.Topic, p.Partition, errName(p.ErrorCode)))
+			out = append(out, fmt.Sprintf("commit %s:%d: %s", t.Topic, p.Partition, transcript.ErrorName(p.ErrorCode)))
 		}
 	}
 	return out
@@ -279,7 +279,7 @@ func (s *groupScript) fetch(group string) []string {
 	var out []string
 	for _, g := range resp.Groups {
 		if g.ErrorCode != 0 {
-			out = append(out, "fetch: "+errName(g.ErrorCode))
+			out = append(out, "fetch: "+transcript.ErrorName(g.ErrorCode))
 		}
 		for _, t := range g.Topics {
 			for _, p := range t.Partitions {
@@ -423,9 +423,9 @@ func (s *groupScript) format(p *pending, resp kmsg.Response) string {
 	case *kmsg.JoinGroupResponse:
 		if r.ErrorCode != 0 {
 			if r.ErrorCode == kerr.MemberIDRequired.Code {
-				return fmt.Sprintf("%s: join: %s (member id assigned)", p.alias, errName(r.ErrorCode))
+				return fmt.Sprintf("%s: join: %s (member id assigned)", p.alias, transcript.ErrorName(r.ErrorCode))
 			}
-			return fmt.Sprintf("%s: join: %s", p.alias, errName(r.ErrorCode))
+			return fmt.Sprintf("%s: join: %s", p.alias, transcript.ErrorName(r.ErrorCode))
 		}
 		out := fmt.Sprintf("%s: join: generation=%d leader=%s protocol=%s", p.alias, r.Generation, s.alias(r.LeaderID), derefOr(r.Protocol, "-"))
 		if len(r.Members) > 0 {
@@ -442,7 +442,7 @@ func (s *groupScript) format(p *pending, resp kmsg.Response) string {
 		return out
 	case *kmsg.SyncGroupResponse:
 		if r.ErrorCode != 0 {
-			return fmt.Sprintf("%s: sync: %s", p.alias, errName(r.ErrorCode))
+			return fmt.Sprintf("%s: sync: %s", p.alias, transcript.ErrorName(r.ErrorCode))
 		}
 		return fmt.Sprintf("%s: sync: assignment=%q", p.alias, r.MemberAssignment)
 	}
@@ -455,15 +455,4 @@ func derefOr(s *string, def string) string {
 		return def
 	}
 	return *s
-}
-
-// errName is Kafka's name of an error code ("ok" for none).
-func errName(code int16) string {
-	if code == 0 {
-		return "ok"
-	}
-	if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
-		return e.Message
-	}
-	return fmt.Sprintf("error %d", code)
 }

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the transcript tests (testdata/*.txt) with what the code prints")
@@ -90,6 +92,18 @@ func (c Command) ParseDuration(s string) time.Duration {
 func (c Command) Fatalf(format string, args ...any) {
 	c.t.Helper()
 	c.t.Fatalf("%s: %s: %s", c.Pos, c.Line, fmt.Sprintf(format, args...))
+}
+
+// ErrorName is Kafka's name of an error code (UNKNOWN_MEMBER_ID, ...), "ok"
+// for none, for printing responses.
+func ErrorName(code int16) string {
+	if code == 0 {
+		return "ok"
+	}
+	if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
+		return e.Message
+	}
+	return fmt.Sprintf("error %d", code)
 }
 
 // Run runs every file matching glob as a subtest: newHandler is called once

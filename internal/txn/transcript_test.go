@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-
 	"github.com/strata-io/strata/internal/transcript"
 )
 
@@ -82,7 +80,7 @@ func (s *txnScript) run(cmd transcript.Command) string {
 		}
 		r := h.initReq(p.id, int16(cmd.Int("version", 4)), int32(cmd.Duration("timeout", 30*time.Second).Milliseconds()), pid, epoch)
 		if r.ErrorCode != 0 {
-			out = append(out, fmt.Sprintf("%s: init: %s", alias, errName(r.ErrorCode)))
+			out = append(out, fmt.Sprintf("%s: init: %s", alias, transcript.ErrorName(r.ErrorCode)))
 			break
 		}
 		p.pid, p.epoch = r.ProducerID, r.ProducerEpoch
@@ -95,12 +93,12 @@ func (s *txnScript) run(cmd transcript.Command) string {
 		}
 		codes := h.addV(int16(cmd.Int("version", 3)), p.id, cmd.Int("pid", p.pid), int16(cmd.Int("epoch", int64(p.epoch))), parts...)
 		for i, c := range codes {
-			out = append(out, fmt.Sprintf("%s: add %s:%d: %s", cmd.Arg(0), parts[i].Topic, parts[i].Partition, errName(c)))
+			out = append(out, fmt.Sprintf("%s: add %s:%d: %s", cmd.Arg(0), parts[i].Topic, parts[i].Partition, transcript.ErrorName(c)))
 		}
 	case "offsets":
 		p := s.producer(cmd)
 		c := h.addOffsets(3, p.id, p.pid, int16(cmd.Int("epoch", int64(p.epoch))), cmd.Str("group", ""))
-		out = append(out, fmt.Sprintf("%s: add offsets of %s: %s", cmd.Arg(0), cmd.Str("group", ""), errName(c)))
+		out = append(out, fmt.Sprintf("%s: add offsets of %s: %s", cmd.Arg(0), cmd.Str("group", ""), transcript.ErrorName(c)))
 	case "end":
 		p := s.producer(cmd)
 		commit := cmd.Arg(1) == "commit"
@@ -108,7 +106,7 @@ func (s *txnScript) run(cmd transcript.Command) string {
 			cmd.Fatalf("end wants commit or abort")
 		}
 		c := h.end(int16(cmd.Int("version", 3)), p.id, p.pid, int16(cmd.Int("epoch", int64(p.epoch))), commit)
-		out = append(out, fmt.Sprintf("%s: end %s: %s", cmd.Arg(0), cmd.Arg(1), errName(c)))
+		out = append(out, fmt.Sprintf("%s: end %s: %s", cmd.Arg(0), cmd.Arg(1), transcript.ErrorName(c)))
 	case "describe":
 		out = append(out, s.describe(cmd.Arg(0)))
 	case "missing":
@@ -166,7 +164,7 @@ func parseTP(cmd transcript.Command, s string) TopicPartition {
 func (s *txnScript) describe(id string) string {
 	d := s.h.describe(id)
 	if d.ErrorCode != 0 {
-		return fmt.Sprintf("%s: %s", id, errName(d.ErrorCode))
+		return fmt.Sprintf("%s: %s", id, transcript.ErrorName(d.ErrorCode))
 	}
 	var ps []string
 	for _, t := range d.Topics {
@@ -184,15 +182,4 @@ func (s *txnScript) describe(id string) string {
 		out += " partitions=[" + strings.Join(ps, " ") + "]"
 	}
 	return out
-}
-
-// errName is Kafka's name of an error code ("ok" for none).
-func errName(code int16) string {
-	if code == 0 {
-		return "ok"
-	}
-	if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
-		return e.Message
-	}
-	return fmt.Sprintf("error %d", code)
 }

@@ -74,6 +74,40 @@ func (c *CrashFS) check(op, name string) error {
 	return nil
 }
 
+// Steps runs op and returns how many mutating operations (hook calls) it
+// made, and op's error.
+func (c *CrashFS) Steps(op func() error) (int, error) {
+	n := 0
+	c.SetHook(func(string, string) error { n++; return nil })
+	defer c.SetHook(nil)
+	err := op()
+	return n, err
+}
+
+// CrashAt runs op with a power cut just before its mutating operation k
+// (counting from 0): it returns the crash image taken at that moment, while
+// in c operation k fails with ErrInjected and op goes on (the "crash at
+// every step" tests run k over 0..Steps). When op makes k operations or
+// fewer, the image is taken after op returned. It also returns op's error.
+func (c *CrashFS) CrashAt(k int, op func() error) (*CrashFS, error) {
+	var img *CrashFS
+	n := 0
+	c.SetHook(func(string, string) error {
+		defer func() { n++ }()
+		if n == k {
+			img = c.Crash()
+			return ErrInjected
+		}
+		return nil
+	})
+	err := op()
+	c.SetHook(nil)
+	if img == nil {
+		img = c.Crash()
+	}
+	return img, err
+}
+
 // Crash returns the file system as it would be found after a power cut at
 // this instant: only synced bytes of files whose directory entries were
 // synced. The receiver keeps working (its open files are unaffected), so

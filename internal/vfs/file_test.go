@@ -42,28 +42,17 @@ func TestWriteFileAtomicCrashAtEveryStep(t *testing.T) {
 		}
 		return c
 	}
+	write := func(c *CrashFS) func() error {
+		return func() error { return WriteFileAtomic(c, "/d/f", []byte("new content"), 0o644) }
+	}
 	c := setup()
-	ops := 0
-	c.SetHook(func(string, string) error { ops++; return nil })
-	if err := WriteFileAtomic(c, "/d/f", []byte("new content"), 0o644); err != nil {
+	ops, err := c.Steps(write(c))
+	if err != nil {
 		t.Fatal(err)
 	}
 	for k := 0; k <= ops; k++ {
 		c := setup()
-		var img *CrashFS
-		n := 0
-		c.SetHook(func(string, string) error {
-			defer func() { n++ }()
-			if n == k {
-				img = c.Crash()
-				return ErrInjected
-			}
-			return nil
-		})
-		err := WriteFileAtomic(c, "/d/f", []byte("new content"), 0o644)
-		if img == nil {
-			img = c.Crash()
-		}
+		img, err := c.CrashAt(k, write(c))
 		got, rerr := ReadFile(img, "/d/f")
 		if rerr != nil || (string(got) != "old" && string(got) != "new content") || (err == nil && k == ops && string(got) != "new content") {
 			t.Fatalf("step %d of %d (write error %v): file %q, %v", k, ops, err, got, rerr)
