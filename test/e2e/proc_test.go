@@ -27,7 +27,7 @@ const listeningMsg = "strata broker listening"
 
 // proc is one running `strata serve` child process.
 type proc struct {
-	t    *testing.T
+	t    testing.TB
 	cmd  *exec.Cmd
 	name string
 
@@ -58,7 +58,7 @@ func brokerEnv() []string {
 
 // startProc runs `strata <args...>` with cwd dir and waits for the
 // listening line. The process is SIGKILLed in t.Cleanup if still running.
-func startProc(t *testing.T, dir string, args ...string) *proc {
+func startProc(t testing.TB, dir string, args ...string) *proc {
 	t.Helper()
 	p, err := tryStartProc(t, dir, args...)
 	if err != nil {
@@ -69,7 +69,7 @@ func startProc(t *testing.T, dir string, args ...string) *proc {
 
 // tryStartProc is startProc returning an error instead of failing when the
 // broker exits or stays silent.
-func tryStartProc(t *testing.T, dir string, args ...string) (*proc, error) {
+func tryStartProc(t testing.TB, dir string, args ...string) (*proc, error) {
 	t.Helper()
 	p := &proc{t: t, name: strings.Join(args, " "), done: make(chan struct{})}
 	p.cmd = exec.Command(strataBin, args...)
@@ -129,7 +129,7 @@ func tryStartProc(t *testing.T, dir string, args ...string) (*proc, error) {
 
 // startBroker runs `strata serve` on random ports with JSON logs and the
 // given log dir plus extra flags.
-func startBroker(t *testing.T, logDir string, extra ...string) *proc {
+func startBroker(t testing.TB, logDir string, extra ...string) *proc {
 	t.Helper()
 	p, err := tryStartBroker(t, logDir, extra...)
 	if err != nil {
@@ -139,7 +139,7 @@ func startBroker(t *testing.T, logDir string, extra ...string) *proc {
 }
 
 // tryStartBroker is startBroker returning an error instead of failing.
-func tryStartBroker(t *testing.T, logDir string, extra ...string) (*proc, error) {
+func tryStartBroker(t testing.TB, logDir string, extra ...string) (*proc, error) {
 	t.Helper()
 	args := []string{"serve",
 		"--listeners", "PLAINTEXT://127.0.0.1:0",
@@ -265,7 +265,7 @@ func httpGet(ctx context.Context, url string) (int, string, error) {
 }
 
 // ctxFor returns a context bounded by d, cancelled in t.Cleanup.
-func ctxFor(t *testing.T, d time.Duration) context.Context {
+func ctxFor(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
