@@ -136,11 +136,24 @@ func serve(ctx context.Context, cfg *config.Broker, logger *slog.Logger, timeout
 	return nil
 }
 
-// shutdown stops srv within timeout, logging a failure.
+// shutdown stops srv within timeout, logging a failure. The timeout is a
+// promise: when it passes, shutdown returns at once (serve then exits with
+// status 1) whatever is still running; the broker writes its
+// clean-shutdown marker only when everything finished before the deadline,
+// so the next start recovers the logs as after a crash. Container
+// platforms kill a process that outlives their grace period anyway
+// (Kubernetes: 30 s); this way the exit is the broker's own.
 func shutdown(srv *server.Server, timeout time.Duration, logger *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	err := srv.Shutdown(ctx)
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(ctx) }() // owner: shutdown; abandoned at the deadline, as the process exits
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("not finished within --shutdown-timeout %s: exiting without the clean-shutdown marker, the next start recovers the logs", timeout)
+	}
 	if err != nil {
 		logger.Error("shutdown", "err", err)
 	}

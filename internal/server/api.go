@@ -100,11 +100,11 @@ func (s *Server) open() error {
 		return err
 	}
 	if err := s.ensureOffsetsTopic(); err != nil {
-		s.closeAll()
+		s.closeAll(context.Background())
 		return err
 	}
 	if err := s.ensureTransactionTopic(); err != nil {
-		s.closeAll()
+		s.closeAll(context.Background())
 		return err
 	}
 	return nil
@@ -287,14 +287,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if s.cluster != nil {
 			errs = append(errs, s.cluster.close(ctx))
 		}
-		errs = append(errs, s.closeAll())
+		errs = append(errs, s.closeAll(ctx))
 		s.stopErr = errors.Join(errs...)
 	})
 	return s.stopErr
 }
 
-// closeAll stops the cleaner and the coordinator and closes the broker.
-func (s *Server) closeAll() error {
+// closeAll stops the cleaner and the coordinator and closes the broker
+// (without the clean-shutdown marker once ctx has ended).
+func (s *Server) closeAll(ctx context.Context) error {
 	var errs []error
 	if s.cleaner != nil {
 		errs = append(errs, s.cleaner.Close())
@@ -305,6 +306,6 @@ func (s *Server) closeAll() error {
 	if s.group != nil {
 		errs = append(errs, s.group.Close())
 	}
-	errs = append(errs, s.broker.Close())
+	errs = append(errs, s.broker.Shutdown(ctx))
 	return errors.Join(errs...)
 }

@@ -229,6 +229,7 @@ func (l *Log) writeLocked(records []byte, batches []record.Batch, end int64) err
 	s.size.Store(p)
 	l.mark = writeMark{leo: end, base: s.base, pos: p}
 	l.dirty = true
+	l.changed = true
 	return nil
 }
 
@@ -382,12 +383,13 @@ func (l *Log) Roll() error {
 // point checkpoint moves past it.
 // A producer snapshot is taken at the new base.
 func (l *Log) rollLocked() error {
+	l.changed = true
 	old := l.active
 	oldFile := old.file
 	if !oldFile.tryAcquire() {
 		return l.fail(fmt.Errorf("roll: active segment %d has no open file", old.base))
 	}
-	if err := l.closeActiveFiles(old, false); err != nil {
+	if err := l.closeActiveFiles(old, false, false); err != nil {
 		oldFile.Release()
 		return l.fail(err)
 	}

@@ -340,7 +340,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if err := l.flushLocked(); err != nil {
 		return err
 	}
-	if err := l.closeActiveFiles(l.active, true); err != nil {
+	if err := l.closeActiveFiles(l.active, true, false); err != nil {
 		return l.fail(err)
 	}
 	// Every segment goes (renamed .deleted first, so a new segment may

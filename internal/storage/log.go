@@ -94,6 +94,11 @@ type Log struct {
 	epochs        epochCache
 	recEpochs     []EpochEntry // epochs seen by recovery (load only)
 	dirty         bool         // active segment has unsynced bytes
+	// changed: what a clean start reads (the producer snapshot at the log
+	// end, the active segment's index files) is out of date on disk, so
+	// Close must write it; a log that only served reads since it opened
+	// closes without writing a byte.
+	changed bool
 	// closing holds (with a reference each) the .log files of rolled
 	// segments not yet fsynced; the recovery point checkpoint moves past
 	// them once a sync round or Flush covered them.
@@ -337,6 +342,9 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 		if err != nil {
 			return err
 		}
+		// Recovery rebuilt the active segment's indexes in memory and
+		// scanned past the last snapshot: a clean close writes them.
+		l.changed = true
 	}
 	if ls > leo {
 		// Kafka §3.2 step 5: everything below the log start is gone.
@@ -672,8 +680,11 @@ func jitter(cfg *Config) int64 {
 
 // closeActiveFiles writes the active segment's trimmed indexes (with the
 // final time-index entry) and fsyncs them, trims the .log and, when
-// syncLog, fsyncs it.
-func (l *Log) closeActiveFiles(s *segment, syncLog bool) error {
+// syncLog, fsyncs it. With deferSync nothing is fsynced and the index
+// files are rewritten in place: the caller makes the whole log dir durable
+// at once (Syncer.Close), and until then the log's recovery point is not
+// moved, so a crash in between rebuilds this segment's indexes anyway.
+func (l *Log) closeActiveFiles(s *segment, syncLog, deferSync bool) error {
 	s.mu.Lock()
 	oi, ti, active := s.oi, s.ti, s.active
 	s.mu.Unlock()
@@ -681,16 +692,23 @@ func (l *Log) closeActiveFiles(s *segment, syncLog bool) error {
 		return nil
 	}
 	s.bld.finish()
+	write := writeIndexFile
+	if deferSync {
+		write = writeFileNoSync
+		syncLog = false
+	}
 	errs := []error{
-		writeIndexFile(l.fsys, s.path(IndexSuffix), oi.snapshot()),
-		writeIndexFile(l.fsys, s.path(TimeIndexSuffix), ti.snapshot()),
+		write(l.fsys, s.path(IndexSuffix), oi.snapshot()),
+		write(l.fsys, s.path(TimeIndexSuffix), ti.snapshot()),
 	}
 	if ents := s.abortedTxns(); len(ents) > 0 {
 		// Appended unsynced as aborts happened; now whole and durable.
-		errs = append(errs, writeIndexFile(l.fsys, s.path(TxnIndexSuffix), EncodeTxnIndex(ents)))
+		errs = append(errs, write(l.fsys, s.path(TxnIndexSuffix), EncodeTxnIndex(ents)))
 	}
 	if s.file != nil {
-		errs = append(errs, s.file.f.Truncate(s.size.Load()))
+		if st, err := s.file.f.Stat(); err != nil || st.Size() != s.size.Load() {
+			errs = append(errs, s.file.f.Truncate(s.size.Load()))
+		}
 		if syncLog {
 			errs = append(errs, s.file.f.Sync())
 		}
@@ -830,6 +848,12 @@ func (l *Log) flushLocked() error {
 	if l.failed != nil {
 		return fmt.Errorf("%s: %v: %w", l.dir, l.failed, kerr.KafkaStorageError)
 	}
+	if l.synced.leo == l.mark.leo && len(l.closing) == 0 {
+		// Nothing written since the last fsync: nothing to flush.
+		l.dirty = false
+		l.lastFlush = l.now()
+		return l.writeRecoveryCheckpoint(l.active.base)
+	}
 	for _, f := range l.closing {
 		if err := f.f.Sync(); err != nil {
 			return l.fail(fmt.Errorf("fdatasync: %w", err))
@@ -859,8 +883,22 @@ func (l *Log) releaseClosing() {
 	l.closing = nil
 }
 
-// Close flushes, writes producer snapshot, trims indexes, closes files.
-func (l *Log) Close() error {
+// Close flushes what is not yet durable and, when the log changed since
+// it was opened, writes the producer snapshot at the log end and the
+// active segment's trimmed indexes (what a clean start reads); then it
+// closes the files. A log with nothing written since its last fsync and
+// no change costs no fsync and no write.
+func (l *Log) Close() error { return l.close(false) }
+
+// CloseDeferSync is Close for a broker shutting down a whole log dir: it
+// writes what Close writes but fsyncs nothing. The log dir's Syncer, whose
+// Close must follow, then makes the whole dir durable with one SyncFS and
+// only after it moves the logs' recovery points to their ends and writes
+// the checkpoint files; a crash before that recovers the logs as after any
+// crash.
+func (l *Log) CloseDeferSync() error { return l.close(true) }
+
+func (l *Log) close(deferSync bool) error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -868,15 +906,26 @@ func (l *Log) Close() error {
 	}
 	var errs []error
 	if l.failed == nil {
-		errs = append(errs, l.flushLocked())
-		errs = append(errs, l.writeSnapshot(l.mark.leo))
-		errs = append(errs, l.closeActiveFiles(l.active, true))
-		errs = append(errs, l.fsys.SyncDir(l.dir))
+		if !deferSync {
+			errs = append(errs, l.flushLocked())
+		}
+		if l.changed {
+			errs = append(errs, l.writeSnapshotSync(l.mark.leo, !deferSync))
+			errs = append(errs, l.closeActiveFiles(l.active, true, deferSync))
+			if !deferSync {
+				errs = append(errs, l.fsys.SyncDir(l.dir))
+			}
+		}
 		if err := errors.Join(errs...); err == nil {
-			// Written by Syncer.Close (once for all logs of the dir).
-			l.setRecoveryCheckpoint(l.mark.leo)
-			if !l.ownSyncer && l.syncer.isClosed() {
-				errs = append(errs, l.ck.persist(ckRecovery, false))
+			switch {
+			case deferSync:
+				l.syncer.deferRecoveryPoint(l.ck, l.key, l.mark.leo)
+			default:
+				// Written by Syncer.Close (once for all logs of the dir).
+				l.setRecoveryCheckpoint(l.mark.leo)
+				if !l.ownSyncer && l.syncer.isClosed() {
+					errs = append(errs, l.ck.persist(ckRecovery, false))
+				}
 			}
 		}
 	}

@@ -56,6 +56,17 @@ type dirCheckpoints struct {
 	version   [ckKinds]uint64
 	persisted [ckKinds]uint64
 	writeMu   [ckKinds]sync.Mutex
+	// deferred are the recovery points of logs closed without fsync
+	// (Log.CloseDeferSync), applied after one SyncFS of the dir.
+	deferred []deferredPoint
+	// syncFS flushes the whole file system of the dir; opened when the
+	// files are loaded, so it reports write-back errors since then.
+	syncFS vfs.SyncFS
+}
+
+type deferredPoint struct {
+	key tp
+	off int64
 }
 
 func newDirCheckpoints(fsys vfs.FS, dir string, logger *slog.Logger, merge bool) *dirCheckpoints {
@@ -98,11 +109,57 @@ func (c *dirCheckpoints) load() error {
 			}
 			c.mu.Unlock()
 		}
+		sfs, err := c.fsys.OpenSyncFS(c.dir)
+		if err != nil && !errNotExist(err) {
+			c.loadErr = fmt.Errorf("open log dir %s: %w", c.dir, err)
+			return
+		}
 		c.mu.Lock()
+		c.syncFS = sfs
 		c.ready = true
 		c.mu.Unlock()
 	})
 	return c.loadErr
+}
+
+// applyDeferred makes the dir durable with one SyncFS when logs were
+// closed without fsync, then sets their recovery points.
+func (c *dirCheckpoints) applyDeferred() error {
+	c.mu.Lock()
+	d := c.deferred
+	c.deferred = nil
+	sfs := c.syncFS
+	c.mu.Unlock()
+	if len(d) == 0 {
+		return nil
+	}
+	if sfs == nil {
+		// The dir did not exist when the files were loaded.
+		var err error
+		if sfs, err = c.fsys.OpenSyncFS(c.dir); err != nil {
+			return fmt.Errorf("log dir %s: make %d closed logs durable: %w", c.dir, len(d), err)
+		}
+		c.mu.Lock()
+		c.syncFS = sfs
+		c.mu.Unlock()
+	}
+	if err := sfs.Sync(); err != nil {
+		return fmt.Errorf("syncfs of log dir %s: %w", c.dir, err)
+	}
+	for _, p := range d {
+		c.set(ckRecovery, p.key, p.off)
+	}
+	return nil
+}
+
+func (c *dirCheckpoints) closeSyncFS() {
+	c.mu.Lock()
+	sfs := c.syncFS
+	c.syncFS = nil
+	c.mu.Unlock()
+	if sfs != nil {
+		sfs.Close()
+	}
 }
 
 func (c *dirCheckpoints) isReady() bool {

@@ -465,6 +465,16 @@ func (l *Log) scanBatches(from, to int64, fn func(record.Batch) error) error {
 const maxControlBatch = 64 << 10
 
 // writeSnapshot persists the producer table as "<off>.snapshot".
-func (l *Log) writeSnapshot(off int64) error {
-	return vfs.WriteFileAtomic(l.fsys, filepath.Join(l.dir, FileName(off, SnapshotSuffix)), l.ps.encodeSnapshot(), 0o644)
+func (l *Log) writeSnapshot(off int64) error { return l.writeSnapshotSync(off, true) }
+
+// writeSnapshotSync writes the snapshot durably (tmp, fsync, rename,
+// directory fsync) or, without sync, straight to its name for a later
+// SyncFS to make durable: a crash before that leaves at worst a torn
+// snapshot, which fails its CRC and gives way to an older one.
+func (l *Log) writeSnapshotSync(off int64, sync bool) error {
+	name := filepath.Join(l.dir, FileName(off, SnapshotSuffix))
+	if !sync {
+		return writeFileNoSync(l.fsys, name, l.ps.encodeSnapshot())
+	}
+	return vfs.WriteFileAtomic(l.fsys, name, l.ps.encodeSnapshot(), 0o644)
 }

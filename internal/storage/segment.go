@@ -321,6 +321,25 @@ func writeIndexFile(fsys vfs.FS, name string, data []byte) error {
 	return nil
 }
 
+// writeFileNoSync replaces name's content in place, without fsync (see
+// Log.CloseDeferSync: a SyncFS of the log dir follows).
+func writeFileNoSync(fsys vfs.FS, name string, data []byte) error {
+	f, err := fsys.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if len(data) > 0 {
+		if _, err := f.WriteAt(data, 0); err != nil {
+			f.Close()
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", name, err)
+	}
+	return nil
+}
+
 // persistErr logs an index that could not be written (kept in memory).
 func (s *segment) persistErr(err error) {
 	lg := s.logger

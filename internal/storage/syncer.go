@@ -50,12 +50,41 @@ func NewSyncer(logger *slog.Logger) *Syncer {
 
 // Close stops the syncer after a final round and writes the log dir's
 // recovery-point and log-start-offset checkpoints (call it after closing
-// the logs, so they hold the clean-shutdown recovery points).
+// the logs, so they hold the clean-shutdown recovery points). When logs
+// were closed with CloseDeferSync it first makes each log dir durable with
+// one SyncFS, then moves their recovery points to their log ends.
 func (s *Syncer) Close() error {
 	if !s.shutdown() {
 		return nil
 	}
-	return s.WriteCheckpoints()
+	var errs []error
+	for _, c := range s.registries() {
+		if err := c.applyDeferred(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.closeSyncFS()
+		return err
+	}
+	err := s.WriteCheckpoints()
+	s.closeSyncFS()
+	return err
+}
+
+// closeSyncFS releases the log dirs' SyncFS handles.
+func (s *Syncer) closeSyncFS() {
+	for _, c := range s.registries() {
+		c.closeSyncFS()
+	}
+}
+
+// deferRecoveryPoint records that a log closed with CloseDeferSync ends at
+// off: its recovery point moves there once Close has made the dir durable.
+func (s *Syncer) deferRecoveryPoint(c *dirCheckpoints, key tp, off int64) {
+	c.mu.Lock()
+	c.deferred = append(c.deferred, deferredPoint{key, off})
+	c.mu.Unlock()
 }
 
 // shutdown stops the goroutine after a final round; false when already

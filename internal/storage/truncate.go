@@ -28,6 +28,7 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 	if offset < l.logStart {
 		return l.mark.leo, fmt.Errorf("truncate %s to %d below log start %d: %w", l.dir, offset, l.logStart, kerr.OffsetOutOfRange)
 	}
+	l.changed = true
 	// Pending syncs first, so no closed segment is left half-durable.
 	if err := l.flushLocked(); err != nil {
 		return l.mark.leo, err
@@ -43,7 +44,7 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 	end = max(end, l.logStart)
 	// The current active segment stops being written.
 	if l.active != target {
-		if err := l.closeActiveFiles(l.active, true); err != nil {
+		if err := l.closeActiveFiles(l.active, true, false); err != nil {
 			return l.mark.leo, l.fail(err)
 		}
 	}

@@ -53,7 +53,7 @@ func NewCrashFS() *CrashFS {
 
 // SetHook installs fn, called before every mutating operation (op is one of
 // "create", "write", "sync", "truncate", "remove", "rename", "syncdir",
-// "mkdir"; name the path, for rename "old->new"). A non-nil error fails the
+// "syncfs", "mkdir"; name the path, for rename "old->new"). A non-nil error fails the
 // operation without effect. nil removes the hook.
 func (c *CrashFS) SetHook(fn func(op, name string) error) {
 	c.mu.Lock()
@@ -503,6 +503,47 @@ func (c *CrashFS) SyncDir(name string) error {
 		if filepath.Dir(p) == name {
 			c.durable[p] = ino
 		}
+	}
+	return nil
+}
+
+// OpenSyncFS implements FS: the handle's Sync makes the whole file system
+// durable (op "syncfs" for the hook).
+func (c *CrashFS) OpenSyncFS(dir string) (SyncFS, error) {
+	if !c.isDir(clean(dir)) {
+		return nil, &fs.PathError{Op: "open", Path: dir, Err: fs.ErrNotExist}
+	}
+	return crashSyncFS{c, clean(dir)}, nil
+}
+
+func (c *CrashFS) isDir(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dirs[name]
+}
+
+type crashSyncFS struct {
+	c   *CrashFS
+	dir string
+}
+
+func (s crashSyncFS) Close() error { return nil }
+
+// Sync makes every file's bytes and every directory entry durable.
+func (s crashSyncFS) Sync() error {
+	c := s.c
+	if err := c.check("syncfs", s.dir); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.durable)
+	for p, ino := range c.files {
+		c.durable[p] = ino
+		ino.mu.Lock()
+		ino.synced = append(ino.synced[:0], ino.data...)
+		ino.dirtyFrom = len(ino.data)
+		ino.mu.Unlock()
 	}
 	return nil
 }

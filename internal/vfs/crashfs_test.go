@@ -92,3 +92,45 @@ func TestCrashFSHook(t *testing.T) {
 		t.Fatal("failed rename had an effect")
 	}
 }
+
+func TestCrashFSSyncFS(t *testing.T) {
+	c := NewCrashFS()
+	c.MkdirAll("/d/p", 0o755)
+	s, err := c.OpenSyncFS("/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, _ := c.OpenFile("/d/p/a", os.O_CREATE|os.O_RDWR, 0o644)
+	a.Write([]byte("one"))
+	b, _ := c.OpenFile("/d/b", os.O_CREATE|os.O_RDWR, 0o644)
+	b.Write([]byte("two"))
+	c.Rename("/d/b", "/d/c")
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	a.Write([]byte(" more"))
+	c.Remove("/d/c")
+	img := c.Crash()
+	if got, _ := readAll(t, img, "/d/p/a"); got != "one" {
+		t.Fatalf("a after syncfs and a later write: %q", got)
+	}
+	if got, _ := readAll(t, img, "/d/c"); got != "two" {
+		t.Fatalf("renamed file after syncfs and an unsynced remove: %q", got)
+	}
+	if _, err := readAll(t, img, "/d/b"); err == nil {
+		t.Fatal("old name of a rename made durable by syncfs survived")
+	}
+	c.SetHook(func(op, name string) error {
+		if op == "syncfs" {
+			return ErrInjected
+		}
+		return nil
+	})
+	if err := s.Sync(); !errors.Is(err, ErrInjected) {
+		t.Fatalf("injected syncfs failure: %v", err)
+	}
+	if _, err := c.OpenSyncFS("/nope"); err == nil {
+		t.Fatal("OpenSyncFS of a missing dir")
+	}
+}

@@ -60,6 +60,21 @@ type FS interface {
 	// failing at once while another holder has it (flock on the OS, so
 	// another process; doubles lock in memory). Close releases it.
 	Lock(name string) (io.Closer, error)
+	// OpenSyncFS returns a handle on the whole file system holding dir,
+	// whose Sync makes every write and directory change on it durable at
+	// once (syncfs(2) on Linux). Keep the handle open for as long as the
+	// files it covers are written: it reports the write-back errors that
+	// happened since it was opened.
+	OpenSyncFS(dir string) (SyncFS, error)
+}
+
+// SyncFS flushes a whole file system (see FS.OpenSyncFS).
+type SyncFS interface {
+	// Sync makes every file's data, every file's size and every directory
+	// entry of the file system durable, and reports a write-back error
+	// since the handle was opened.
+	Sync() error
+	Close() error
 }
 
 // OS is the real file system.
@@ -108,6 +123,20 @@ func (OS) SyncDir(name string) error {
 	defer d.Close()
 	return d.Sync()
 }
+
+// OpenSyncFS implements FS.
+func (OS) OpenSyncFS(dir string) (SyncFS, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	return osSyncFS{d}, nil
+}
+
+type osSyncFS struct{ d *os.File }
+
+func (s osSyncFS) Sync() error  { return syncfs(s.d) }
+func (s osSyncFS) Close() error { return s.d.Close() }
 
 // Preallocate implements FS.
 func (OS) Preallocate(f File, size int64) error {

@@ -10,6 +10,10 @@ import (
 
 func fdatasync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
 
+// syncfs flushes the file system holding d; since Linux 5.8 it reports
+// write-back errors of any file of it since d was opened.
+func syncfs(d *os.File) error { return unix.Syncfs(int(d.Fd())) }
+
 func fallocate(f *os.File, size int64) error {
 	err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, size)
 	if err == unix.EOPNOTSUPP {

@@ -48,6 +48,8 @@ func BenchmarkManyPartitions(b *testing.B) {
 	parts := envInt("STRATA_MANYPARTS_PARTITIONS", 1000)
 	secs := envInt("STRATA_MANYPARTS_SECONDS", 10)
 	load := time.Duration(secs) * time.Second
+	defer func(d time.Duration) { startTimeout = d }(startTimeout)
+	startTimeout = 30 * time.Minute
 	dir := b.TempDir()
 	mport := freePort(b)
 	extra := []string{"--strata.metrics.listener", fmt.Sprintf("127.0.0.1:%d", mport)}

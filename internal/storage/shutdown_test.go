@@ -1,0 +1,143 @@
+package storage
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/strata-io/strata/internal/vfs"
+)
+
+// opCounter counts the mutating file system operations CrashFS reports.
+type opCounter struct {
+	mu  sync.Mutex
+	ops map[string]int
+}
+
+func countOps(fsys *vfs.CrashFS) *opCounter {
+	c := &opCounter{ops: map[string]int{}}
+	fsys.SetHook(func(op, _ string) error {
+		c.mu.Lock()
+		c.ops[op]++
+		c.mu.Unlock()
+		return nil
+	})
+	return c
+}
+
+func (c *opCounter) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.ops
+	c.ops = map[string]int{}
+	return out
+}
+
+// TestShutdownDeferSync: a log dir of many partitions closes with
+// CloseDeferSync and Syncer.Close. Partitions that were only opened cost
+// no write at all; the written ones write their snapshot and indexes
+// without fsync; one SyncFS makes the dir durable and the recovery point
+// checkpoint is written once, after it. A power cut before Syncer.Close
+// recovers everything that was acknowledged; after it, a clean start
+// needs no recovery and finds every partition at its end.
+func TestShutdownDeferSync(t *testing.T) {
+	const parts = 40
+	cfg := testConfig()
+	fsys := vfs.NewCrashFS()
+	open := func(fsys vfs.FS, s *Syncer, i int, clean bool) *Log {
+		l, err := Open(fmt.Sprintf("/d/t-%d", i), [16]byte{7}, cfg, clean, Options{FS: fsys, Syncer: s, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	s := NewSyncer(quiet)
+	logs := make([]*Log, parts)
+	for i := range logs {
+		logs[i] = open(fsys, s, i, false)
+	}
+	for _, l := range logs {
+		l.Close()
+	}
+	s.Close()
+
+	// Reopen cleanly; write to every fourth partition (acks=all).
+	s = NewSyncer(quiet)
+	for i := range logs {
+		logs[i] = open(fsys, s, i, true)
+	}
+	ends := map[int]int64{}
+	for i := 0; i < parts; i += 4 {
+		for range 3 {
+			res := mustAppend(t, logs[i], mkBatch(t, 3, fmt.Sprint("p", i), 1))
+			if err := logs[i].WaitDurable(t.Context(), res.LastOffset+1); err != nil {
+				t.Fatal(err)
+			}
+			ends[i] = res.LastOffset + 1
+		}
+	}
+	ops := countOps(fsys)
+	for i, l := range logs {
+		if i%4 != 0 {
+			if err := l.CloseDeferSync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := ops.take(); len(got) != 0 {
+		t.Fatalf("closing %d untouched partitions did %v, want nothing", parts-len(ends), got)
+	}
+	for i := 0; i < parts; i += 4 {
+		if err := logs[i].CloseDeferSync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ops.take(); got["sync"] != 0 || got["syncdir"] != 0 || got["syncfs"] != 0 {
+		t.Fatalf("closing written partitions fsynced: %v", got)
+	}
+	// A power cut now: no clean start, every acknowledged batch is back.
+	img := fsys.Crash()
+	s2 := NewSyncer(quiet)
+	for i := 0; i < parts; i++ {
+		l := open(img, s2, i, false)
+		if l.LogEndOffset() != ends[i] {
+			t.Fatalf("partition %d after a power cut during shutdown: end %d, want %d", i, l.LogEndOffset(), ends[i])
+		}
+		l.Close()
+	}
+	s2.Close()
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := ops.take()
+	if got["syncfs"] != 1 || got["sync"] > 2 {
+		t.Fatalf("Syncer.Close did %v, want one syncfs and the checkpoint files", got)
+	}
+	fsys.SetHook(nil)
+	img = fsys.Crash()
+	rp := map[string]int64{}
+	ents, err := ReadCheckpoint(img, "/d/"+RecoveryPointFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		rp[fmt.Sprintf("%s-%d", e.Topic, e.Partition)] = e.Offset
+	}
+	s3 := NewSyncer(quiet)
+	for i := 0; i < parts; i++ {
+		if rp[fmt.Sprintf("t-%d", i)] != ends[i] {
+			t.Fatalf("recovery point of t-%d is %d, want its end %d", i, rp[fmt.Sprintf("t-%d", i)], ends[i])
+		}
+		l := open(img, s3, i, true)
+		batches := 0
+		if i%4 == 0 {
+			batches = 3
+		}
+		if l.LogEndOffset() != ends[i] || len(readAll(t, l, 0)) != batches {
+			t.Fatalf("partition %d after a clean shutdown: end %d, want %d", i, l.LogEndOffset(), ends[i])
+		}
+		l.Close()
+	}
+	s3.Close()
+}
