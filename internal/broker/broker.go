@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -64,8 +65,21 @@ func Open(cfg *config.Broker, logger *slog.Logger) (*Broker, error) {
 // OpenFS is Open over the file system fsys (tests: a vfs.CrashFS, whose
 // power cuts then cover every file the broker and its logs write).
 func OpenFS(cfg *config.Broker, logger *slog.Logger, fsys vfs.FS) (*Broker, error) {
+	return OpenWithProgress(cfg, logger, fsys, nil)
+}
+
+// OpenWithProgress is OpenFS (nil fsys: the real one) reporting how many
+// partitions are loaded in progress (nil: not reported) while it runs, for
+// /readyz.
+func OpenWithProgress(cfg *config.Broker, logger *slog.Logger, fsys vfs.FS, progress *LoadProgress) (*Broker, error) {
 	if logger == nil {
 		logger = slog.Default()
+	}
+	if fsys == nil {
+		fsys = vfs.Default()
+	}
+	if progress == nil {
+		progress = &LoadProgress{}
 	}
 	b := &Broker{
 		cfg:         cfg,
@@ -104,7 +118,7 @@ func OpenFS(cfg *config.Broker, logger *slog.Logger, fsys vfs.FS) (*Broker, erro
 		return nil, err
 	}
 	b.clusterID = clusterID
-	if err := b.load(); err != nil {
+	if err := b.load(progress); err != nil {
 		b.closeLogs(false)
 		b.unlockAll()
 		return nil, err
@@ -112,8 +126,32 @@ func OpenFS(cfg *config.Broker, logger *slog.Logger, fsys vfs.FS) (*Broker, erro
 	return b, nil
 }
 
+// LoadProgress counts the partitions a broker has opened while it loads
+// its logs at start (recovering them after a crash), for /readyz and the
+// progress log lines.
+type LoadProgress struct {
+	total, loaded atomic.Int64
+	recovering    atomic.Bool
+}
+
+// Counts returns how many partitions are loaded, of how many.
+func (p *LoadProgress) Counts() (loaded, total int64) { return p.loaded.Load(), p.total.Load() }
+
+// String describes the progress, e.g. "recovering logs: 2500 of 10100
+// partitions loaded".
+func (p *LoadProgress) String() string {
+	what := "loading logs"
+	if p.recovering.Load() {
+		what = "recovering logs"
+	}
+	return fmt.Sprintf("%s: %d of %d partitions loaded", what, p.loaded.Load(), p.total.Load())
+}
+
+// progressLogInterval is how often a long load logs its progress.
+const progressLogInterval = 5 * time.Second
+
 // load reads the metadata store and opens all partition logs.
-func (b *Broker) load() error {
+func (b *Broker) load(progress *LoadProgress) error {
 	clean := map[string]bool{}
 	for _, d := range b.dirs {
 		clean[d.path] = takeCleanShutdownMarker(b.fs, d.path)
@@ -162,9 +200,32 @@ func (b *Broker) load() error {
 	}
 	b.logRecoveryPlan(clean, perDir)
 	start := time.Now()
-	if err := forEach(b.ioThreads(), jobs, func(j job) error {
+	progress.total.Store(int64(len(jobs)))
+	progress.recovering.Store(!allClean(clean))
+	stop := make(chan struct{})
+	var logged sync.WaitGroup
+	logged.Add(1)
+	go func() { // owner: load; stopped when every partition is open
+		defer logged.Done()
+		t := time.NewTicker(progressLogInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				n, total := progress.Counts()
+				b.logger.Info("loading logs", "loaded", n, "partitions", total, "recovery", !allClean(clean), "elapsed", time.Since(start))
+			}
+		}
+	}()
+	err = forEach(b.ioThreads(), jobs, func(j job) error {
+		defer progress.loaded.Add(1)
 		return b.openPartition(j.t, j.p, clean[j.p.baseDir])
-	}); err != nil {
+	})
+	close(stop)
+	logged.Wait()
+	if err != nil {
 		return err
 	}
 	for _, d := range b.dirs {

@@ -38,9 +38,13 @@ func TestShutdownDeadline(t *testing.T) {
 		t.Fatal("clean-shutdown marker written past the deadline")
 	}
 	var buf bytes.Buffer
-	b, err = Open(testConfig(t, dir), slog.New(slog.NewTextHandler(&buf, nil)))
+	progress := &LoadProgress{}
+	b, err = OpenWithProgress(testConfig(t, dir), slog.New(slog.NewTextHandler(&buf, nil)), nil, progress)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := progress.String(); got != "recovering logs: 4 of 4 partitions loaded" {
+		t.Errorf("progress after the recovery: %q", got)
 	}
 	if !strings.Contains(buf.String(), "recovering partitions: no clean shutdown marker") {
 		t.Errorf("start after a late shutdown did not recover:\n%s", buf.String())

@@ -21,9 +21,10 @@ type Server struct {
 	mux  *http.ServeMux
 	srv  *http.Server
 
-	mu   sync.Mutex
-	ln   net.Listener
-	done chan struct{} // closed when Serve returns
+	mu     sync.Mutex
+	ln     net.Listener
+	done   chan struct{} // closed when Serve returns
+	detail func() string // why not ready (nil: nothing more to say)
 }
 
 // NewServer builds a server for addr ("host:port"; port 0 = random). ready
@@ -38,20 +39,38 @@ func NewServer(addr string, reg *prometheus.Registry, ready func() bool) *Server
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
+	s := &Server{
+		addr: addr,
+		mux:  mux,
+		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+	}
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if !ready() {
 			w.WriteHeader(http.StatusServiceUnavailable)
+			s.mu.Lock()
+			detail := s.detail
+			s.mu.Unlock()
+			if detail != nil {
+				if d := detail(); d != "" {
+					fmt.Fprintln(w, "not ready:", d)
+					return
+				}
+			}
 			fmt.Fprintln(w, "not ready")
 			return
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	return &Server{
-		addr: addr,
-		mux:  mux,
-		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
-	}
+	return s
+}
+
+// SetNotReadyDetail sets what /readyz adds after "not ready:" (e.g. the
+// progress of log recovery); nil or "" adds nothing.
+func (s *Server) SetNotReadyDetail(detail func() string) {
+	s.mu.Lock()
+	s.detail = detail
+	s.mu.Unlock()
 }
 
 // Handle adds a handler (http.ServeMux pattern, e.g. "GET /v1/compaction").

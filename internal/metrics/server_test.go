@@ -43,6 +43,10 @@ func TestServer(t *testing.T) {
 	if code, _ := get(t, base+"/readyz"); code != 503 {
 		t.Errorf("readyz before ready %d", code)
 	}
+	s.SetNotReadyDetail(func() string { return "recovering logs: 3 of 7 partitions loaded" })
+	if code, body := get(t, base+"/readyz"); code != 503 || body != "not ready: recovering logs: 3 of 7 partitions loaded\n" {
+		t.Errorf("readyz with a detail: %d %q", code, body)
+	}
 	ready.Store(true)
 	if code, _ := get(t, base+"/readyz"); code != 200 {
 		t.Errorf("readyz after ready %d", code)

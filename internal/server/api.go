@@ -51,13 +51,18 @@ type Server struct {
 	plainUsers map[string]string
 
 	ready    atomic.Bool
+	stopping atomic.Bool
 	stopOnce sync.Once
 	stopErr  error
 }
 
 // New binds the listeners, then opens the log directories (running crash
 // recovery when the previous shutdown was not clean), loads topic metadata
-// and group state, and builds every component. It does not serve yet.
+// and group state, and builds every component. The HTTP listener
+// (strata.metrics.listener) serves from the start, so /healthz answers and
+// /readyz reports the progress of the log recovery (503, "not ready:
+// recovering logs: N of M partitions loaded") while it runs; the Kafka
+// listener serves from Start.
 func New(cfg *config.Broker, logger *slog.Logger) (*Server, error) {
 	if logger == nil {
 		logger = slog.Default()
@@ -77,16 +82,33 @@ func New(cfg *config.Broker, logger *slog.Logger) (*Server, error) {
 	if err := s.bind(); err != nil {
 		return nil, err
 	}
-	if err := s.open(); err != nil {
+	progress := &broker.LoadProgress{}
+	if s.metrics != nil {
+		s.metrics.SetNotReadyDetail(func() string {
+			if s.ready.Load() || s.stopping.Load() {
+				return ""
+			}
+			if _, total := progress.Counts(); total == 0 {
+				return "starting"
+			}
+			return progress.String()
+		})
+		if err := s.metrics.Serve(); err != nil {
+			s.closeListeners()
+			return nil, err
+		}
+	}
+	if err := s.open(progress); err != nil {
 		s.closeListeners()
 		return nil, err
 	}
 	return s, nil
 }
 
-// open opens the log directories and builds the components that use them.
-func (s *Server) open() error {
-	b, err := broker.Open(s.cfg, s.logger)
+// open opens the log directories (reporting its progress) and builds the
+// components that use them.
+func (s *Server) open(progress *broker.LoadProgress) error {
+	b, err := broker.OpenWithProgress(s.cfg, s.logger, nil, progress)
 	if err != nil {
 		return err
 	}
@@ -98,6 +120,11 @@ func (s *Server) open() error {
 	if err := s.buildCleaner(); err != nil {
 		b.Close()
 		return err
+	}
+	if s.metrics != nil {
+		h := s.cleaner.HTTPHandler()
+		s.metrics.Handle("/v1/compaction", h)
+		s.metrics.Handle("/v1/compaction/", h)
 	}
 	if err := s.ensureOffsetsTopic(); err != nil {
 		s.closeAll(context.Background())
@@ -196,15 +223,8 @@ func (s *Server) Start() (err error) {
 	}
 	s.proto = proto
 	if s.metrics != nil {
-		h := s.cleaner.HTTPHandler()
-		s.metrics.Handle("/v1/compaction", h)
-		s.metrics.Handle("/v1/compaction/", h)
+		// Already serving (since New): the console joins the routes.
 		if err := s.mountConsole(); err != nil {
-			ln.Close()
-			return err
-		}
-		if err := s.metrics.Serve(); err != nil {
-			s.closeConsole()
 			ln.Close()
 			return err
 		}
@@ -273,6 +293,7 @@ func (s *Server) Protocol() *protocol.Server { return s.proto }
 // flushes every log, writes checkpoints and the clean-shutdown marker.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() {
+		s.stopping.Store(true)
 		s.ready.Store(false)
 		var errs []error
 		if s.proto != nil {

@@ -434,7 +434,9 @@ func (l *Log) rollLocked() error {
 		return l.fail(err)
 	}
 	if len(l.closing) == 0 {
-		if err := l.writeRecoveryCheckpoint(ns.base); err != nil {
+		// The rolled segment is durable: the recovery point enters the
+		// new one, so a crash never rescans a closed segment.
+		if err := l.setRecoveryPoint(ns.base, true); err != nil {
 			return l.fail(err)
 		}
 	} else if !l.syncer.request(l) {

@@ -371,7 +371,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if err := l.writeLogStartCheckpoint(offset); err != nil {
 		return l.fail(err)
 	}
-	if err := l.writeRecoveryCheckpoint(offset); err != nil {
+	if err := l.setRecoveryPoint(offset, true); err != nil {
 		return l.fail(err)
 	}
 	// Producer state, transactions and epochs start empty.

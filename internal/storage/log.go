@@ -283,8 +283,10 @@ func (l *Log) newSegment(base int64) *segment {
 // load runs the startup sequence (Kafka's LogLoader).
 func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	_, statErr := l.fsys.Stat(l.dir)
-	if err := l.fsys.MkdirAll(l.dir, 0o755); err != nil {
-		return err
+	if statErr != nil {
+		if err := l.fsys.MkdirAll(l.dir, 0o755); err != nil {
+			return err
+		}
 	}
 	if errNotExist(statErr) {
 		// A new partition directory must survive a power cut too.
@@ -337,14 +339,19 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 			cleanShutdown = false
 		}
 	}
+	dirChanged := created
 	if !cleanShutdown {
-		leo, err = l.recover(max(rp, 0))
+		var changed bool
+		leo, changed, err = l.recover(max(rp, 0))
 		if err != nil {
 			return err
 		}
-		// Recovery rebuilt the active segment's indexes in memory and
-		// scanned past the last snapshot: a clean close writes them.
-		l.changed = true
+		// Recovery found (and made durable) bytes past the recovery point
+		// or cut a torn tail: a clean close writes the snapshot and
+		// indexes. A log with nothing past its recovery point wrote
+		// nothing and needs nothing written.
+		l.changed = changed
+		dirChanged = dirChanged || changed
 	}
 	if ls > leo {
 		// Kafka §3.2 step 5: everything below the log start is gone.
@@ -366,19 +373,25 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	l.mark = writeMark{leo: leo, base: act.base, pos: act.size.Load()}
 	l.synced = l.mark
 	l.recoveryPoint.Store(leo)
-	if !cleanShutdown || created {
+	if dirChanged {
 		if err := l.fsys.SyncDir(l.dir); err != nil {
 			return err
 		}
 	}
-	// The checkpoint must never be above a segment that is not yet fsynced.
-	// Any value <= leo already satisfies that for every segment rolled from
-	// here on, so a clean start of many partitions writes nothing.
+	// The recovery point is the exact offset below which everything is
+	// fsynced (Kafka's meaning): now the log end. Memory only: the file may
+	// keep a lower value until the next checkpoint write, which only costs
+	// a longer scan after a crash. A value above the end (the data below
+	// it was lost) must go at once, or a later crash would trust bytes
+	// written after this start without checking them.
 	l.ckptRecovery = rp
 	if rp > leo {
-		if err := l.writeRecoveryCheckpoint(act.base); err != nil {
+		if err := l.setRecoveryPoint(leo, true); err != nil {
 			return err
 		}
+	} else if rp != leo {
+		l.ckptRecovery = leo
+		l.ck.set(ckRecovery, l.key, leo, false)
 	}
 	if err := l.loadEpochs(leo, l.recEpochs); err != nil {
 		return err
@@ -470,10 +483,10 @@ func (l *Log) readCheckpoints() (rp, ls int64, err error) {
 		return rp, ls, nil
 	}
 	if rp >= 0 {
-		l.ck.set(ckRecovery, l.key, rp)
+		l.ck.set(ckRecovery, l.key, rp, false)
 	}
 	if ls >= 0 {
-		l.ck.set(ckLogStart, l.key, ls)
+		l.ck.set(ckLogStart, l.key, ls, false)
 	}
 	// Unforced: partitions migrating at once share the writes; an entry
 	// that did not change is already in the root files.
@@ -493,25 +506,29 @@ func (l *Log) readCheckpoints() (rp, ls int64, err error) {
 // writeLogStartCheckpoint persists the log start offset in the log dir's
 // log-start-offset-checkpoint at once.
 func (l *Log) writeLogStartCheckpoint(off int64) error {
-	l.ck.set(ckLogStart, l.key, off)
+	l.ck.set(ckLogStart, l.key, off, true)
 	return l.ck.persist(ckLogStart, false)
 }
 
-// setRecoveryCheckpoint records rp (a segment base below which every
-// segment and its indexes are fsynced) in memory; the syncer's round or
-// Close writes it.
-func (l *Log) setRecoveryCheckpoint(rp int64) {
-	l.ck.set(ckRecovery, l.key, rp)
-	l.ckptRecovery = rp
-}
-
-// writeRecoveryCheckpoint persists rp when it changed.
-func (l *Log) writeRecoveryCheckpoint(rp int64) error {
-	if rp == l.ckptRecovery {
+// setRecoveryPoint records rp, the offset below which every byte of the
+// log (and every closed segment's indexes) is fsynced, in the log dir's
+// recovery-point checkpoint registry. The file is written by the broker's
+// periodic checkpoint (log.flush.offset.checkpoint.interval.ms), by
+// Syncer.Close, at the end of a group-commit round when a log's recovery
+// point entered a newer segment (so a crash rescans at most the active
+// segment, as before exact recovery points), and at once when now is set
+// (the value went down: TruncateTo, lost data).
+func (l *Log) setRecoveryPoint(rp int64, now bool) error {
+	if rp == l.ckptRecovery && !now {
 		return nil
 	}
-	l.setRecoveryCheckpoint(rp)
-	return l.ck.persist(ckRecovery, false)
+	urgent := now || l.ckptRecovery < l.active.base
+	l.ckptRecovery = rp
+	l.ck.set(ckRecovery, l.key, rp, urgent)
+	if now {
+		return l.ck.persist(ckRecovery, false)
+	}
+	return nil
 }
 
 func (l *Log) writePartitionMetadata(topicID [16]byte) error {
@@ -614,20 +631,10 @@ func (l *Log) openActive() error {
 	if cfg.Preallocate {
 		l.fsys.Preallocate(f, cfg.SegmentBytes)
 	}
-	// Preallocate (sparse) the index files as Kafka does; their content is
-	// written when the segment closes.
-	for _, x := range []struct {
-		suf  string
-		size int
-	}{{IndexSuffix, roundDown(cfg.SegmentIndexBytes, offsetEntrySize)}, {TimeIndexSuffix, roundDown(cfg.SegmentIndexBytes, timeEntrySize)}} {
-		xf, err := l.fsys.OpenFile(s.path(x.suf), os.O_RDWR|os.O_CREATE, 0o644)
-		if err != nil {
-			f.Close()
-			return err
-		}
-		xf.Truncate(int64(x.size))
-		xf.Close()
-	}
+	// Unlike Kafka, which preallocates the active segment's index files
+	// to segment.index.bytes because it memory-maps them, the active
+	// segment's indexes live in memory and are written when it closes:
+	// opening a partition changes no file.
 	s.mu.Lock()
 	if s.file != nil {
 		s.file.Release()
@@ -665,7 +672,6 @@ func (l *Log) openActive() error {
 	return nil
 }
 
-func roundDown(n int32, m int) int { return int(n) / m * m }
 
 func jitter(cfg *Config) int64 {
 	j := cfg.SegmentJitterMs.Milliseconds()
@@ -829,8 +835,8 @@ func (l *Log) finishSync(p syncPrep, err error) {
 		l.recoveryPoint.Store(p.mark.leo)
 		l.publish()
 	}
-	if len(l.closing) == 0 && p.ckpt > l.ckptRecovery && !l.closed && l.failed == nil {
-		l.setRecoveryCheckpoint(p.ckpt) // written at the end of the round
+	if len(l.closing) == 0 && !l.closed && l.failed == nil {
+		l.setRecoveryPoint(l.synced.leo, false) // in memory; see setRecoveryPoint
 	}
 }
 
@@ -852,7 +858,7 @@ func (l *Log) flushLocked() error {
 		// Nothing written since the last fsync: nothing to flush.
 		l.dirty = false
 		l.lastFlush = l.now()
-		return l.writeRecoveryCheckpoint(l.active.base)
+		return l.setRecoveryPoint(l.mark.leo, false)
 	}
 	for _, f := range l.closing {
 		if err := f.f.Sync(); err != nil {
@@ -870,7 +876,7 @@ func (l *Log) flushLocked() error {
 		l.recoveryPoint.Store(l.mark.leo)
 		l.publish()
 	}
-	if err := l.writeRecoveryCheckpoint(l.active.base); err != nil {
+	if err := l.setRecoveryPoint(l.mark.leo, false); err != nil {
 		return l.fail(err)
 	}
 	return nil
@@ -922,7 +928,7 @@ func (l *Log) close(deferSync bool) error {
 				l.syncer.deferRecoveryPoint(l.ck, l.key, l.mark.leo)
 			default:
 				// Written by Syncer.Close (once for all logs of the dir).
-				l.setRecoveryCheckpoint(l.mark.leo)
+				l.setRecoveryPoint(l.mark.leo, false)
 				if !l.ownSyncer && l.syncer.isClosed() {
 					errs = append(errs, l.ck.persist(ckRecovery, false))
 				}
@@ -957,8 +963,11 @@ func (l *Log) Delete() error {
 	if err := l.fsys.SyncDir(filepath.Dir(l.dir)); err != nil {
 		return err
 	}
+	// The entries go with the next checkpoint write: until then they are
+	// harmless (a load drops entries without a directory, and a new
+	// directory of the same name ignores them).
 	l.ck.remove(l.key)
-	return l.ck.persistAll(false)
+	return nil
 }
 
 // deleter unlinks renamed .deleted files after file.delete.delay.ms. Close

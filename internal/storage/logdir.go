@@ -54,6 +54,7 @@ type dirCheckpoints struct {
 	ents      [ckKinds]map[tp]int64
 	owned     map[tp]bool // partitions set or removed through this registry
 	version   [ckKinds]uint64
+	urgent    [ckKinds]uint64 // version of the last change to write soon
 	persisted [ckKinds]uint64
 	writeMu   [ckKinds]sync.Mutex
 	// deferred are the recovery points of logs closed without fsync
@@ -147,7 +148,7 @@ func (c *dirCheckpoints) applyDeferred() error {
 		return fmt.Errorf("syncfs of log dir %s: %w", c.dir, err)
 	}
 	for _, p := range d {
-		c.set(ckRecovery, p.key, p.off)
+		c.set(ckRecovery, p.key, p.off, false)
 	}
 	return nil
 }
@@ -178,8 +179,9 @@ func (c *dirCheckpoints) get(kind int, key tp) int64 {
 	return -1
 }
 
-// set changes an entry in memory (persist makes it durable).
-func (c *dirCheckpoints) set(kind int, key tp, off int64) {
+// set changes an entry in memory (persist makes it durable); urgent asks
+// the end of the next group-commit round to write the file.
+func (c *dirCheckpoints) set(kind int, key tp, off int64, urgent bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.owned[key] = true
@@ -188,6 +190,9 @@ func (c *dirCheckpoints) set(kind int, key tp, off int64) {
 	}
 	c.ents[kind][key] = off
 	c.version[kind]++
+	if urgent {
+		c.urgent[kind] = c.version[kind]
+	}
 }
 
 // remove drops the entries of key (deleted partition or new directory).
@@ -203,10 +208,14 @@ func (c *dirCheckpoints) remove(key tp) {
 	}
 }
 
-// dirty reports whether a file lags behind memory.
-func (c *dirCheckpoints) dirty(kind int) bool {
+// dirty reports whether a file lags behind memory (urgentOnly: behind an
+// urgent change).
+func (c *dirCheckpoints) dirty(kind int, urgentOnly bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if urgentOnly {
+		return c.persisted[kind] < c.urgent[kind]
+	}
 	return c.persisted[kind] < c.version[kind]
 }
 

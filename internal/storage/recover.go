@@ -15,20 +15,25 @@ import (
 	"github.com/strata-io/strata/internal/vfs"
 )
 
-// recover validates every segment from the one holding the recovery point
-// to the end (Kafka's LogLoader.recoverLog): batches are checked (framing,
-// CRC, offsets increasing and in range), indexes rebuilt, the .log
-// truncated at the first torn or corrupt batch and every later segment
-// removed. Recovered segments are fsynced so they count as durable. It
-// returns the log end offset.
-func (l *Log) recover(rp int64) (int64, error) {
+// recover validates what lies past the recovery point rp (Kafka's
+// LogLoader.recoverLog; rp is the offset below which everything was
+// fsynced). The
+// segment holding rp is read from its start, but below rp only batch
+// headers are read (to rebuild its indexes and find where rp is); from rp
+// on, and in every later segment, batches are checked (framing, CRC,
+// offsets increasing and in range), indexes rebuilt, the .log truncated at
+// the first torn or corrupt batch and every later segment removed. What
+// was read past rp is fsynced so it counts as durable. A log with nothing
+// past rp is neither written nor fsynced (changed is false). It returns
+// the log end offset.
+func (l *Log) recover(rp int64) (leo int64, changed bool, err error) {
 	start := 0
 	for i, s := range l.segs {
 		if s.base <= rp {
 			start = i
 		}
 	}
-	leo := l.segs[start].base
+	leo = l.segs[start].base
 	// Every re-scanned segment gets its .txnindex rebuilt with the
 	// producer state (loadProducerState).
 	l.rebuildTxnFrom = l.segs[start].base
@@ -41,13 +46,19 @@ func (l *Log) recover(rp int64) (int64, error) {
 				l.removeSegmentFiles(r)
 			}
 			l.segs = l.segs[:i]
+			changed = true
 			break
 		}
-		end, truncated, err := l.recoverSegment(s, i == len(l.segs)-1)
+		trusted := int64(-1)
+		if i == start {
+			trusted = rp
+		}
+		end, truncated, past, err := l.recoverSegment(s, i == len(l.segs)-1, trusted)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		leo = end
+		changed = changed || past
 		if truncated && i+1 < len(l.segs) {
 			l.logger.Warn("truncated segment; removing later segments", "base", s.base, "removed", len(l.segs)-i-1)
 			for _, r := range l.segs[i+1:] {
@@ -63,35 +74,52 @@ func (l *Log) recover(rp int64) (int64, error) {
 	if last := l.segs[len(l.segs)-1]; last.size.Load() == 0 && last.base > leo {
 		leo = last.base
 	}
-	return leo, nil
+	return leo, changed, nil
 }
 
-// recoverSegment scans one segment. last tells whether it is the newest
-// (its time index gets no closing entry).
-func (l *Log) recoverSegment(s *segment, last bool) (leo int64, truncated bool, err error) {
+// recoverSegment scans one segment: batch headers only while their last
+// offset is below trusted (fsynced before the crash), whole batches from
+// there. last tells whether it is the newest (its time index gets no
+// closing entry, and its indexes stay in memory: the active segment's
+// index files are written when it closes). past reports bytes read past
+// trusted, or a cut: the segment was then fsynced.
+func (l *Log) recoverSegment(s *segment, last bool, trusted int64) (leo int64, truncated, past bool, err error) {
 	cfg := l.cfg.Load()
 	f, err := l.fsys.OpenFile(s.path(LogSuffix), os.O_RDWR, 0)
 	if err != nil {
-		return 0, false, fmt.Errorf("recover segment %d: %w", s.base, err)
+		return 0, false, false, fmt.Errorf("recover segment %d: %w", s.base, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
 	size := st.Size()
 	oi := &offsetIndex{maxEntries: int(cfg.SegmentIndexBytes) / offsetEntrySize}
 	ti := &timeIndex{maxEntries: int(cfg.SegmentIndexBytes) / timeEntrySize}
 	b := newIndexBuilder(s.base, oi, ti, int64(cfg.IndexIntervalBytes))
 	leo = s.base
-	buf := make([]byte, 1<<20)
 	var pos int64
+	// The fsynced prefix: headers only.
+	var hdr [record.HeaderSize]byte
+	for pos < size && trusted > leo {
+		h, herr := readHeader(f, pos, hdr[:])
+		if herr != nil || pos+h.size > size || h.last >= trusted || h.base < leo || h.last-s.base > math.MaxInt32 || h.base < s.base {
+			break // checked in full below
+		}
+		b.add(h, pos)
+		l.noteEpoch(record.Batch(hdr[:]).PartitionLeaderEpoch(), h.base)
+		leo = h.last + 1
+		pos += h.size
+	}
+	scanFrom := pos
+	buf := make([]byte, 1<<20)
 	var reason string
 scan:
 	for pos < size {
 		n, rerr := f.ReadAt(buf, pos)
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
-			return 0, false, fmt.Errorf("recover segment %d: %w", s.base, rerr)
+			return 0, false, false, fmt.Errorf("recover segment %d: %w", s.base, rerr)
 		}
 		chunk := buf[:n]
 		consumed := 0
@@ -131,34 +159,48 @@ scan:
 				break scan
 			}
 			b.add(h, pos+int64(consumed))
-			if ep := bt.PartitionLeaderEpoch(); ep >= 0 && (len(l.recEpochs) == 0 || ep > l.recEpochs[len(l.recEpochs)-1].Epoch) {
-				l.recEpochs = append(l.recEpochs, EpochEntry{Epoch: ep, StartOffset: h.base})
-			}
+			l.noteEpoch(bt.PartitionLeaderEpoch(), h.base)
 			leo = h.last + 1
 			consumed += int(h.size)
 			chunk = rest
 		}
 		pos += int64(consumed)
 	}
+	past = scanFrom < size
 	if pos < size {
 		truncated = true
 		l.logger.Warn("truncating segment at invalid batch", "base", s.base, "pos", pos, "size", size, "reason", reason)
 		if err := f.Truncate(pos); err != nil {
-			return 0, false, fmt.Errorf("truncate segment %d: %w", s.base, err)
+			return 0, false, false, fmt.Errorf("truncate segment %d: %w", s.base, err)
 		}
 	}
-	if err := f.Sync(); err != nil {
-		return 0, false, fmt.Errorf("fsync segment %d: %w", s.base, err)
+	if past {
+		// Bytes past the recovery point may still be only in the page
+		// cache (a process crash): make them durable before serving them.
+		if err := f.Sync(); err != nil {
+			return 0, false, false, fmt.Errorf("fsync segment %d: %w", s.base, err)
+		}
 	}
 	if !last {
 		b.finish()
 	}
-	// On a full disk (e.g. after a shutdown that failed for lack of
-	// space) the rebuilt indexes stay in memory only, so the log still
-	// opens; the on-disk ones are left as they were (tmp + rename).
-	if err := errors.Join(writeIndexFile(l.fsys, s.path(IndexSuffix), oi.buf),
-		writeIndexFile(l.fsys, s.path(TimeIndexSuffix), ti.buf)); err != nil {
-		s.persistErr(err)
+	switch {
+	case !last && (past || trusted < 0):
+		// A closed segment re-scanned: fresh index files. On a full disk
+		// (e.g. after a shutdown that failed for lack of space) the
+		// rebuilt indexes stay in memory only, so the log still opens;
+		// the on-disk ones are left as they were (tmp + rename).
+		if err := errors.Join(writeIndexFile(l.fsys, s.path(IndexSuffix), oi.buf),
+			writeIndexFile(l.fsys, s.path(TimeIndexSuffix), ti.buf)); err != nil {
+			s.persistErr(err)
+		}
+	case last && truncated:
+		// The on-disk indexes of the active segment (from its last close)
+		// may point past the cut: gone, the segment's close writes new
+		// ones.
+		if err := removeIndexFiles(l, s); err != nil {
+			return 0, false, false, fmt.Errorf("segment %d: %w", s.base, err)
+		}
 	}
 	s.size.Store(pos)
 	s.maxTs.Store(b.maxTs)
@@ -167,7 +209,15 @@ scan:
 	s.mu.Lock()
 	s.oi, s.ti = oi, ti
 	s.mu.Unlock()
-	return leo, truncated, nil
+	return leo, truncated, past, nil
+}
+
+// noteEpoch records a batch's leader epoch for the epoch history rebuilt
+// by recovery.
+func (l *Log) noteEpoch(ep int32, base int64) {
+	if ep >= 0 && (len(l.recEpochs) == 0 || ep > l.recEpochs[len(l.recEpochs)-1].Epoch) {
+		l.recEpochs = append(l.recEpochs, EpochEntry{Epoch: ep, StartOffset: base})
+	}
 }
 
 // completeSwaps finishes or rolls back an interrupted segment replacement
@@ -388,13 +438,23 @@ func (l *Log) loadProducerState(snaps []int64, leo int64) error {
 	if len(rebuilt) == 0 {
 		return nil
 	}
+	wrote := false
 	for i, ents := range rebuilt {
 		s := l.segs[i]
 		s.setAbortedTxns(ents)
+		if len(ents) == 0 {
+			if _, err := l.fsys.Stat(s.path(TxnIndexSuffix)); errNotExist(err) {
+				continue // nothing to write or remove
+			}
+		}
 		// On a full disk the rebuilt entries stay in memory only.
+		wrote = true
 		if err := writeTxnIndex(l.fsys, s.path(TxnIndexSuffix), ents); err != nil {
 			s.persistErr(err)
 		}
+	}
+	if !wrote {
+		return nil
 	}
 	return l.fsys.SyncDir(l.dir)
 }

@@ -67,9 +67,11 @@ func (s *Syncer) Close() error {
 		s.closeSyncFS()
 		return err
 	}
-	err := s.WriteCheckpoints()
+	for _, c := range s.registries() {
+		errs = append(errs, c.persistAll(true))
+	}
 	s.closeSyncFS()
-	return err
+	return errors.Join(errs...)
 }
 
 // closeSyncFS releases the log dirs' SyncFS handles.
@@ -137,12 +139,12 @@ func (s *Syncer) registries() []*dirCheckpoints {
 
 // WriteCheckpoints rewrites the recovery-point-offset-checkpoint and
 // log-start-offset-checkpoint files at the root of every log dir whose
-// logs use this syncer (the broker calls it every
-// log.flush.offset.checkpoint.interval.ms; Close calls it last).
+// logs use this syncer when their entries changed (the broker calls it
+// every log.flush.offset.checkpoint.interval.ms; Close writes them last).
 func (s *Syncer) WriteCheckpoints() error {
 	var errs []error
 	for _, c := range s.registries() {
-		errs = append(errs, c.persistAll(true))
+		errs = append(errs, c.persistAll(false))
 	}
 	return errors.Join(errs...)
 }
@@ -151,7 +153,7 @@ func (s *Syncer) WriteCheckpoints() error {
 // during a round (a rolled segment became durable).
 func (s *Syncer) persistRecoveryPoints() {
 	for _, c := range s.registries() {
-		if c.dirty(ckRecovery) {
+		if c.dirty(ckRecovery, true) {
 			if err := c.persist(ckRecovery, false); err != nil {
 				s.logger.Warn("write recovery point checkpoint", "dir", c.dir, "err", err)
 			}

@@ -103,7 +103,7 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 		l.synced = l.mark
 	}
 	l.recoveryPoint.Store(min(l.recoveryPoint.Load(), end))
-	if err := l.writeRecoveryCheckpoint(min(l.ckptRecovery, target.base)); err != nil {
+	if err := l.setRecoveryPoint(min(l.ckptRecovery, end), true); err != nil {
 		return l.mark.leo, l.fail(err)
 	}
 	if l.epochs.truncateFromEnd(end) {
