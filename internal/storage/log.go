@@ -672,7 +672,6 @@ func (l *Log) openActive() error {
 	return nil
 }
 
-
 func jitter(cfg *Config) int64 {
 	j := cfg.SegmentJitterMs.Milliseconds()
 	if ms := cfg.SegmentMs.Milliseconds(); j > ms {
