@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -130,6 +131,96 @@ type CreateTopicRequest struct {
 // InvalidPartitions, InvalidReplicationFactor, InvalidConfig. Nothing is
 // created when any check fails.
 func (b *Broker) CreateTopic(req CreateTopicRequest) (*Topic, error) {
+	ts, errs := b.CreateTopics([]CreateTopicRequest{req})
+	return ts[0], errs[0]
+}
+
+// CreateTopics creates the topics of one CreateTopics request. Each topic
+// is checked on its own and succeeds or fails as a whole (CreateTopic's
+// errors); the partition logs of every valid topic are created together,
+// in parallel (createLogs), and the metadata is written once for the
+// request. ts[i] and errs[i] answer reqs[i].
+func (b *Broker) CreateTopics(reqs []CreateTopicRequest) (ts []*Topic, errs []error) {
+	ts, errs = make([]*Topic, len(reqs)), make([]error, len(reqs))
+	overrides := make([]map[string]string, len(reqs))
+	for i := range reqs {
+		overrides[i], errs[i] = b.checkCreate(&reqs[i])
+	}
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	var created []*Topic
+	var idx []int
+	taken := map[string]bool{}
+	for i, req := range reqs {
+		if errs[i] != nil {
+			continue
+		}
+		if b.closed {
+			errs[i] = fmt.Errorf("broker is shutting down: %w", kerr.BrokerNotAvailable)
+			continue
+		}
+		if b.Topic(req.Name) != nil || taken[req.Name] {
+			errs[i] = fmt.Errorf("topic %q already exists: %w", req.Name, kerr.TopicAlreadyExists)
+			continue
+		}
+		if errs[i] = b.checkCollision(req.Name, taken); errs[i] != nil {
+			continue
+		}
+		taken[req.Name] = true
+		if req.ValidateOnly {
+			ts[i] = &Topic{Name: req.Name, Configs: overrides[i], Partitions: make([]*Partition, req.NumPartitions)}
+			continue
+		}
+		t := &Topic{Name: req.Name, ID: uuid.New(), Internal: req.Internal, Configs: overrides[i]}
+		t.Partitions = b.newPartitions(t, 0, req.NumPartitions, created)
+		created = append(created, t)
+		idx = append(idx, i)
+	}
+	if len(created) == 0 {
+		return ts, errs
+	}
+	var parts []*Partition
+	for _, t := range created {
+		parts = append(parts, t.Partitions...)
+	}
+	failed := b.createLogs(created, parts)
+	var ok []*Topic
+	for k, t := range created {
+		if err := failed[t]; err != nil {
+			errs[idx[k]] = err
+			continue
+		}
+		ok = append(ok, t)
+	}
+	for _, t := range ok {
+		b.publish(t)
+	}
+	if err := b.commitLocked(func() {
+		for _, t := range ok {
+			b.unpublish(t)
+		}
+	}); err != nil {
+		for k, t := range created {
+			if failed[t] == nil {
+				b.deleteLogs(t.Partitions)
+				errs[idx[k]] = fmt.Errorf("persist topic %s: %v: %w", t.Name, err, kerr.KafkaStorageError)
+			}
+		}
+		return ts, errs
+	}
+	for k, t := range created {
+		if failed[t] == nil {
+			ts[idx[k]] = t
+			b.logger.Info("topic created", "topic", t.Name, "id", t.ID, "partitions", len(t.Partitions), "configs", t.Configs)
+			b.warnMinISR(t)
+		}
+	}
+	return ts, errs
+}
+
+// checkCreate validates a request on its own (defaults filled in) and
+// returns its config overrides.
+func (b *Broker) checkCreate(req *CreateTopicRequest) (map[string]string, error) {
 	if err := ValidateTopicName(req.Name); err != nil {
 		return nil, err
 	}
@@ -158,32 +249,7 @@ func (b *Broker) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 	if _, _, err := resolveConfig(b.cfg, overrides, b.durableAcks); err != nil {
 		return nil, fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
 	}
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
-	if b.closed {
-		return nil, fmt.Errorf("broker is shutting down: %w", kerr.BrokerNotAvailable)
-	}
-	if b.Topic(req.Name) != nil {
-		return nil, fmt.Errorf("topic %q already exists: %w", req.Name, kerr.TopicAlreadyExists)
-	}
-	if err := b.checkCollision(req.Name); err != nil {
-		return nil, err
-	}
-	if req.ValidateOnly {
-		return &Topic{Name: req.Name, Configs: overrides, Partitions: make([]*Partition, req.NumPartitions)}, nil
-	}
-	t := &Topic{Name: req.Name, ID: uuid.New(), Internal: req.Internal, Configs: overrides}
-	if err := b.addPartitions(t, req.NumPartitions); err != nil {
-		return nil, err
-	}
-	b.publish(t)
-	if err := b.commitLocked(func() { b.unpublish(t) }); err != nil {
-		b.deleteLogs(t.Partitions)
-		return nil, fmt.Errorf("persist topic %s: %v: %w", t.Name, err, kerr.KafkaStorageError)
-	}
-	b.logger.Info("topic created", "topic", t.Name, "id", t.ID, "partitions", len(t.Partitions), "configs", overrides)
-	b.warnMinISR(t)
-	return t, nil
+	return overrides, nil
 }
 
 // warnMinISR logs when a topic's min.insync.replicas exceeds its
@@ -201,8 +267,9 @@ func (b *Broker) warnMinISR(t *Topic) {
 }
 
 // checkCollision rejects names that differ only in '.' vs '_' from an
-// existing topic (Kafka metric-name collision rule).
-func (b *Broker) checkCollision(name string) error {
+// existing topic or one being created with it (Kafka metric-name
+// collision rule).
+func (b *Broker) checkCollision(name string, creating map[string]bool) error {
 	norm := func(s string) string {
 		out := []byte(s)
 		for i, c := range out {
@@ -218,53 +285,75 @@ func (b *Broker) checkCollision(name string) error {
 			return fmt.Errorf("topic %q collides with existing topic %q: %w", name, t.Name, kerr.InvalidTopicException)
 		}
 	}
+	for other := range creating {
+		if other != name && norm(other) == n {
+			return fmt.Errorf("topic %q collides with topic %q created in the same request: %w", name, other, kerr.InvalidTopicException)
+		}
+	}
 	return nil
 }
 
-// addPartitions opens new partition logs so that t has total partitions;
-// on error every log opened here is deleted again.
-func (b *Broker) addPartitions(t *Topic, total int32) error {
-	var added []*Partition
-	for i := int32(len(t.Partitions)); i < total; i++ {
-		p := &Partition{
-			Topic: t.Name, Index: i, Leader: b.nodeID, LeaderEpoch: 0,
-			Replicas: []int32{b.nodeID}, ISR: []int32{b.nodeID}, baseDir: b.pickDirExcluding(added), broker: b,
+// newPartitions returns partitions from..to-1 of t, each in the log dir
+// with the fewest partitions (counting those of pending topics too).
+func (b *Broker) newPartitions(t *Topic, from, to int32, pending []*Topic) []*Partition {
+	counts := map[string]int{}
+	if len(b.dirs) > 1 {
+		for _, o := range append(b.Topics(), pending...) {
+			for _, p := range o.Partitions {
+				counts[p.baseDir]++
+			}
 		}
+	}
+	var out []*Partition
+	for i := from; i < to; i++ {
+		best := b.dirs[0].path
+		for _, d := range b.dirs[1:] {
+			if counts[d.path] < counts[best] {
+				best = d.path
+			}
+		}
+		counts[best]++
+		out = append(out, &Partition{
+			Topic: t.Name, Index: i, Leader: b.nodeID, LeaderEpoch: 0,
+			Replicas: []int32{b.nodeID}, ISR: []int32{b.nodeID}, baseDir: best, broker: b,
+		})
+	}
+	return out
+}
+
+// createLogs creates the logs of new partitions (of the topics ts), as
+// many at once as ioThreads allows. Nothing is fsynced per partition: an
+// empty partition needs no durability until its first record is
+// acknowledged, and the log's first sync makes its directory durable
+// (storage.Open). It returns the topics whose partitions could not all
+// be created, with the error; their logs are deleted again. The cluster
+// metadata store reuses this for partitions assigned to this node.
+func (b *Broker) createLogs(ts []*Topic, parts []*Partition) map[*Topic]error {
+	topic := map[string]*Topic{}
+	for _, t := range ts {
+		topic[t.Name] = t
+	}
+	var mu sync.Mutex
+	failed := map[*Topic]error{}
+	forEach(b.ioThreads(), parts, func(p *Partition) error {
+		t := topic[p.Topic]
 		err := b.removeStale(p.Dir())
 		if err == nil {
 			err = b.openPartition(t, p, true)
 		}
 		if err != nil {
-			b.deleteLogs(added)
-			return fmt.Errorf("create partition %s-%d: %v: %w", t.Name, i, err, kerr.KafkaStorageError)
+			mu.Lock()
+			if failed[t] == nil {
+				failed[t] = fmt.Errorf("create partition %s-%d: %v: %w", t.Name, p.Index, err, kerr.KafkaStorageError)
+			}
+			mu.Unlock()
 		}
-		added = append(added, p)
+		return nil
+	})
+	for t := range failed {
+		b.deleteLogs(t.Partitions)
 	}
-	t.Partitions = append(t.Partitions, added...)
-	return nil
-}
-
-// pickDirExcluding picks a dir counting partitions being added too.
-func (b *Broker) pickDirExcluding(pending []*Partition) string {
-	if len(b.dirs) == 1 {
-		return b.dirs[0].path
-	}
-	counts := map[string]int{}
-	for _, t := range b.Topics() {
-		for _, p := range t.Partitions {
-			counts[p.baseDir]++
-		}
-	}
-	for _, p := range pending {
-		counts[p.baseDir]++
-	}
-	best := b.dirs[0].path
-	for _, d := range b.dirs[1:] {
-		if counts[d.path] < counts[best] {
-			best = d.path
-		}
-	}
-	return best
+	return failed
 }
 
 func (b *Broker) publish(t *Topic) {
@@ -283,14 +372,26 @@ func (b *Broker) unpublish(t *Topic) {
 	b.mu.Unlock()
 }
 
-// deleteLogs deletes partition logs (directories included).
+// deleteLogs deletes partition logs (directories included), as many at
+// once as ioThreads allows, then fsyncs each log dir once.
 func (b *Broker) deleteLogs(ps []*Partition) {
-	for _, p := range ps {
+	var mu sync.Mutex
+	dirs := map[string]bool{}
+	forEach(b.ioThreads(), ps, func(p *Partition) error {
 		if p.Log == nil {
-			continue
+			return nil
 		}
-		if err := p.Log.Delete(); err != nil {
+		if err := p.Log.DeleteDeferSync(); err != nil {
 			b.logger.Warn("delete partition log", "topic", p.Topic, "partition", p.Index, "err", err)
+		}
+		mu.Lock()
+		dirs[p.baseDir] = true
+		mu.Unlock()
+		return nil
+	})
+	for d := range dirs {
+		if err := b.fs.SyncDir(d); err != nil {
+			b.logger.Warn("fsync log dir after deleting partitions", "dir", d, "err", err)
 		}
 	}
 }
@@ -299,33 +400,72 @@ func (b *Broker) deleteLogs(ps []*Partition) {
 // UnknownTopicOrPartition, TopicDeletionDisabled or InvalidTopicException
 // (internal topics).
 func (b *Broker) DeleteTopic(name string) error {
+	return b.DeleteTopics([]string{name})[0]
+}
+
+// DeleteTopics removes the topics of one DeleteTopics request: each is
+// checked on its own (DeleteTopic's errors), the metadata is written once
+// for the request, then the partition logs of every deleted topic are
+// removed together, in parallel. errs[i] answers names[i].
+func (b *Broker) DeleteTopics(names []string) (errs []error) {
+	errs = make([]error, len(names))
 	if !b.cfg.Bool("delete.topic.enable") {
-		return fmt.Errorf("topic deletion is disabled (delete.topic.enable=false): %w", kerr.TopicDeletionDisabled)
+		for i := range errs {
+			errs[i] = fmt.Errorf("topic deletion is disabled (delete.topic.enable=false): %w", kerr.TopicDeletionDisabled)
+		}
+		return errs
 	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
-	t := b.Topic(name)
-	if t == nil {
-		return fmt.Errorf("topic %q: %w", name, kerr.UnknownTopicOrPartition)
+	var gone []*Topic
+	var idx []int
+	seen := map[string]bool{}
+	for i, name := range names {
+		t := b.Topic(name)
+		switch {
+		case t == nil || seen[name]:
+			errs[i] = fmt.Errorf("topic %q: %w", name, kerr.UnknownTopicOrPartition)
+		case t.Internal:
+			errs[i] = fmt.Errorf("topic %q is internal and cannot be deleted: %w", name, kerr.InvalidTopicException)
+		default:
+			seen[name] = true
+			gone = append(gone, t)
+			idx = append(idx, i)
+		}
 	}
-	if t.Internal {
-		return fmt.Errorf("topic %q is internal and cannot be deleted: %w", name, kerr.InvalidTopicException)
+	if len(gone) == 0 {
+		return errs
 	}
-	b.unpublish(t)
-	if err := b.commitLocked(func() { b.publish(t) }); err != nil {
-		return fmt.Errorf("persist deletion of %s: %v: %w", name, err, kerr.KafkaStorageError)
+	for _, t := range gone {
+		b.unpublish(t)
+	}
+	if err := b.commitLocked(func() {
+		for _, t := range gone {
+			b.publish(t)
+		}
+	}); err != nil {
+		for k, t := range gone {
+			errs[idx[k]] = fmt.Errorf("persist deletion of %s: %v: %w", t.Name, err, kerr.KafkaStorageError)
+		}
+		return errs
 	}
 	b.hooksMu.Lock()
 	hooks := append([]func(string, int32){}, b.onDelete...)
 	b.hooksMu.Unlock()
-	for _, p := range t.Partitions {
-		for _, h := range hooks {
-			h(t.Name, p.Index)
+	var parts []*Partition
+	for _, t := range gone {
+		for _, p := range t.Partitions {
+			for _, h := range hooks {
+				h(t.Name, p.Index)
+			}
 		}
+		parts = append(parts, t.Partitions...)
 	}
-	b.deleteLogs(t.Partitions)
-	b.logger.Info("topic deleted", "topic", name, "id", t.ID)
-	return nil
+	b.deleteLogs(parts)
+	for _, t := range gone {
+		b.logger.Info("topic deleted", "topic", t.Name, "id", t.ID)
+	}
+	return errs
 }
 
 // CreatePartitions grows a topic to total partitions. Errors wrap
@@ -347,10 +487,12 @@ func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) e
 		return nil
 	}
 	nt := *t
-	nt.Partitions = append([]*Partition(nil), t.Partitions...)
-	if err := b.addPartitions(&nt, total); err != nil {
+	add := &Topic{Name: t.Name, ID: t.ID, Internal: t.Internal, Configs: t.Configs}
+	add.Partitions = b.newPartitions(t, int32(len(t.Partitions)), total, nil)
+	if err := b.createLogs([]*Topic{add}, add.Partitions)[add]; err != nil {
 		return err
 	}
+	nt.Partitions = append(append([]*Partition(nil), t.Partitions...), add.Partitions...)
 	b.publish(&nt)
 	if err := b.commitLocked(func() { b.publish(t) }); err != nil {
 		b.deleteLogs(nt.Partitions[len(t.Partitions):])

@@ -11,7 +11,9 @@ import (
 
 // handleCreateTopics (key 19, v2-7) creates topics (or only validates them
 // with validate_only). Each topic succeeds or fails as a whole: a bad
-// config is INVALID_CONFIG and nothing is created.
+// config is INVALID_CONFIG and nothing is created. The topics of one
+// request are created together (broker.CreateTopics: partitions in
+// parallel, metadata written once).
 func (s *Server) handleCreateTopics(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
@@ -19,10 +21,29 @@ func (s *Server) handleCreateTopics(_ context.Context, _ *conn, kreq kmsg.Reques
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
-	for _, rt := range req.Topics {
+	topics := make([]*broker.Topic, len(req.Topics))
+	errs := make([]error, len(req.Topics))
+	var creates []broker.CreateTopicRequest
+	var which []int
+	for i, rt := range req.Topics {
+		cr, err := s.createTopicRequest(req, rt, seen[rt.Topic])
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		creates = append(creates, cr)
+		which = append(which, i)
+	}
+	if len(creates) > 0 {
+		ts, cerrs := s.b.CreateTopics(creates)
+		for k, i := range which {
+			topics[i], errs[i] = ts[k], cerrs[k]
+		}
+	}
+	for i, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
-		t, err := s.createTopic(req, rt, seen[rt.Topic])
+		t, err := topics[i], errs[i]
 		if err != nil {
 			st.ErrorCode = errCode(err)
 			st.ErrorMessage = errMessage(err)
@@ -51,17 +72,20 @@ func (s *Server) handleCreateTopics(_ context.Context, _ *conn, kreq kmsg.Reques
 	return reply{msg: resp}, nil
 }
 
-func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, rt kmsg.CreateTopicsRequestTopic, count int) (*broker.Topic, error) {
+// createTopicRequest checks what the request alone says about one topic
+// and turns it into a broker request.
+func (s *Server) createTopicRequest(req *kmsg.CreateTopicsRequest, rt kmsg.CreateTopicsRequestTopic, count int) (broker.CreateTopicRequest, error) {
+	var none broker.CreateTopicRequest
 	if count > 1 {
-		return nil, fmt.Errorf("topic %q is listed more than once in the request: %w", rt.Topic, kerr.InvalidRequest)
+		return none, fmt.Errorf("topic %q is listed more than once in the request: %w", rt.Topic, kerr.InvalidRequest)
 	}
 	if len(rt.ReplicaAssignment) > 0 {
 		if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
-			return nil, fmt.Errorf("both a replica assignment and partitions/replication factor were given: %w", kerr.InvalidRequest)
+			return none, fmt.Errorf("both a replica assignment and partitions/replication factor were given: %w", kerr.InvalidRequest)
 		}
 		for _, a := range rt.ReplicaAssignment {
 			if len(a.Replicas) != 1 || a.Replicas[0] != s.b.NodeID() {
-				return nil, fmt.Errorf("replica assignment %v of partition %d names brokers other than node %d: %w",
+				return none, fmt.Errorf("replica assignment %v of partition %d names brokers other than node %d: %w",
 					a.Replicas, a.Partition, s.b.NodeID(), kerr.InvalidReplicaAssignment)
 			}
 		}
@@ -71,14 +95,14 @@ func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, rt kmsg.CreateTopics
 	configs := make(map[string]*string, len(rt.Configs))
 	for _, c := range rt.Configs {
 		if _, dup := configs[c.Name]; dup {
-			return nil, fmt.Errorf("config %s given twice: %w", c.Name, kerr.InvalidConfig)
+			return none, fmt.Errorf("config %s given twice: %w", c.Name, kerr.InvalidConfig)
 		}
 		configs[c.Name] = c.Value
 	}
-	return s.b.CreateTopic(broker.CreateTopicRequest{
+	return broker.CreateTopicRequest{
 		Name: rt.Topic, NumPartitions: rt.NumPartitions, ReplicationFactor: rt.ReplicationFactor,
 		Configs: configs, ValidateOnly: req.ValidateOnly,
-	})
+	}, nil
 }
 
 // describeOverrides lists a topic's full config for CreateTopics v5+.

@@ -28,29 +28,41 @@ func (s *Server) handleDeleteTopics(_ context.Context, _ *conn, kreq kmsg.Reques
 			targets = append(targets, target{name: &n})
 		}
 	}
-	for _, tg := range targets {
+	// Resolve every target, then delete the named topics together
+	// (broker.DeleteTopics: metadata written once, logs removed in
+	// parallel).
+	errs := make([]error, len(targets))
+	var names []string
+	var which []int
+	for i, tg := range targets {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		rt.Topic, rt.TopicID = tg.name, tg.id
-		var err error
 		switch {
 		case tg.name != nil:
 			if t := s.b.Topic(*tg.name); t != nil {
 				rt.TopicID = t.ID
 			}
-			err = s.b.DeleteTopic(*tg.name)
+			names, which = append(names, *tg.name), append(which, i)
 		default:
 			t := s.b.TopicByID(uuid.UUID(tg.id))
 			if t == nil {
-				err = fmt.Errorf("topic id %s: %w", uuid.UUID(tg.id), kerr.UnknownTopicID)
+				errs[i] = fmt.Errorf("topic id %s: %w", uuid.UUID(tg.id), kerr.UnknownTopicID)
 				break
 			}
 			name := t.Name
 			rt.Topic = &name
-			err = s.b.DeleteTopic(name)
+			names, which = append(names, name), append(which, i)
 		}
-		rt.ErrorCode = errCode(err)
-		rt.ErrorMessage = errMessage(err)
 		resp.Topics = append(resp.Topics, rt)
+	}
+	if len(names) > 0 {
+		for k, err := range s.b.DeleteTopics(names) {
+			errs[which[k]] = err
+		}
+	}
+	for i := range resp.Topics {
+		resp.Topics[i].ErrorCode = errCode(errs[i])
+		resp.Topics[i].ErrorMessage = errMessage(errs[i])
 	}
 	return reply{msg: resp}, nil
 }

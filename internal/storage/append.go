@@ -400,7 +400,10 @@ func (l *Log) rollLocked() error {
 		// bytes but lose this one's tail, a gap that recovery cannot tell
 		// from compaction. Usually cheap: group-commit rounds already
 		// synced most of it.
-		err := oldFile.f.Sync()
+		err := l.syncDirsLocked()
+		if err == nil {
+			err = oldFile.f.Sync()
+		}
 		oldFile.Release()
 		if err != nil {
 			return l.fail(fmt.Errorf("roll: fdatasync segment %d: %w", old.base, err))

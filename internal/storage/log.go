@@ -99,6 +99,9 @@ type Log struct {
 	// Close must write it; a log that only served reads since it opened
 	// closes without writing a byte.
 	changed bool
+	// dirsUnsynced: the partition directory is new and neither it nor its
+	// entry in the log dir is fsynced yet (see load).
+	dirsUnsynced bool
 	// closing holds (with a reference each) the .log files of rolled
 	// segments not yet fsynced; the recovery point checkpoint moves past
 	// them once a sync round or Flush covered them.
@@ -288,12 +291,12 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 			return err
 		}
 	}
-	if errNotExist(statErr) {
-		// A new partition directory must survive a power cut too.
-		if err := l.fsys.SyncDir(filepath.Dir(l.dir)); err != nil {
-			return err
-		}
-	}
+	// A new partition directory is not fsynced now: nothing in it needs to
+	// survive a power cut until a record is acknowledged, and a lost one is
+	// created again at the next start. The first sync of the log (a
+	// group-commit round, Flush, a roll) fsyncs it and its parent first, so
+	// creating a thousand partitions costs no fsync per partition.
+	l.dirsUnsynced = errNotExist(statErr)
 	if err := l.writePartitionMetadata(topicID); err != nil {
 		return err
 	}
@@ -339,7 +342,7 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 			cleanShutdown = false
 		}
 	}
-	dirChanged := created
+	dirChanged := created && !l.dirsUnsynced
 	if !cleanShutdown {
 		var changed bool
 		leo, changed, err = l.recover(max(rp, 0))
@@ -546,7 +549,45 @@ func (l *Log) writePartitionMetadata(topicID [16]byte) error {
 	} else if !errNotExist(err) {
 		return err
 	}
+	if l.dirsUnsynced {
+		// A new directory: durable with it (a torn or lost file is written
+		// again at the next start).
+		return writeFileNoSync(l.fsys, name, FormatPartitionMetadata(topicID))
+	}
 	return vfs.WriteFileAtomic(l.fsys, name, FormatPartitionMetadata(topicID), 0o644)
+}
+
+// syncDirsLocked fsyncs a new partition directory and its parent once,
+// before the first bytes of the log are counted as durable.
+func (l *Log) syncDirsLocked() error {
+	if !l.dirsUnsynced {
+		return nil
+	}
+	if err := syncNewDir(l.fsys, l.dir); err != nil {
+		return err
+	}
+	if err := l.fsys.SyncDir(filepath.Dir(l.dir)); err != nil {
+		return err
+	}
+	l.dirsUnsynced = false
+	return nil
+}
+
+// syncNewDir makes a new partition directory durable: its
+// partition.metadata (written without fsync) and its entries. The caller
+// fsyncs the parent.
+func syncNewDir(fsys vfs.FS, dir string) error {
+	name := filepath.Join(dir, PartitionMetaFile)
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", name, err)
+	}
+	err = f.Sync()
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", name, err)
+	}
+	return fsys.SyncDir(dir)
 }
 
 // loadClean trusts a cleanly closed log: it finds the end of the last
@@ -790,16 +831,21 @@ type syncPrep struct {
 	ckpt   int64          // active segment base when prepared
 	files  []*SegmentFile // to fsync, one reference each
 	closed []*SegmentFile // the subset taken from l.closing
+	dirs   []string       // new partition directory and its parent to fsync (see load)
+	fsys   vfs.FS
 }
 
 func (l *Log) prepareSync() syncPrep {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	p := syncPrep{mark: l.mark}
+	p := syncPrep{mark: l.mark, fsys: l.fsys}
 	if l.closed || l.active == nil {
 		return p
 	}
 	p.ckpt = l.active.base
+	if l.dirsUnsynced {
+		p.dirs = []string{l.dir, filepath.Dir(l.dir)}
+	}
 	for _, f := range l.closing {
 		if f.tryAcquire() {
 			p.files = append(p.files, f)
@@ -819,6 +865,9 @@ func (l *Log) finishSync(p syncPrep, err error) {
 	if err != nil {
 		l.fail(fmt.Errorf("fdatasync: %w", err)) // wakes WaitDurable callers
 		return
+	}
+	if len(p.dirs) > 0 {
+		l.dirsUnsynced = false
 	}
 	for _, f := range p.closed {
 		for i, c := range l.closing {
@@ -858,6 +907,9 @@ func (l *Log) flushLocked() error {
 		l.dirty = false
 		l.lastFlush = l.now()
 		return l.setRecoveryPoint(l.mark.leo, false)
+	}
+	if err := l.syncDirsLocked(); err != nil {
+		return l.fail(fmt.Errorf("fsync new partition directory: %w", err))
 	}
 	for _, f := range l.closing {
 		if err := f.f.Sync(); err != nil {
@@ -950,8 +1002,15 @@ func (l *Log) close(deferSync bool) error {
 	return nil
 }
 
-// Delete closes the log and removes its directory.
-func (l *Log) Delete() error {
+// Delete closes the log (writing nothing) and removes its directory,
+// durably.
+func (l *Log) Delete() error { return l.delete(true) }
+
+// DeleteDeferSync is Delete without the fsync of the log dir: the caller
+// fsyncs it once for many deleted logs.
+func (l *Log) DeleteDeferSync() error { return l.delete(false) }
+
+func (l *Log) delete(syncParent bool) error {
 	l.mu.Lock()
 	l.failed = errors.New("log deleted")
 	l.mu.Unlock()
@@ -959,8 +1018,10 @@ func (l *Log) Delete() error {
 	if err := l.fsys.RemoveAll(l.dir); err != nil {
 		return fmt.Errorf("delete %s: %w", l.dir, err)
 	}
-	if err := l.fsys.SyncDir(filepath.Dir(l.dir)); err != nil {
-		return err
+	if syncParent {
+		if err := l.fsys.SyncDir(filepath.Dir(l.dir)); err != nil {
+			return err
+		}
 	}
 	// The entries go with the next checkpoint write: until then they are
 	// harmless (a load drops entries without a directory, and a new

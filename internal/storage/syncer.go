@@ -205,6 +205,9 @@ func (s *Syncer) run() {
 	}
 }
 
+// fsys returns the file system of the logs of preps named by who.
+func (s *Syncer) fsys(preps []syncPrep, who []int) vfs.FS { return preps[who[0]].fsys }
+
 // maxParallelSyncs bounds concurrent fdatasync calls within one round.
 const maxParallelSyncs = 16
 
@@ -230,6 +233,34 @@ func (s *Syncer) round() {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxParallelSyncs)
+	// New partition directories (each once per round) with the files: a
+	// log's bytes count as durable only once both are synced.
+	dirs := map[string][]int{}
+	for i := range preps {
+		for _, d := range preps[i].dirs {
+			dirs[d] = append(dirs[d], i)
+		}
+	}
+	for d, who := range dirs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			fsys := s.fsys(preps, who)
+			sync := fsys.SyncDir
+			if len(who) == 1 && preps[who[0]].dirs[0] == d {
+				sync = func(d string) error { return syncNewDir(fsys, d) }
+			}
+			if err := sync(d); err != nil {
+				mu.Lock()
+				for _, i := range who {
+					errs[i] = err
+				}
+				mu.Unlock()
+			}
+			<-sem
+		}()
+	}
 	for i := range preps {
 		for _, f := range preps[i].files {
 			wg.Add(1)
