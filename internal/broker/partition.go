@@ -241,7 +241,21 @@ type (
 	SegmentInfo = storage.SegmentInfo
 	// ProducerInfo is one active producer (storage.ProducerInfo).
 	ProducerInfo = storage.ProducerInfo
+	// Waiter is one long poll's wake-up over many partitions
+	// (storage.Waiter).
+	Waiter = storage.Waiter
 )
+
+// NewWaiter returns a waiter for AddWaiter.
+func NewWaiter() *Waiter { return storage.NewWaiter() }
+
+// AddWaiter makes the partition fire w with tag whenever its high
+// watermark or last stable offset moves, until RemoveWaiter (a long-poll
+// fetch waits on all its partitions with one waiter).
+func (p *Partition) AddWaiter(w *Waiter, tag int) { p.Log.AddWaiter(w, tag) }
+
+// RemoveWaiter undoes AddWaiter.
+func (p *Partition) RemoveWaiter(w *Waiter) { p.Log.RemoveWaiter(w) }
 
 // ReadCommitted is Read up to the last stable offset (READ_COMMITTED).
 func (p *Partition) ReadCommitted(offset, maxBytes int64, minOneBatch bool) (ReadResult, error) {

@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"context"
-	"reflect"
 	"time"
 
 	"github.com/strata-io/strata/internal/broker"
@@ -37,18 +36,26 @@ func (s *Server) handleFetch(ctx context.Context, _ *conn, kreq kmsg.Request) (r
 		maxBytes = 1<<31 - 1
 	}
 	deadline := time.Now().Add(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
-	for {
-		waits := s.fetchOnce(plan.parts, fr, maxBytes)
-		if fr.bytes >= int64(req.MinBytes) || fr.hasError || req.MaxWaitMillis <= 0 || len(waits) == 0 {
-			break
+	fl := s.newFetchFill(plan.parts, fr, maxBytes)
+	defer fl.unwait()
+	fl.readAll()
+	var moved []int
+	for fr.bytes < int64(req.MinBytes) && !fr.hasError && req.MaxWaitMillis > 0 {
+		if fl.w == nil {
+			// A long poll after all: wait on every partition read (and
+			// read again those that moved since).
+			if moved = fl.addWaiter(moved[:0]); len(fl.logs) == 0 {
+				break
+			}
+		} else {
+			remaining := time.Until(deadline)
+			if remaining <= 0 || !fl.wait(ctx, remaining) {
+				break
+			}
+			moved = fl.w.Take(moved[:0])
 		}
-		remaining := time.Until(deadline)
-		if remaining <= 0 || !waitAny(ctx, waits, remaining) {
-			break
-		}
-		// New data arrived: read again from scratch.
-		fr.release()
-		*fr = fetchReply{version: req.Version, sessionID: fr.sessionID, readCommitted: readCommitted}
+		// Read again only the partitions that moved.
+		fl.reread(moved)
 	}
 	if plan.session != nil {
 		fr.keepNews(plan.incremental)
@@ -92,33 +99,138 @@ func (fr *fetchReply) keepNews(incremental bool) {
 	fr.topics = topics
 }
 
-// fetchOnce reads every planned partition once into fr and returns the
-// channels that signal new data for the partitions read.
-func (s *Server) fetchOnce(parts []*sessionPart, fr *fetchReply, maxBytes int64) []<-chan struct{} {
-	var waits []<-chan struct{}
-	remaining := maxBytes
-	for _, sp := range parts {
+// fetchFill fills a Fetch reply from the planned partitions and, for a
+// long poll, waits on all of them with one broker.Waiter: a wake-up costs
+// one channel receive whatever the partition count, and only the
+// partitions that moved are read again.
+type fetchFill struct {
+	s         *Server
+	parts     []*sessionPart
+	fr        *fetchReply
+	remaining int64
+	where     []fetchSlot // per planned partition: its place in fr
+	logs      []*broker.Partition
+	w         *broker.Waiter
+	seen      []bool
+}
+
+// fetchSlot locates a planned partition's answer in the reply.
+type fetchSlot struct{ topic, part int }
+
+func (s *Server) newFetchFill(parts []*sessionPart, fr *fetchReply, maxBytes int64) *fetchFill {
+	fl := &fetchFill{s: s, parts: parts, fr: fr, remaining: maxBytes, where: make([]fetchSlot, len(parts))}
+	// The reply's layout first (one entry per planned partition, grouped
+	// by consecutive topic), so answers can be replaced in place.
+	for i, sp := range parts {
 		if n := len(fr.topics); n == 0 || fr.topics[n-1].name != sp.topic {
 			fr.topics = append(fr.topics, fetchTopic{name: sp.topic})
 		}
 		ft := &fr.topics[len(fr.topics)-1]
-		fp := fetchPart{partition: sp.partition, hw: -1, lso: -1, logStart: -1, session: sp}
-		p, err := s.b.Partition(sp.topic, sp.partition)
+		fl.where[i] = fetchSlot{len(fr.topics) - 1, len(ft.parts)}
+		ft.parts = append(ft.parts, fetchPart{partition: sp.partition, hw: -1, lso: -1, logStart: -1, session: sp})
+	}
+	return fl
+}
+
+func (fl *fetchFill) slot(i int) *fetchPart {
+	w := fl.where[i]
+	return &fl.fr.topics[w.topic].parts[w.part]
+}
+
+// readAll reads every planned partition once.
+func (fl *fetchFill) readAll() {
+	fl.logs = make([]*broker.Partition, len(fl.parts))
+	for i, sp := range fl.parts {
+		fp := fl.slot(i)
+		p, err := fl.s.b.Partition(sp.topic, sp.partition)
 		if err == nil {
 			err = checkLeaderEpoch(p, sp.epoch)
 		}
 		if err != nil {
 			fp.errorCode = errCode(err)
-			fr.hasError = true
-			ft.parts = append(ft.parts, fp)
+			fl.fr.hasError = true
 			continue
 		}
-		// Take the change signal before reading so no append is missed.
-		waits = append(waits, p.HighWatermarkChanged())
-		s.readPartition(p, sp, fr, &fp, &remaining)
-		ft.parts = append(ft.parts, fp)
+		fl.logs[i] = p
+		fl.s.readPartition(p, sp, fl.fr, fp, &fl.remaining)
 	}
-	return waits
+}
+
+// addWaiter adds one waiter to every partition read, then appends to moved
+// those whose high watermark or last stable offset moved since they were
+// read (an append between the read and the registration). It leaves
+// fl.logs empty when no partition can wake the poll.
+func (fl *fetchFill) addWaiter(moved []int) []int {
+	fl.w = broker.NewWaiter()
+	n := 0
+	for i, p := range fl.logs {
+		if p == nil {
+			continue
+		}
+		n++
+		p.AddWaiter(fl.w, i)
+		fp := fl.slot(i)
+		hw := p.HighWatermark()
+		if hw != fp.hw || min(p.LastStableOffset(), hw) != fp.lso {
+			moved = append(moved, i)
+		}
+	}
+	if n == 0 {
+		fl.logs = nil
+	}
+	return moved
+}
+
+// wait blocks until a partition moves (true), or d passes or ctx ends.
+func (fl *fetchFill) wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-fl.w.C():
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// reread reads again the partitions of moved (positions in the plan, any
+// order, repeats allowed), replacing their previous answers.
+func (fl *fetchFill) reread(moved []int) {
+	if fl.seen == nil {
+		fl.seen = make([]bool, len(fl.parts))
+	}
+	for _, i := range moved {
+		if fl.seen[i] {
+			continue
+		}
+		fl.seen[i] = true
+		p := fl.logs[i]
+		fp := fl.slot(i)
+		if fp.read != nil {
+			fp.read.Release()
+		}
+		fl.fr.bytes -= fp.size
+		fl.remaining += fp.size
+		*fp = fetchPart{partition: fp.partition, hw: -1, lso: -1, logStart: -1, session: fp.session}
+		fl.s.readPartition(p, fl.parts[i], fl.fr, fp, &fl.remaining)
+	}
+	for _, i := range moved {
+		fl.seen[i] = false
+	}
+}
+
+// unwait removes the waiter from every partition it was added to.
+func (fl *fetchFill) unwait() {
+	if fl.w == nil {
+		return
+	}
+	for _, p := range fl.logs {
+		if p != nil {
+			p.RemoveWaiter(fl.w)
+		}
+	}
 }
 
 // readPartition fills one partition's answer.
@@ -171,32 +283,6 @@ func (fp *fetchPart) setOffsets(p *broker.Partition, readCommitted bool) {
 	if readCommitted {
 		fp.aborted = []broker.AbortedTxn{}
 	}
-}
-
-// waitAny blocks until one channel is closed (true), or d passes or ctx
-// ends (false).
-func waitAny(ctx context.Context, chans []<-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	if len(chans) == 1 {
-		select {
-		case <-chans[0]:
-			return true
-		case <-t.C:
-			return false
-		case <-ctx.Done():
-			return false
-		}
-	}
-	cases := make([]reflect.SelectCase, 0, len(chans)+2)
-	cases = append(cases,
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
-	for _, c := range chans {
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
-	}
-	i, _, _ := reflect.Select(cases)
-	return i >= 2
 }
 
 // fetchReply is a Fetch response whose record bytes stay in segment files

@@ -76,9 +76,11 @@ type Log struct {
 
 	v atomic.Pointer[view]
 
-	// hwMu guards hwCh, replaced (closed) whenever the high watermark moves.
-	hwMu sync.Mutex
-	hwCh chan struct{}
+	// hwMu guards hwCh, replaced (closed) whenever the high watermark
+	// moves, and the waiters fired then.
+	hwMu    sync.Mutex
+	hwCh    chan struct{}
+	waiters []waiterReg
 
 	// mu serialises writers (Append, roll, retention, cleaner swaps, sync
 	// bookkeeping). Readers never take it.
@@ -170,6 +172,9 @@ func (l *Log) notifyHW() {
 	l.hwMu.Lock()
 	close(l.hwCh)
 	l.hwCh = make(chan struct{})
+	for _, r := range l.waiters {
+		r.w.fire(r.tag)
+	}
 	l.hwMu.Unlock()
 }
 

@@ -146,13 +146,13 @@ func BenchmarkManyPartitions(b *testing.B) {
 	n := min(one[0].Records+one[1].Records, many[0].Records+many[1].Records)
 	for i := range 2 {
 		c1 := cfg("one", 1)
-		c1.Count = n
+		c1.Count, c1.Duration = n, 0
 		r1, err := bench.Consume(ctx, c1)
 		if err != nil {
 			b.Fatalf("consume one: %v", err)
 		}
 		cm := cfg("mp-0", int32(parts))
-		cm.Count = n
+		cm.Count, cm.Duration = n, 0
 		rm, err := bench.Consume(ctx, cm)
 		if err != nil {
 			b.Fatalf("consume mp-0: %v", err)
