@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -305,10 +307,18 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	if err := l.writePartitionMetadata(topicID); err != nil {
 		return err
 	}
-	if err := completeSwaps(l.fsys, l.dir, l.logger); err != nil {
+	ents, err := l.fsys.ReadDir(l.dir)
+	if err != nil {
 		return err
 	}
-	bases, snaps, err := l.scanDir()
+	if changed, err := completeSwapsIn(l.fsys, l.dir, ents, l.logger); err != nil {
+		return err
+	} else if changed {
+		if ents, err = l.fsys.ReadDir(l.dir); err != nil {
+			return err
+		}
+	}
+	bases, snaps, err := l.scanDir(ents)
 	if err != nil {
 		return err
 	}
@@ -317,7 +327,7 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 		// (its topic deleted before the files were rewritten) are stale.
 		l.ck.remove(l.key)
 	}
-	rp, ls, err := l.readCheckpoints()
+	rp, ls, err := l.readCheckpoints(ents)
 	if err != nil {
 		return err
 	}
@@ -409,13 +419,10 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	return l.loadProducerState(snaps, leo)
 }
 
-// scanDir removes leftovers (.deleted, .tmp, orphan indexes) and returns
-// the sorted segment bases and snapshot offsets.
-func (l *Log) scanDir() (bases, snaps []int64, err error) {
-	ents, err := l.fsys.ReadDir(l.dir)
-	if err != nil {
-		return nil, nil, err
-	}
+// scanDir removes leftovers (.deleted, .tmp, orphan indexes) among the
+// partition directory's entries and returns the sorted segment bases and
+// snapshot offsets.
+func (l *Log) scanDir(ents []fs.DirEntry) (bases, snaps []int64, err error) {
 	logs := map[int64]bool{}
 	l.txnFiles = map[int64]bool{}
 	var idx []string
@@ -462,11 +469,14 @@ func hasSuffix(s, suf string) bool { return len(s) >= len(suf) && s[len(s)-len(s
 // files left inside the partition directory by older Strata versions are
 // merged in (the lower recovery point, the higher log start), written to
 // the root files and deleted.
-func (l *Log) readCheckpoints() (rp, ls int64, err error) {
+func (l *Log) readCheckpoints(dirEnts []fs.DirEntry) (rp, ls int64, err error) {
 	rp = l.ck.get(ckRecovery, l.key)
 	ls = l.ck.get(ckLogStart, l.key)
 	var legacy []string
 	for k, name := range ckNames {
+		if !slices.ContainsFunc(dirEnts, func(e fs.DirEntry) bool { return e.Name() == name }) {
+			continue // none: the usual case, known without a syscall
+		}
 		full := filepath.Join(l.dir, name)
 		ents, err := ReadCheckpoint(l.fsys, full)
 		if err != nil {

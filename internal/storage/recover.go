@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
@@ -113,7 +114,10 @@ func (l *Log) recoverSegment(s *segment, last bool, trusted int64) (leo int64, t
 		pos += h.size
 	}
 	scanFrom := pos
-	buf := make([]byte, 1<<20)
+	var buf []byte
+	if pos < size {
+		buf = make([]byte, min(1<<20, size-pos))
+	}
 	var reason string
 scan:
 	for pos < size {
@@ -231,6 +235,13 @@ func completeSwaps(fsys vfs.FS, dir string, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	_, err = completeSwapsIn(fsys, dir, ents, logger)
+	return err
+}
+
+// completeSwapsIn is completeSwaps over the directory's entries ents; it
+// reports whether it changed the directory.
+func completeSwapsIn(fsys vfs.FS, dir string, ents []fs.DirEntry, logger *slog.Logger) (bool, error) {
 	minCleaned := int64(math.MaxInt64)
 	var cleaned, swaps []string
 	for _, e := range ents {
@@ -246,14 +257,14 @@ func completeSwaps(fsys vfs.FS, dir string, logger *slog.Logger) error {
 		}
 	}
 	if len(cleaned) == 0 && len(swaps) == 0 {
-		return nil
+		return false, nil
 	}
 	var keep []string
 	for _, n := range swaps {
 		if b, _ := parseBase(n); b >= minCleaned {
 			logger.Warn("deleting incomplete swap file", "file", n)
 			if err := fsys.Remove(filepath.Join(dir, n)); err != nil {
-				return err
+				return true, err
 			}
 			continue
 		}
@@ -261,7 +272,7 @@ func completeSwaps(fsys vfs.FS, dir string, logger *slog.Logger) error {
 	}
 	for _, n := range cleaned {
 		if err := fsys.Remove(filepath.Join(dir, n)); err != nil {
-			return err
+			return true, err
 		}
 	}
 	// Range covered by the swap segments.
@@ -273,7 +284,7 @@ func completeSwaps(fsys vfs.FS, dir string, logger *slog.Logger) error {
 		b, _ := parseBase(n)
 		next, err := segmentNextOffset(fsys, filepath.Join(dir, n), b)
 		if err != nil {
-			return fmt.Errorf("swap file %s: %w", n, err)
+			return true, fmt.Errorf("swap file %s: %w", n, err)
 		}
 		minBase = min(minBase, b)
 		maxNext = max(maxNext, next)
@@ -288,7 +299,7 @@ func completeSwaps(fsys vfs.FS, dir string, logger *slog.Logger) error {
 			if b >= minBase && b < maxNext {
 				logger.Info("removing segment file replaced by swap", "file", n)
 				if err := fsys.Remove(filepath.Join(dir, n)); err != nil && !errNotExist(err) {
-					return err
+					return true, err
 				}
 			}
 		}
@@ -296,10 +307,10 @@ func completeSwaps(fsys vfs.FS, dir string, logger *slog.Logger) error {
 	sort.Sort(sort.Reverse(sort.StringSlice(keep)))
 	for _, n := range keep {
 		if err := fsys.Rename(filepath.Join(dir, n), filepath.Join(dir, strings.TrimSuffix(n, SwapSuffix))); err != nil {
-			return err
+			return true, err
 		}
 	}
-	return fsys.SyncDir(dir)
+	return true, fsys.SyncDir(dir)
 }
 
 // segmentNextOffset returns lastOffset+1 of the last whole batch of a .log
