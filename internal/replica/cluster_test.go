@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,11 +18,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/strata-io/strata/internal/broker"
+	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/etcdnode"
 	"github.com/strata-io/strata/internal/meta"
+	"github.com/strata-io/strata/internal/protocol"
 	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/servertest"
+	"github.com/strata-io/strata/internal/storage"
+	"github.com/strata-io/strata/internal/vfs"
 )
 
 // These tests run real brokers (servertest) replicating one partition
@@ -37,7 +42,6 @@ type rig struct {
 	t     *testing.T
 	store *meta.Store
 	cache *meta.Cache
-	c     *servertest.Cluster
 	nodes []*rigNode
 	tp    replica.TP
 	tid   string
@@ -46,7 +50,7 @@ type rig struct {
 
 type rigNode struct {
 	id     int32
-	b      *servertest.Broker
+	b      host
 	sess   *meta.Session
 	epoch  int64
 	mgr    *replica.Manager
@@ -58,8 +62,37 @@ type rigNode struct {
 
 const testMinISR = 2
 
+// host is one broker process of the rig: servertest's, or one over a
+// CrashFS (crashHost).
+type host interface {
+	Addr() string
+	Broker() *broker.Broker
+	Close()
+	Restart()
+}
+
+type stHost struct{ b *servertest.Broker }
+
+func (h stHost) Addr() string           { return h.b.Addr() }
+func (h stHost) Broker() *broker.Broker { return h.b.Server().Broker() }
+func (h stHost) Close()                 { h.b.Close() }
+func (h stHost) Restart()               { h.b.RestartSamePort() }
+
+// newRig starts n servertest brokers replicating topic "rep".
 func newRig(t *testing.T, n int) *rig {
 	t.Helper()
+	c := servertest.StartN(t, n, servertest.Options{Logger: servertest.TestLogger(t, slog.LevelWarn)})
+	hosts := make([]host, n)
+	for i, b := range c.Brokers {
+		hosts[i] = stHost{b}
+	}
+	return newRigOn(t, hosts)
+}
+
+// newRigOn runs the rig on given brokers, node ids 1..n.
+func newRigOn(t *testing.T, hosts []host) *rig {
+	t.Helper()
+	n := len(hosts)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -85,14 +118,13 @@ func newRig(t *testing.T, n int) *rig {
 	}
 	t.Cleanup(cache.Close)
 	r := &rig{t: t, store: store, cache: cache, ctx: ctx, tp: replica.TP{Topic: "rep", Partition: 0}, tid: "rep-id"}
-	r.c = servertest.StartN(t, n, servertest.Options{Logger: servertest.TestLogger(t, slog.LevelWarn)})
 	replicas := make([]int32, n)
-	for i, b := range r.c.Brokers {
-		replicas[i] = b.NodeID
-		if _, err := b.Server().Broker().CreateTopic(broker.CreateTopicRequest{Name: r.tp.Topic, NumPartitions: 1, ReplicationFactor: 1}); err != nil {
+	for i, h := range hosts {
+		replicas[i] = int32(i + 1)
+		if _, err := h.Broker().CreateTopic(broker.CreateTopicRequest{Name: r.tp.Topic, NumPartitions: 1, ReplicationFactor: 1}); err != nil {
 			t.Fatal(err)
 		}
-		r.nodes = append(r.nodes, &rigNode{id: b.NodeID, b: b})
+		r.nodes = append(r.nodes, &rigNode{id: int32(i + 1), b: h})
 	}
 	// The topic and its partition: every broker a replica, the first the
 	// leader, all in the ISR.
@@ -170,7 +202,7 @@ func (r *rig) startNode(nd *rigNode) {
 // sync applies the metadata to one broker (what the cluster wiring does).
 func (r *rig) sync(nd *rigNode) {
 	nd.mgr.Sync(r.cache.View(), func(tp replica.TP) (replica.Hosted, bool) {
-		p, err := nd.b.Server().Broker().Partition(tp.Topic, tp.Partition)
+		p, err := nd.b.Broker().Partition(tp.Topic, tp.Partition)
 		if err != nil {
 			return replica.Hosted{}, false
 		}
@@ -194,7 +226,7 @@ func (r *rig) kill(nd *rigNode) {
 
 // restart starts a killed broker again on the same directory.
 func (r *rig) restart(nd *rigNode) {
-	nd.b.RestartSamePort()
+	nd.b.Restart()
 	r.startNode(nd)
 }
 
@@ -276,7 +308,7 @@ func (r *rig) readAll(leader int32) map[int64]string {
 		r.t.Fatal(err)
 	}
 	defer cl.Close()
-	p, _ := r.node(leader).b.Server().Broker().Partition(r.tp.Topic, 0)
+	p, _ := r.node(leader).b.Broker().Partition(r.tp.Topic, 0)
 	hw := p.Log.HighWatermark()
 	got := map[int64]string{}
 	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
@@ -295,18 +327,47 @@ func (r *rig) readAll(leader int32) map[int64]string {
 // leader's high watermark is.
 func (r *rig) waitCaughtUp(leader int32) {
 	r.t.Helper()
-	lp, _ := r.node(leader).b.Server().Broker().Partition(r.tp.Topic, 0)
+	lp, _ := r.node(leader).b.Broker().Partition(r.tp.Topic, 0)
 	deadline := time.Now().Add(60 * time.Second)
 	for _, nd := range r.nodes {
 		if nd.down {
 			continue
 		}
-		p, _ := nd.b.Server().Broker().Partition(r.tp.Topic, 0)
+		p, _ := nd.b.Broker().Partition(r.tp.Topic, 0)
 		for p.Log.DurableEnd() < lp.Log.HighWatermark() || p.Log.HighWatermark() < lp.Log.HighWatermark() {
 			if time.Now().After(deadline) {
 				r.t.Fatalf("node %d: durable end %d, high watermark %d; leader high watermark %d", nd.id, p.Log.DurableEnd(), p.Log.HighWatermark(), lp.Log.HighWatermark())
 			}
 			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// checkConverged checks that every live replica holds the leader's log:
+// the same end and the same leader epochs below it (a leader's epoch with
+// no record yet is only in its own history).
+func (r *rig) checkConverged(leader int32) {
+	r.t.Helper()
+	lp, _ := r.node(leader).b.Broker().Partition(r.tp.Topic, 0)
+	epochs := func(l interface {
+		LogEndOffset() int64
+	}, es []storage.EpochEntry) string {
+		var out []storage.EpochEntry
+		for _, e := range es {
+			if e.StartOffset < l.LogEndOffset() {
+				out = append(out, e)
+			}
+		}
+		return fmt.Sprint(out)
+	}
+	for _, nd := range r.nodes {
+		if nd.down {
+			continue
+		}
+		p, _ := nd.b.Broker().Partition(r.tp.Topic, 0)
+		if p.Log.LogEndOffset() != lp.Log.LogEndOffset() || epochs(p.Log, p.Log.LeaderEpochs()) != epochs(lp.Log, lp.Log.LeaderEpochs()) {
+			r.t.Fatalf("node %d: end %d epochs %v; leader %d: end %d epochs %v", nd.id, p.Log.LogEndOffset(), p.Log.LeaderEpochs(),
+				leader, lp.Log.LogEndOffset(), lp.Log.LeaderEpochs())
 		}
 	}
 }
@@ -433,9 +494,152 @@ func TestLeaderFailover(t *testing.T) {
 	r.waitCaughtUp(leader)
 	checkAcked(t, acked, r.readAll(leader))
 	// The old leader's log is the new leader's.
-	lp, _ := r.node(leader).b.Server().Broker().Partition(r.tp.Topic, 0)
-	op, _ := r.node(1).b.Server().Broker().Partition(r.tp.Topic, 0)
-	if op.Log.LogEndOffset() != lp.Log.LogEndOffset() || fmt.Sprint(op.Log.LeaderEpochs()) != fmt.Sprint(lp.Log.LeaderEpochs()) {
-		t.Fatalf("old leader: end %d epochs %v; new leader: end %d epochs %v", op.Log.LogEndOffset(), op.Log.LeaderEpochs(), lp.Log.LogEndOffset(), lp.Log.LeaderEpochs())
+	r.checkConverged(leader)
+}
+
+// crashHost is a broker and its Kafka listener over a vfs.CrashFS, so that
+// a test can cut the power: PowerCut keeps only what was fsynced, Restart
+// opens the broker again on that image (recovery runs) at the same address.
+type crashHost struct {
+	t    *testing.T
+	id   int32
+	fs   *vfs.CrashFS
+	next *vfs.CrashFS
+	b    *broker.Broker
+	ps   *protocol.Server
+	addr string
+}
+
+func startCrashHost(t *testing.T, id int32) *crashHost {
+	h := &crashHost{t: t, id: id, fs: vfs.NewCrashFS(), addr: "127.0.0.1:0"}
+	h.open()
+	return h
+}
+
+func (h *crashHost) open() {
+	t := h.t
+	cfg, err := config.LoadBroker("", nil, map[string]string{"log.dirs": "/data", "node.id": fmt.Sprint(h.id),
+		"log.index.size.max.bytes": "4096", "log.segment.bytes": "262144"})
+	if err != nil {
+		t.Fatal(err)
 	}
+	logger := servertest.TestLogger(t, slog.LevelWarn).With("node", h.id)
+	b, err := broker.OpenFS(cfg, logger, h.fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := protocol.New(protocol.Config{Broker: b, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.addr = ln.Addr().String()
+	ps.Serve(ln)
+	h.b, h.ps = b, ps
+}
+
+func (h *crashHost) Addr() string           { return h.addr }
+func (h *crashHost) Broker() *broker.Broker { return h.b }
+
+func (h *crashHost) Close() {
+	if h.ps == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = h.ps.Shutdown(ctx)
+	_ = h.b.Close()
+	h.ps, h.b = nil, nil
+}
+
+// PowerCut takes the image a power cut leaves (only fsynced bytes); the
+// next Restart runs on it.
+func (h *crashHost) PowerCut() { h.next = h.fs.Crash() }
+
+func (h *crashHost) Restart() {
+	if h.next != nil {
+		h.fs, h.next = h.next, nil
+	}
+	h.open()
+}
+
+// TestPowerCutOfEveryReplica: three replicas on CrashFS, acks=all produce
+// running; every replica loses its unsynced bytes at the same instant.
+// With strata.durable.acks a record is acknowledged only once every ISR
+// member fsynced it, so after the three recover and elect a leader (from
+// the eligible replicas, KIP-966) every acknowledged record is there, and
+// the replicas converge on one log.
+func TestPowerCutOfEveryReplica(t *testing.T) {
+	hosts := make([]host, 3)
+	crash := make([]*crashHost, 3)
+	for i := range hosts {
+		crash[i] = startCrashHost(t, int32(i+1))
+		hosts[i] = crash[i]
+	}
+	r := newRigOn(t, hosts)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.node(1).b.Addr()), kgo.DefaultProduceTopic(r.tp.Topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond), kgo.MaxBufferedRecords(64),
+		kgo.RecordDeliveryTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	acked := map[int64]string{}
+	ctx, cancel := context.WithCancel(r.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			v := fmt.Sprintf("v%06d", i)
+			cl.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(rec *kgo.Record, err error) {
+				if err == nil {
+					mu.Lock()
+					acked[rec.Offset] = v
+					mu.Unlock()
+				}
+			})
+		}
+	}()
+	for {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n >= 500 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// What was acknowledged before the cut must survive it.
+	mu.Lock()
+	before := make(map[int64]string, len(acked))
+	for k, v := range acked {
+		before[k] = v
+	}
+	mu.Unlock()
+	var ends []string
+	for i, h := range crash {
+		p, _ := h.Broker().Partition(r.tp.Topic, 0)
+		ends = append(ends, fmt.Sprintf("node %d end %d fsynced %d", i+1, p.Log.LogEndOffset(), p.Log.DurableEnd()))
+		h.PowerCut()
+	}
+	cancel()
+	<-done
+	cl.Close()
+	for _, nd := range r.nodes {
+		r.kill(nd)
+	}
+	for _, nd := range r.nodes {
+		r.restart(nd)
+	}
+	st := r.waitState("a leader and a full ISR", func(st meta.PartitionState) bool { return st.Leader > 0 && len(st.ISR) == 3 })
+	r.waitCaughtUp(st.Leader)
+	got := r.readAll(st.Leader)
+	checkAcked(t, before, got)
+	r.checkConverged(st.Leader)
+	lp, _ := r.node(st.Leader).b.Broker().Partition(r.tp.Topic, 0)
+	t.Logf("%d records acknowledged before the power cut (%s), all read back after it; leader %d at epoch %d, log end %d",
+		len(before), strings.Join(ends, ", "), st.Leader, st.LeaderEpoch, lp.Log.LogEndOffset())
 }
