@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
 // TestPages loads every page against a broker holding real data and checks
@@ -605,4 +606,26 @@ func BenchmarkPages1000Topics(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestSASLListener: on a SASL_PLAINTEXT listener the console still reads
+// and changes everything (its in-process connections need no SASL).
+func TestSASLListener(t *testing.T) {
+	b, base := startBroker(t, map[string]string{
+		"listeners":               "SASL_PLAINTEXT://127.0.0.1:0",
+		"sasl.enabled.mechanisms": "PLAIN",
+		"listener.name.sasl_plaintext.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";`,
+	})
+	adm := kadm.NewClient(b.Client(kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())))
+	mustCreate(t, adm, "s", 1, nil)
+	w := newWeb(t, base)
+	if body := w.mustGet("/"); !strings.Contains(body, "Cluster id") {
+		t.Fatal("overview on a SASL listener")
+	}
+	w.mustGet("/topics/s/messages")
+	_, body := w.post("/topics/s/produce", url.Values{"partition": {"0"}, "key": {"k"}, "value": {"through SASL"}})
+	if msg, isErr := flashOf(body); isErr || !strings.Contains(body, ">through SASL</pre>") {
+		t.Errorf("produce and read on a SASL listener: %q", msg)
+	}
+	w.mustGet("/groups")
 }
