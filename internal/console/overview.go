@@ -1,9 +1,12 @@
 package console
 
 import (
+	"errors"
 	"net/http"
 	"sort"
 	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 type overviewData struct {
@@ -47,13 +50,19 @@ type dirRow struct {
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	md, err := c.kafka.metadata(ctx)
-	if err != nil {
-		c.fail(w, r, http.StatusBadGateway, err)
-		return
-	}
-	cs, err := c.cluster.ClusterState(ctx)
-	if err != nil {
+	var (
+		md           kadm.Metadata
+		cs           ClusterState
+		dirs         []kadm.DescribedLogDir
+		mdErr, csErr error
+		dirErr       error
+	)
+	parallel(
+		func() { md, mdErr = c.kafka.metadata(ctx) },
+		func() { cs, csErr = c.cluster.ClusterState(ctx) },
+		func() { _, dirs, dirErr = c.kafka.sizes(ctx, nil) },
+	)
+	if err := errors.Join(mdErr, csErr); err != nil {
 		c.fail(w, r, http.StatusBadGateway, err)
 		return
 	}
@@ -97,7 +106,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		d.Brokers = append(d.Brokers, row)
 	}
 	sort.Slice(d.Brokers, func(i, j int) bool { return d.Brokers[i].ID < d.Brokers[j].ID })
-	if _, dirs, err := c.kafka.sizes(ctx, nil); err == nil {
+	if dirErr == nil {
 		for _, dir := range dirs {
 			row := dirRow{Broker: dir.Broker, Dir: dir.Dir, Used: dir.Size(), Total: dir.TotalBytes, Usable: dir.UsableBytes, Full: -1}
 			if dir.Err != nil {
@@ -109,7 +118,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			d.Dirs = append(d.Dirs, row)
 		}
 	} else {
-		d.Dirs = append(d.Dirs, dirRow{Broker: -1, Err: err.Error(), Used: -1, Total: -1, Usable: -1, Full: -1})
+		d.Dirs = append(d.Dirs, dirRow{Broker: -1, Err: dirErr.Error(), Used: -1, Total: -1, Usable: -1, Full: -1})
 	}
 	d.Rates = c.hist.lastRates()
 	d.BytesPlot = newPlot("Bytes produced per second", c.hist.get(keyBytesIn), 320, 80, fmtBytesRate, -1, 0)

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -83,15 +84,15 @@ func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
 			set.Add(name, p)
 		}
 	}
-	var sizes map[string]map[int32]int64
+	var (
+		sizes map[string]map[int32]int64
+		cfgs  map[string]map[string]string
+	)
 	if len(set) > 0 {
-		if sizes, _, err = c.kafka.sizes(ctx, set); err != nil {
-			sizes = nil
-		}
-	}
-	cfgs, err := c.kafka.topicConfigs(ctx, names, listConfigNames)
-	if err != nil {
-		cfgs = nil
+		parallel(
+			func() { sizes, _, _ = c.kafka.sizes(ctx, set) },
+			func() { cfgs, _ = c.kafka.topicConfigs(ctx, names, listConfigNames) },
+		)
 	}
 	rt := c.hist.lastRates()
 	for _, name := range names {
@@ -196,16 +197,35 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := topicData{Name: name, Internal: t.IsInternal, ID: fmt.Sprintf("%x", t.ID[:])}
-	start, end, err := c.kafka.offsets(ctx, name)
-	if err != nil {
-		c.fail(w, r, http.StatusBadGateway, err)
-		return
-	}
 	set := kadm.TopicsSet{}
 	for p := range t.Partitions {
 		set.Add(name, p)
 	}
-	sizes, _, _ := c.kafka.sizes(ctx, set)
+	// The page's four questions are independent: ask them at once.
+	var (
+		start, end     kadm.ListedOffsets
+		offErr, cfgErr error
+		sizes          map[string]map[int32]int64
+		lags           map[string][]groupLag
+	)
+	parallel(
+		func() { start, end, offErr = c.kafka.offsets(ctx, name) },
+		func() { sizes, _, _ = c.kafka.sizes(ctx, set) },
+		func() { d.Configs, cfgErr = c.kafka.describeTopicConfigs(ctx, name) },
+		func() {
+			if groups, err := c.kafka.adm.ListGroups(ctx); err == nil {
+				names := groups.Groups()
+				if len(names) > maxLagGroups {
+					names = names[:maxLagGroups]
+				}
+				lags, _ = c.kafka.lags(ctx, names...)
+			}
+		},
+	)
+	if err := errors.Join(offErr, cfgErr); err != nil {
+		c.fail(w, r, http.StatusBadGateway, err)
+		return
+	}
 	for _, p := range t.Partitions.Sorted() {
 		pi := partitionInfo{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR,
 			Offline: p.OfflineReplicas, Start: -1, End: -1, Size: -1, UnderReplicat: len(p.ISR) < len(p.Replicas)}
@@ -227,38 +247,26 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Partitions = append(d.Partitions, pi)
 	}
-	if d.Configs, err = c.kafka.describeTopicConfigs(ctx, name); err != nil {
-		c.fail(w, r, http.StatusBadGateway, err)
-		return
-	}
 	for _, e := range d.Configs {
 		if e.Name == "cleanup.policy" && strings.Contains(e.Value, "compact") {
 			d.Compacted = true
 		}
 	}
-	if groups, err := c.kafka.adm.ListGroups(ctx); err == nil {
-		names := groups.Groups()
-		if len(names) > maxLagGroups {
-			names = names[:maxLagGroups]
-		}
-		if lags, err := c.kafka.lags(ctx, names...); err == nil {
-			for g, rows := range lags {
-				tg := topicGroup{Group: g}
-				var mine []groupLag
-				for _, row := range rows {
-					if row.Topic == name {
-						mine = append(mine, row)
-					}
-				}
-				if len(mine) == 0 {
-					continue
-				}
-				tg.Partitions, tg.Lag = len(mine), totalLag(mine)
-				d.Groups = append(d.Groups, tg)
+	for g, rows := range lags {
+		tg := topicGroup{Group: g}
+		var mine []groupLag
+		for _, row := range rows {
+			if row.Topic == name {
+				mine = append(mine, row)
 			}
-			sort.Slice(d.Groups, func(i, j int) bool { return d.Groups[i].Group < d.Groups[j].Group })
 		}
+		if len(mine) == 0 {
+			continue
+		}
+		tg.Partitions, tg.Lag = len(mine), totalLag(mine)
+		d.Groups = append(d.Groups, tg)
 	}
+	sort.Slice(d.Groups, func(i, j int) bool { return d.Groups[i].Group < d.Groups[j].Group })
 	c.render(w, r, http.StatusOK, "topic", name, "topics", d)
 }
 
