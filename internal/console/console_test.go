@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -628,4 +629,41 @@ func TestSASLListener(t *testing.T) {
 		t.Errorf("produce and read on a SASL listener: %q", msg)
 	}
 	w.mustGet("/groups")
+}
+
+// TestOverviewKRaftNode: a node with the KRaft settings shows its real
+// registration epoch, its state and the controller quorum; a plain node
+// shows none of them (TestPages).
+func TestOverviewKRaftNode(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	b, base := startBroker(t, map[string]string{
+		"node.id":                   "1",
+		"process.roles":             "broker,controller",
+		"listeners":                 fmt.Sprintf("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:%d", port),
+		"controller.listener.names": "CONTROLLER",
+		"controller.quorum.voters":  fmt.Sprintf("1@127.0.0.1:%d", port),
+	})
+	epoch := b.Server().BrokerEpoch()
+	if epoch <= 0 {
+		t.Fatalf("broker epoch %d", epoch)
+	}
+	w := newWeb(t, base)
+	var body string
+	for i := 0; ; i++ { // the controller driver becomes active shortly after start
+		body = w.mustGet("/")
+		if strings.Contains(body, "voters 1, active 1") || i == 100 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, want := range []string{"KRaft combined node", fmt.Sprintf("<td>%d</td><td>registered</td>", epoch), "voters 1, active 1"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("overview lacks %q", want)
+		}
+	}
 }

@@ -24,6 +24,7 @@ func (s *Server) mountConsole() error {
 		Credentials: s.broker,
 		Compaction:  s.cleaner,
 		Metrics:     s.reg,
+		Cluster:     consoleCluster{s},
 		NodeID:      s.broker.NodeID(),
 		ListenAddr:  s.cfg.Get("strata.metrics.listener"),
 		Logger:      s.logger,
@@ -45,3 +46,33 @@ func (s *Server) closeConsole() {
 
 // Console exposes the web console (nil without an HTTP listener).
 func (s *Server) Console() *console.Console { return s.console }
+
+// consoleCluster tells the console what this node knows of the cluster
+// beyond Metadata: with the KRaft settings, its registration epoch, whether
+// its session is fenced, the voters and whether it is the active
+// controller; without them, that it is a single node without a quorum.
+type consoleCluster struct{ s *Server }
+
+func (c consoleCluster) ClusterState(ctx context.Context) (console.ClusterState, error) {
+	s := c.s
+	id := s.broker.NodeID()
+	cl := s.cluster
+	if cl == nil {
+		return console.LocalCluster{NodeID: id}.ClusterState(ctx)
+	}
+	st := console.ClusterState{
+		Mode:             "KRaft combined node (process.roles=broker,controller): metadata in the controller quorum",
+		Brokers:          map[int32]console.BrokerState{id: {Epoch: cl.epoch, State: "registered"}},
+		ActiveController: -1,
+	}
+	if cl.session != nil && cl.session.Fenced() {
+		st.Brokers[id] = console.BrokerState{Epoch: cl.epoch, State: "fenced (session expired)"}
+	}
+	for _, v := range s.cfg.Voters() {
+		st.Controllers = append(st.Controllers, int32(v.ID))
+	}
+	if cl.active.Load() {
+		st.ActiveController = id
+	}
+	return st, nil
+}
