@@ -87,7 +87,7 @@ func writeUsage(w io.Writer, c *cobra.Command, width int) error {
 		sb.WriteString("\n\nGlobal Flags:\n" + strings.TrimRight(c.InheritedFlags().FlagUsagesWrapped(width), " \n"))
 	}
 	if c.HasAvailableSubCommands() {
-		fmt.Fprintf(&sb, "\n\nUse \"%s [command] --help\" for more information about a command.", c.CommandPath())
+		sb.WriteString("\n\n" + wrap(fmt.Sprintf("Use \"%s [command] --help\" for more information about a command.", c.CommandPath()), width, ""))
 	}
 	sb.WriteString("\n")
 	_, err := io.WriteString(w, sb.String())

@@ -25,6 +25,9 @@ type Config struct {
 	// FS holds the cleaner-offset-checkpoint files (nil: the OS); the
 	// broker's, so that power-loss tests cover the cleaner's progress.
 	FS vfs.FS
+	// InternalPartitionMetrics exports the per-partition gauges of
+	// internal topics too (strata.metrics.internal.partitions).
+	InternalPartitionMetrics bool
 }
 
 // minIdle and minRetry bound log.cleaner.backoff.ms=0 so that an idle or
@@ -58,6 +61,10 @@ type Partition struct {
 	// given to New. One Cleaner can so serve every log dir of a broker
 	// with one dedupe buffer, as in Kafka.
 	LogDir string
+	// Internal marks an internal topic (__consumer_offsets,
+	// __transaction_state), whose per-partition gauges are exported only
+	// with Config.InternalPartitionMetrics.
+	Internal bool
 }
 
 // Source lists every partition of the broker; the cleaner compacts those
@@ -298,7 +305,9 @@ func (c *Cleaner) cleanFilthiest(w *worker) bool {
 			c.logger.Error("read cleaner checkpoint", "topic", p.Topic, "partition", p.Partition, "err", err)
 		}
 		cl := computeCleanable(l.Segments(), l.LogStartOffset(), l.LogEndOffset(), l.LastStableOffset(), ck, l.Config(), nowMs)
-		c.met.observePartition(k, cl, nowMs)
+		if !p.Internal || c.cfg.InternalPartitionMetrics {
+			c.met.observePartition(k, cl, nowMs)
+		}
 		c.mu.Lock()
 		st := c.state(k)
 		skip := st.inProgress || now.Before(st.nextAttempt)

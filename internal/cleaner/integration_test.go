@@ -203,7 +203,7 @@ func TestBackgroundSelectionAndMetrics(t *testing.T) {
 	for _, mf := range mfs {
 		names[mf.GetName()] = true
 	}
-	for _, n := range []string{"strata_cleaner_max_dirty_percent", "strata_cleaner_cleaner_recopy_percent",
+	for _, n := range []string{"strata_cleaner_max_dirty_percent", "strata_cleaner_recopy_percent",
 		"strata_cleaner_max_clean_time_secs", "strata_cleaner_max_buffer_utilization_percent",
 		"strata_cleaner_uncleanable_partitions_count", "strata_cleaner_time_since_last_run_ms",
 		"strata_cleaner_dead_thread_count", "strata_cleaner_panics_total", "strata_cleaner_partition_dirty_ratio"} {

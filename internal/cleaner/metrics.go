@@ -17,6 +17,7 @@ type metrics struct {
 
 	maxDirty     prometheus.Gauge
 	recopy       prometheus.Gauge
+	recopyOld    prometheus.Gauge // the name before 2026-12: strata_cleaner_cleaner_recopy_percent
 	maxCleanTime prometheus.Gauge
 	maxBufUtil   prometheus.Gauge
 	maxDelay     prometheus.Gauge
@@ -61,7 +62,8 @@ func newMetrics(c *Cleaner, reg prometheus.Registerer) (*metrics, error) {
 		return x
 	}
 	m.maxDirty = g("max_dirty_percent", "Dirty ratio x100 of the dirtiest compacted log at the last selection (Kafka max-dirty-percent).")
-	m.recopy = g("cleaner_recopy_percent", "100 x bytes written / bytes read over the last round of each worker (Kafka cleaner-recopy-percent).")
+	m.recopy = g("recopy_percent", "100 x bytes written / bytes read over the last round of each worker (Kafka cleaner-recopy-percent).")
+	m.recopyOld = g("cleaner_recopy_percent", "Deprecated: renamed strata_cleaner_recopy_percent (same value); this name will be removed.")
 	m.maxCleanTime = g("max_clean_time_secs", "Longest last-round duration over the workers, seconds (Kafka max-clean-time-secs).")
 	m.maxBufUtil = g("max_buffer_utilization_percent", "Offset map fill x100 of the last round, max over workers (Kafka max-buffer-utilization-percent).")
 	m.maxDelay = g("max_compaction_delay_secs", "Longest time a cleanable record has waited past max.compaction.lag.ms, at the last selection (Kafka max-compaction-delay-secs).")
@@ -165,6 +167,7 @@ func (m *metrics) observeRound(worker int, r roundResult) {
 	}
 	if read > 0 {
 		m.recopy.Set(100 * float64(written) / float64(read))
+		m.recopyOld.Set(100 * float64(written) / float64(read))
 	}
 	m.maxCleanTime.Set(maxT.Seconds())
 	m.maxBufUtil.Set(100 * maxU)

@@ -149,6 +149,8 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 	// Operations.
 	def("strata.metrics.listener", TypeString, "127.0.0.1:9644", custom("empty, or host:port", hostPortReason),
 		"Address of the HTTP listener for the web console (/), /metrics, /healthz, /readyz and the /v1 admin API. Empty disables it. On a non-loopback address the console requires a SCRAM user's login."),
+	def("strata.metrics.internal.partitions", TypeBoolean, "false", anyValue,
+		"Export the per-partition series (size, offsets, cleaner dirtiness) of the internal topics __consumer_offsets and __transaction_state: 8 series for each of their partitions (100 by default). When false their size is in strata_topic_size_bytes only."),
 	def("strata.log.level", TypeString, "info", oneOf("debug", "info", "warn", "error"),
 		"Level of the broker's own log."),
 	def("strata.log.format", TypeString, "text", oneOf("text", "json"),

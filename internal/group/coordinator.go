@@ -77,6 +77,10 @@ type Config struct {
 	// error wrapping a kerr error (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH,
 	// PRODUCER_FENCED, ...) is answered for every partition of the request.
 	VerifyTxn func(transactionalID string, pid int64, epoch int16, partition int32) error
+	// HighWatermark returns a partition's high watermark (false when the
+	// partition is unknown), for the consumer group lag metric; nil
+	// leaves the metric out.
+	HighWatermark func(topic string, partition int32) (int64, bool)
 }
 
 // Coordinator is the group coordinator for every group (Strata is one

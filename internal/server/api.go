@@ -113,7 +113,7 @@ func (s *Server) open(progress *broker.LoadProgress) error {
 		return err
 	}
 	s.broker = b
-	if err := s.reg.Register(broker.NewCollector(b)); err != nil {
+	if err := s.reg.Register(broker.NewCollector(b, s.cfg.Bool("strata.metrics.internal.partitions"))); err != nil {
 		b.Close()
 		return fmt.Errorf("register partition metrics: %w", err)
 	}
@@ -148,13 +148,15 @@ func (s *Server) buildCleaner() error {
 		IOMaxBytesPerSecond: s.cfg.Float("log.cleaner.io.max.bytes.per.second"),
 		Backoff:             time.Duration(s.cfg.Int64("log.cleaner.backoff.ms")) * time.Millisecond,
 		FS:                  s.broker.FS(),
+		// Internal topics' per-partition gauges only when asked for.
+		InternalPartitionMetrics: s.cfg.Bool("strata.metrics.internal.partitions"),
 	}
 	src := func() []cleaner.Partition {
 		var out []cleaner.Partition
 		for _, t := range s.broker.Topics() {
 			for _, p := range t.Partitions {
 				if p.Log != nil {
-					out = append(out, cleaner.Partition{Topic: t.Name, Partition: p.Index, Log: p.Log, LogDir: p.BaseDir()})
+					out = append(out, cleaner.Partition{Topic: t.Name, Partition: p.Index, Log: p.Log, LogDir: p.BaseDir(), Internal: t.Internal})
 				}
 			}
 		}

@@ -106,6 +106,7 @@ func (s *Server) startGroup(host string, port int32) error {
 		ConsumerHeartbeatInterval:     ms("group.consumer.heartbeat.interval.ms"),
 		Transactions:                  true,
 		VerifyTxn:                     s.verifyTxnOffsets,
+		HighWatermark:                 s.highWatermark,
 	}, offsetsStore{s.broker}, s.logger.With("component", "group"), s.reg)
 	if err != nil {
 		return fmt.Errorf("group coordinator: %w", err)
@@ -128,4 +129,13 @@ func (s *Server) groupTopics() []group.TopicInfo {
 		out = append(out, group.TopicInfo{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions))})
 	}
 	return out
+}
+
+// highWatermark is a partition's high watermark, for the group lag metric.
+func (s *Server) highWatermark(topic string, partition int32) (int64, bool) {
+	p, err := s.broker.Partition(topic, partition)
+	if err != nil || p.Log == nil {
+		return 0, false
+	}
+	return p.Log.HighWatermark(), true
 }
