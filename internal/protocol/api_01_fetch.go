@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/strata-io/strata/internal/authz"
 	"github.com/strata-io/strata/internal/broker"
 	"github.com/strata-io/strata/internal/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,17 +17,21 @@ import (
 // passes. Fetch sessions (KIP-227) are served: a full fetch with epoch 0
 // opens one, incremental fetches name only changed partitions and get
 // only partitions with news; epoch -1 is a sessionless full fetch.
-func (s *Server) handleFetch(ctx context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+func (s *Server) handleFetch(ctx context.Context, c *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.FetchRequest)
 	if req.ReplicaID >= 0 {
+		if !c.allowedCluster(authz.OpClusterAction) { // a follower's fetch (Kafka's handleFetchRequest)
+			return reply{fetch: deniedFetch(req)}, nil
+		}
 		return s.handleReplicaFetch(ctx, req)
 	}
 	plan := s.sessions.plan(req)
 	defer s.sessions.done(plan)
 	readCommitted := req.IsolationLevel == 1
-	fr := &fetchReply{version: req.Version, errorCode: plan.errorCode, readCommitted: readCommitted}
+	fr := &fetchReply{version: req.Version, errorCode: plan.errorCode, readCommitted: readCommitted, readable: c.fetchAuth(req)}
 	if plan.session != nil {
 		fr.sessionID = plan.session.id
+		fr.newSession = !plan.incremental
 	}
 	if plan.errorCode != 0 {
 		return reply{fetch: fr}, nil
@@ -35,12 +40,13 @@ func (s *Server) handleFetch(ctx context.Context, _ *conn, kreq kmsg.Request) (r
 	if maxBytes <= 0 {
 		maxBytes = 1<<31 - 1
 	}
+	maxBytes = c.fetchQuotaCap(maxBytes)
 	deadline := time.Now().Add(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
 	fl := s.newFetchFill(plan.parts, fr, maxBytes)
 	defer fl.unwait()
 	fl.readAll()
 	var moved []int
-	for fr.bytes < int64(req.MinBytes) && !fr.hasError && req.MaxWaitMillis > 0 {
+	for fr.bytes < min(int64(req.MinBytes), maxBytes) && !fr.hasError && req.MaxWaitMillis > 0 {
 		if fl.w == nil {
 			// A long poll after all: wait on every partition read (and
 			// read again those that moved since).
@@ -49,7 +55,7 @@ func (s *Server) handleFetch(ctx context.Context, _ *conn, kreq kmsg.Request) (r
 			}
 		} else {
 			remaining := time.Until(deadline)
-			if remaining <= 0 || !fl.wait(ctx, remaining) {
+			if remaining <= 0 || !c.waitFill(ctx, fl, remaining) {
 				break
 			}
 			moved = fl.w.Take(moved[:0])
@@ -142,6 +148,10 @@ func (fl *fetchFill) readAll() {
 	fl.logs = make([]*broker.Partition, len(fl.parts))
 	for i, sp := range fl.parts {
 		fp := fl.slot(i)
+		if fl.fr.readable != nil && !fl.fr.readable(sp.topic) {
+			fp.errorCode = kerr.TopicAuthorizationFailed.Code // not hasError: the others may still wait
+			continue
+		}
 		p, err := fl.s.b.Partition(sp.topic, sp.partition)
 		if err == nil {
 			err = checkLeaderEpoch(p, sp.epoch)
@@ -292,9 +302,14 @@ type fetchReply struct {
 	readCommitted bool // isolation level READ_COMMITTED
 	errorCode     int16
 	sessionID     int32
-	topics        []fetchTopic
-	bytes         int64
-	hasError      bool
+	newSession    bool  // a full fetch that opened its session
+	throttleMs    int32 // throttle_time_ms (client quotas)
+	// readable reports whether the principal may read a topic (nil: no
+	// authorizer; security.go fetchAuth).
+	readable func(topic string) bool
+	topics   []fetchTopic
+	bytes    int64
+	hasError bool
 }
 
 type fetchTopic struct {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/strata-io/strata/internal/authz"
 	"github.com/strata-io/strata/internal/sasl"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -119,6 +120,7 @@ func (s *Server) handleSaslAuthenticate(_ context.Context, c *conn, kreq kmsg.Re
 	resp.SASLAuthBytes = answer
 	if done {
 		c.sasl.done, c.sasl.user, c.sasl.session = true, c.sasl.session.User(), nil
+		c.setPrincipal(authz.User(c.sasl.user))
 		c.authed.Store(true)
 		s.logger.Debug("SASL authenticated", "remote", c.remote, "mechanism", c.sasl.mechanism, "user", c.sasl.user)
 	}
@@ -202,6 +204,7 @@ func (c *conn) rawToken(req request) (reply, error) {
 	}
 	if done {
 		c.sasl.done, c.sasl.user, c.sasl.session = true, c.sasl.session.User(), nil
+		c.setPrincipal(authz.User(c.sasl.user))
 		c.authed.Store(true)
 		c.s.logger.Debug("SASL authenticated", "remote", c.remote, "mechanism", c.sasl.mechanism, "user", c.sasl.user)
 	}

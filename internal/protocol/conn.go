@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/strata-io/strata/internal/authz"
 )
 
 // pipelineDepth is how many decoded requests a connection reads ahead of
@@ -47,6 +49,15 @@ type conn struct {
 	// authed is set (by the serve loop) once SASL authentication
 	// succeeds; the reader uses it to bound requests before that.
 	authed atomic.Bool
+	// principal and subject are who the connection acts as (set before
+	// its first request is handled, and by SASL authentication); busyOff
+	// is time the current request spent waiting (a fetch's long poll),
+	// not counted against the request quota; throttleUntil is when a
+	// throttled connection may be served again (security.go).
+	principal     authz.Principal
+	subject       authz.Subject
+	busyOff       time.Duration
+	throttleUntil time.Time
 
 	// Unanswered request bytes, for the read-ahead bound.
 	budgetMu sync.Mutex
@@ -99,6 +110,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), w: bufio.NewWriterSize(nc, 64<<10),
 		rawNext: make(chan bool, 1), quit: make(chan struct{})}
 	c.budget = sync.NewCond(&c.budgetMu)
+	c.setPrincipal(authz.Anonymous)
 	return c
 }
 
@@ -146,12 +158,15 @@ func (c *conn) serve() {
 		<-readerDone
 	}()
 	for req := range reqs {
+		c.waitThrottle(readerDone)
 		start := time.Now()
+		c.busyOff = 0
 		rep, err := c.dispatch(req)
 		if err != nil {
 			c.s.logger.Info("closing connection", "remote", c.remote, "api_key", req.key, "version", req.version, "err", err)
 			return
 		}
+		c.applyQuotas(req, &rep, time.Since(start)-c.busyOff)
 		select {
 		case out <- pending{req, rep, start}:
 		case <-writerDone:
@@ -220,7 +235,7 @@ func (c *conn) handshake() bool {
 		}
 		return false
 	}
-	return true
+	return c.tlsPrincipal(tc)
 }
 
 // readLoop decodes requests until an error; malformed input is logged.

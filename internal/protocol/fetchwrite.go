@@ -68,7 +68,7 @@ func (e *fetchEncoder) encode(corr int32, fr *fetchReply) (int64, error) {
 	e.buf = append(e.buf[:0], 0, 0, 0, 0) // size, patched below
 	e.i32(corr)
 	e.tags() // response header v1
-	e.i32(0) // throttle
+	e.i32(fr.throttleMs)
 	if e.version >= 7 {
 		e.i16(fr.errorCode)
 		e.i32(fr.sessionID)

@@ -15,7 +15,7 @@ func (s *Server) buildHandlers() map[int16]handler {
 		21: {0, 2, s.handleDeleteRecords},
 		22: {0, 4, s.handleInitProducerID},
 		23: {2, 4, s.handleOffsetForLeaderEpoch},
-		29: {0, 3, s.handleDescribeACLs}, // SECURITY_DISABLED, as Kafka without an authorizer
+		29: {0, 3, s.handleDescribeACLs}, // SECURITY_DISABLED without an authorizer, as Kafka
 		30: {0, 3, s.handleCreateACLs},
 		31: {0, 3, s.handleDeleteACLs},
 		32: {1, 4, s.handleDescribeConfigs},
@@ -30,6 +30,10 @@ func (s *Server) buildHandlers() map[int16]handler {
 		61: {0, 0, s.handleDescribeProducers},
 		50: {0, 0, s.handleDescribeUserScramCredentials}, // any listener, as Kafka without an authorizer
 		51: {0, 0, s.handleAlterUserScramCredentials},
+	}
+	if s.cfg.Quotas != nil && s.cfg.Security != nil { // quotas stored in the cluster metadata
+		h[48] = handler{0, 1, s.handleDescribeClientQuotas}
+		h[49] = handler{0, 1, s.handleAlterClientQuotas}
 	}
 	if len(s.cfg.SASLMechanisms) > 0 { // SASL listeners only
 		h[17] = handler{0, 1, s.handleSaslHandshake} // v0: unframed tokens follow (librdkafka needs v0 advertised)
@@ -51,5 +55,5 @@ func (s *Server) buildHandlers() map[int16]handler {
 			h[key] = handler{vr[0], vr[1], s.handleGroup}
 		}
 	}
-	return h
+	return s.guard(h) // Kafka's authorization of each API (guards.go)
 }

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/strata-io/strata/internal/authz"
 	"github.com/strata-io/strata/internal/broker"
+	"github.com/strata-io/strata/internal/quota"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -71,6 +73,18 @@ type Config struct {
 	SASLMechanisms []string
 	// PlainUsers are the PLAIN users (name -> password).
 	PlainUsers map[string]string
+	// Authorizer decides every request with Kafka's ACL rules (nil:
+	// authorization off, and ACL requests answer SECURITY_DISABLED).
+	Authorizer *authz.Authorizer
+	// Quotas throttles clients by Kafka's client quotas (nil: none).
+	Quotas *quota.Manager
+	// Security stores ACL and client quota changes (nil: CreateAcls and
+	// DeleteAcls are refused, and DescribeClientQuotas/AlterClientQuotas
+	// are not served).
+	Security SecurityStore
+	// PrincipalMapper maps TLS client certificates to principals
+	// (ssl.principal.mapping.rules; nil: DEFAULT).
+	PrincipalMapper *authz.Mapper
 }
 
 // Server is the Kafka protocol listener of one broker.
@@ -252,6 +266,9 @@ type reply struct {
 	// token is the answer to an unframed SASL token (sent size-prefixed,
 	// without a response header).
 	token []byte
+	// throttleMs is a throttle the handler decided (a controller mutation
+	// quota); the connection's quotas may raise it (security.go).
+	throttleMs int64
 }
 
 // supported reports the served version range of key.

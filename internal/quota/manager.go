@@ -381,3 +381,16 @@ func (q *Mutation) ThrottleMs() int64 {
 	}
 	return max(0, q.lastThrottle-(q.m.now()-q.lastMs))
 }
+
+// Refund gives back permits taken by Record for a mutation that then
+// failed (a topic that already existed, an invalid config): Kafka takes
+// permits only once a topic passed validation.
+func (q *Mutation) Refund(permits float64) {
+	if q == nil || permits <= 0 {
+		return
+	}
+	now := q.m.now()
+	q.s.mu.Lock()
+	q.s.b.record(q.m.cfg.ControllerWindow, q.bound, -permits, now)
+	q.s.mu.Unlock()
+}

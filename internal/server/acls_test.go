@@ -25,7 +25,13 @@ func TestACLRequestsSecurityDisabled(t *testing.T) {
 	}
 
 	c := kmsg.NewPtrCreateACLsRequest()
-	c.Creations = make([]kmsg.CreateACLsRequestCreation, 2)
+	for _, name := range []string{"a", "b"} {
+		cr := kmsg.NewCreateACLsRequestCreation()
+		cr.ResourceType, cr.ResourceName, cr.ResourcePatternType = kmsg.ACLResourceTypeTopic, name, kmsg.ACLResourcePatternTypeLiteral
+		cr.Principal, cr.Host = "User:alice", "*"
+		cr.Operation, cr.PermissionType = kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+		c.Creations = append(c.Creations, cr)
+	}
 	cr, err := c.RequestWith(ctx, cl)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +41,10 @@ func TestACLRequestsSecurityDisabled(t *testing.T) {
 	}
 
 	del := kmsg.NewPtrDeleteACLsRequest()
-	del.Filters = make([]kmsg.DeleteACLsRequestFilter, 1)
+	f := kmsg.NewDeleteACLsRequestFilter()
+	f.ResourceType, f.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+	f.Operation, f.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	del.Filters = append(del.Filters, f)
 	delr, err := del.RequestWith(ctx, cl)
 	if err != nil {
 		t.Fatal(err)

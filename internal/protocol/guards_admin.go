@@ -1,0 +1,646 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+	"github.com/strata-io/strata/internal/authz"
+	"github.com/strata-io/strata/internal/quota"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Admin APIs (Kafka's ControllerApis for what a KRaft broker forwards,
+// KafkaApis and ConfigHelper for the rest).
+
+// Kafka's default messages (Errors.message()) of the errors answered here.
+var (
+	msgTopicDenied   = kmsg.StringPtr("Topic authorization failed.")
+	msgGroupDenied   = kmsg.StringPtr("Group authorization failed.")
+	msgClusterDenied = kmsg.StringPtr("Cluster authorization failed.")
+	msgThrottled     = kmsg.StringPtr("The throttling quota has been exceeded.")
+)
+
+// mutationQuota is the request's controller mutation quota (KIP-599):
+// strict from the version each API made it so, permissive before.
+func (c *conn) mutationQuota(strict bool) *quota.Mutation {
+	if c == nil || c.s.cfg.Quotas == nil {
+		return nil
+	}
+	return c.s.cfg.Quotas.Mutation(c.principal.Name, c.clientID, strict)
+}
+
+// guardCreateTopics (ControllerApis.createTopics): CREATE on the cluster
+// or on each topic, else TOPIC_AUTHORIZATION_FAILED ("Authorization
+// failed."); a created topic's configs are returned only with
+// DESCRIBE_CONFIGS on it (else its config error is
+// TOPIC_AUTHORIZATION_FAILED); each topic's partitions count against the
+// controller mutation quota, strictly from v6 (THROTTLING_QUOTA_EXCEEDED).
+func guardCreateTopics(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	req := kreq.(*kmsg.CreateTopicsRequest)
+	mq := c.mutationQuota(req.Version >= 6)
+	if s.cfg.Authorizer == nil && mq == nil {
+		return next(ctx, c, kreq)
+	}
+	clusterCreate := c.allowedCluster(authz.OpCreate)
+	defaultParts := s.b.Config().Int64("num.partitions")
+	permits := func(t kmsg.CreateTopicsRequestTopic) float64 {
+		switch {
+		case len(t.ReplicaAssignment) > 0:
+			return float64(len(t.ReplicaAssignment))
+		case t.NumPartitions == -1:
+			return float64(defaultParts)
+		}
+		return float64(max(t.NumPartitions, 0))
+	}
+	denied := make([]*kmsg.CreateTopicsResponseTopic, len(req.Topics))
+	part := *req
+	part.Topics = nil
+	for i, t := range req.Topics {
+		var code int16
+		var msg *string
+		switch {
+		case !clusterCreate && !c.allowed(authz.OpCreate, authz.ResourceTopic, t.Topic):
+			code, msg = kerr.TopicAuthorizationFailed.Code, kmsg.StringPtr("Authorization failed.")
+		case !mq.Record(permits(t)):
+			code, msg = kerr.ThrottlingQuotaExceeded.Code, msgThrottled
+		default:
+			part.Topics = append(part.Topics, t)
+			continue
+		}
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic, rt.ErrorCode, rt.ErrorMessage = t.Topic, code, msg
+		rt.NumPartitions, rt.ReplicationFactor = -1, -1
+		denied[i] = &rt
+	}
+	rep := reply{msg: req.ResponseKind()}
+	if len(part.Topics) > 0 {
+		var err error
+		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
+			return rep, err
+		}
+	}
+	resp := rep.msg.(*kmsg.CreateTopicsResponse)
+	answered := resp.Topics
+	resp.Topics = make([]kmsg.CreateTopicsResponseTopic, 0, len(req.Topics))
+	j := 0
+	for i, t := range req.Topics {
+		if denied[i] != nil || j >= len(answered) {
+			if denied[i] != nil {
+				resp.Topics = append(resp.Topics, *denied[i])
+			}
+			continue
+		}
+		rt := answered[j]
+		j++
+		if rt.ErrorCode != 0 {
+			mq.Refund(permits(t))
+		} else if req.Version >= 5 && !c.allowed(authz.OpDescribeConfigs, authz.ResourceTopic, rt.Topic) {
+			rt.Configs, rt.ConfigErrorCode = nil, kerr.TopicAuthorizationFailed.Code
+			rt.NumPartitions, rt.ReplicationFactor = -1, -1
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	rep.throttleMs = mq.ThrottleMs()
+	return rep, nil
+}
+
+// guardDeleteTopics (ControllerApis.deleteTopics): DELETE on the cluster,
+// or DESCRIBE and DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED (a
+// topic named by id shows its name only when describable); each topic's
+// partitions count against the controller mutation quota, strictly from v5.
+func guardDeleteTopics(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	req := kreq.(*kmsg.DeleteTopicsRequest)
+	mq := c.mutationQuota(req.Version >= 5)
+	if s.cfg.Authorizer == nil && mq == nil {
+		return next(ctx, c, kreq)
+	}
+	clusterDelete := c.allowedCluster(authz.OpDelete)
+	type target struct {
+		byName bool
+		name   string
+		id     [16]byte
+	}
+	var targets []target
+	if req.Version >= 6 {
+		for _, t := range req.Topics {
+			if t.Topic != nil {
+				targets = append(targets, target{byName: true, name: *t.Topic})
+				continue
+			}
+			tg := target{id: t.TopicID}
+			if tp := s.b.TopicByID(uuid.UUID(t.TopicID)); tp != nil {
+				tg.name = tp.Name
+			}
+			targets = append(targets, tg)
+		}
+	} else {
+		for _, n := range req.TopicNames {
+			targets = append(targets, target{byName: true, name: n})
+		}
+	}
+	permitsOf := func(name string) float64 {
+		if t := s.b.Topic(name); t != nil {
+			return float64(len(t.Partitions))
+		}
+		return 0
+	}
+	denied := make([]*kmsg.DeleteTopicsResponseTopic, len(targets))
+	part := *req
+	part.TopicNames, part.Topics = nil, nil
+	for i, tg := range targets {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		if tg.name != "" && !clusterDelete {
+			describable := c.allowed(authz.OpDescribe, authz.ResourceTopic, tg.name)
+			deletable := c.allowed(authz.OpDelete, authz.ResourceTopic, tg.name)
+			if !deletable || (tg.byName && !describable) {
+				n := tg.name
+				if tg.byName || describable {
+					rt.Topic = &n
+				}
+				rt.TopicID = tg.id
+				denied[i] = &rt
+				continue
+			}
+		}
+		if tg.name != "" && !mq.Record(permitsOf(tg.name)) {
+			n := tg.name
+			rt.Topic, rt.TopicID, rt.ErrorCode, rt.ErrorMessage = &n, tg.id, kerr.ThrottlingQuotaExceeded.Code, msgThrottled
+			denied[i] = &rt
+			continue
+		}
+		if req.Version >= 6 {
+			part.Topics = append(part.Topics, req.Topics[i])
+		} else {
+			part.TopicNames = append(part.TopicNames, tg.name)
+		}
+	}
+	rep := reply{msg: req.ResponseKind()}
+	if len(part.Topics)+len(part.TopicNames) > 0 {
+		var err error
+		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
+			return rep, err
+		}
+	}
+	resp := rep.msg.(*kmsg.DeleteTopicsResponse)
+	answered := resp.Topics
+	resp.Topics = nil
+	j := 0
+	for i, tg := range targets {
+		if denied[i] != nil {
+			resp.Topics = append(resp.Topics, *denied[i])
+			continue
+		}
+		if j < len(answered) {
+			if answered[j].ErrorCode != 0 && tg.name != "" {
+				mq.Refund(permitsOf(tg.name))
+			}
+			resp.Topics = append(resp.Topics, answered[j])
+			j++
+		}
+	}
+	rep.throttleMs = mq.ThrottleMs()
+	return rep, nil
+}
+
+// guardCreatePartitions (ControllerApis.createPartitions): ALTER on each
+// topic; the partitions added count against the controller mutation quota,
+// strictly from v3.
+func guardCreatePartitions(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	req := kreq.(*kmsg.CreatePartitionsRequest)
+	mq := c.mutationQuota(req.Version >= 3)
+	if s.cfg.Authorizer == nil && mq == nil {
+		return next(ctx, c, kreq)
+	}
+	permits := func(t kmsg.CreatePartitionsRequestTopic) float64 {
+		if tp := s.b.Topic(t.Topic); tp != nil && int(t.Count) > len(tp.Partitions) {
+			return float64(int(t.Count) - len(tp.Partitions))
+		}
+		return 0
+	}
+	denied := make([]*kmsg.CreatePartitionsResponseTopic, len(req.Topics))
+	part := *req
+	part.Topics = nil
+	for i, t := range req.Topics {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic = t.Topic
+		switch {
+		case !c.allowed(authz.OpAlter, authz.ResourceTopic, t.Topic):
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		case !mq.Record(permits(t)):
+			rt.ErrorCode, rt.ErrorMessage = kerr.ThrottlingQuotaExceeded.Code, msgThrottled
+		default:
+			part.Topics = append(part.Topics, t)
+			continue
+		}
+		denied[i] = &rt
+	}
+	rep := reply{msg: req.ResponseKind()}
+	if len(part.Topics) > 0 {
+		var err error
+		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
+			return rep, err
+		}
+	}
+	resp := rep.msg.(*kmsg.CreatePartitionsResponse)
+	answered := resp.Topics
+	resp.Topics = nil
+	j := 0
+	for i, t := range req.Topics {
+		if denied[i] != nil {
+			resp.Topics = append(resp.Topics, *denied[i])
+			continue
+		}
+		if j < len(answered) {
+			if answered[j].ErrorCode != 0 {
+				mq.Refund(permits(t))
+			}
+			resp.Topics = append(resp.Topics, answered[j])
+			j++
+		}
+	}
+	rep.throttleMs = mq.ThrottleMs()
+	return rep, nil
+}
+
+// guardDeleteRecords: DELETE on each topic.
+func guardDeleteRecords(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	req := kreq.(*kmsg.DeleteRecordsRequest)
+	if s.cfg.Authorizer == nil {
+		return next(ctx, c, kreq)
+	}
+	tf := c.topics(authz.OpDelete)
+	part := *req
+	part.Topics = nil
+	var denied []kmsg.DeleteRecordsRequestTopic
+	for _, t := range req.Topics {
+		if tf.ok(t.Topic) {
+			part.Topics = append(part.Topics, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) == 0 {
+		return next(ctx, c, kreq)
+	}
+	rep := reply{msg: req.ResponseKind()}
+	if len(part.Topics) > 0 {
+		var err error
+		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
+			return rep, err
+		}
+	}
+	resp := rep.msg.(*kmsg.DeleteRecordsResponse)
+	for _, t := range denied {
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, kerr.TopicAuthorizationFailed.Code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
+
+// guardOffsetForLeaderEpoch: CLUSTER_ACTION on the cluster allows every
+// topic; otherwise DESCRIBE on each.
+func guardOffsetForLeaderEpoch(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
+	if s.cfg.Authorizer == nil || c.allowedCluster(authz.OpClusterAction) {
+		return next(ctx, c, kreq)
+	}
+	tf := c.topics(authz.OpDescribe)
+	part := *req
+	part.Topics = nil
+	var denied []kmsg.OffsetForLeaderEpochRequestTopic
+	for _, t := range req.Topics {
+		if tf.ok(t.Topic) {
+			part.Topics = append(part.Topics, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) == 0 {
+		return next(ctx, c, kreq)
+	}
+	rep := reply{msg: req.ResponseKind()}
+	if len(part.Topics) > 0 {
+		var err error
+		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
+			return rep, err
+		}
+	}
+	resp := rep.msg.(*kmsg.OffsetForLeaderEpochResponse)
+	for _, t := range denied {
+		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, kerr.TopicAuthorizationFailed.Code, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
+
+// Config resource types (Kafka's ConfigResource.Type).
+const (
+	configTopic        = 2
+	configBroker       = 4
+	configBrokerLogger = 8
+	configGroup        = 32
+)
+
+// configAllowed is the config APIs' rule (ConfigHelper and
+// ControllerApis.authorizeAlterResource): broker (and broker logger)
+// configs need op on the cluster, topic configs op on the topic, group
+// configs op on the group. It returns the error code and message of a
+// refusal (0 when allowed; other types are left to the handler).
+func (c *conn) configAllowed(op authz.Operation, rt int8, name string) (int16, *string) {
+	switch rt {
+	case configBroker, configBrokerLogger:
+		if !c.allowedCluster(op) {
+			return kerr.ClusterAuthorizationFailed.Code, msgClusterDenied
+		}
+	case configTopic:
+		if !c.allowed(op, authz.ResourceTopic, name) {
+			return kerr.TopicAuthorizationFailed.Code, msgTopicDenied
+		}
+	case configGroup:
+		if !c.allowed(op, authz.ResourceGroup, name) {
+			return kerr.GroupAuthorizationFailed.Code, msgGroupDenied
+		}
+	}
+	return 0, nil
+}
+
+// guardDescribeConfigs: DESCRIBE_CONFIGS on each resource.
+func guardDescribeConfigs(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	req := kreq.(*kmsg.DescribeConfigsRequest)
+	if s.cfg.Authorizer == nil {
+		return next(ctx, c, kreq)
+	}
+	part := *req
+	part.Resources = nil
+	var denied []kmsg.DescribeConfigsResponseResource
+	for _, r := range req.Resources {
+		code, msg := c.configAllowed(authz.OpDescribeConfigs, int8(r.ResourceType), r.ResourceName)
+		if code == 0 {
+			part.Resources = append(part.Resources, r)
+			continue
+		}
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = r.ResourceType, r.ResourceName, code, msg
+		rr.Configs = []kmsg.DescribeConfigsResponseResourceConfig{}
+		denied = append(denied, rr)
+	}
+	if len(denied) == 0 {
+		return next(ctx, c, kreq)
+	}
+	rep := reply{msg: req.ResponseKind()}
+	if len(part.Resources) > 0 {
+		var err error
+		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
+			return rep, err
+		}
+	}
+	resp := rep.msg.(*kmsg.DescribeConfigsResponse)
+	resp.Resources = append(resp.Resources, denied...)
+	return rep, nil
+}
+
+// guardAlterConfigs: ALTER_CONFIGS on each resource.
+func guardAlterConfigs(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	req := kreq.(*kmsg.AlterConfigsRequest)
+	if s.cfg.Authorizer == nil {
+		return next(ctx, c, kreq)
+	}
+	part := *req
+	part.Resources = nil
+	var denied []kmsg.AlterConfigsResponseResource
+	for _, r := range req.Resources {
+		code, msg := c.configAllowed(authz.OpAlterConfigs, int8(r.ResourceType), r.ResourceName)
+		if code == 0 {
+			part.Resources = append(part.Resources, r)
+			continue
+		}
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = r.ResourceType, r.ResourceName, code, msg
+		denied = append(denied, rr)
+	}
+	if len(denied) == 0 {
+		return next(ctx, c, kreq)
+	}
+	rep := reply{msg: req.ResponseKind()}
+	if len(part.Resources) > 0 {
+		var err error
+		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
+			return rep, err
+		}
+	}
+	resp := rep.msg.(*kmsg.AlterConfigsResponse)
+	resp.Resources = append(resp.Resources, denied...)
+	return rep, nil
+}
+
+// guardIncrementalAlterConfigs: ALTER_CONFIGS on each resource.
+func guardIncrementalAlterConfigs(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
+	if s.cfg.Authorizer == nil {
+		return next(ctx, c, kreq)
+	}
+	part := *req
+	part.Resources = nil
+	var denied []kmsg.IncrementalAlterConfigsResponseResource
+	for _, r := range req.Resources {
+		code, msg := c.configAllowed(authz.OpAlterConfigs, int8(r.ResourceType), r.ResourceName)
+		if code == 0 {
+			part.Resources = append(part.Resources, r)
+			continue
+		}
+		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = r.ResourceType, r.ResourceName, code, msg
+		denied = append(denied, rr)
+	}
+	if len(denied) == 0 {
+		return next(ctx, c, kreq)
+	}
+	rep := reply{msg: req.ResponseKind()}
+	if len(part.Resources) > 0 {
+		var err error
+		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
+			return rep, err
+		}
+	}
+	resp := rep.msg.(*kmsg.IncrementalAlterConfigsResponse)
+	resp.Resources = append(resp.Resources, denied...)
+	return rep, nil
+}
+
+// guardDescribeLogDirs: DESCRIBE on the cluster, else an empty answer
+// (with CLUSTER_AUTHORIZATION_FAILED from v3).
+func guardDescribeLogDirs(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	if c.allowedCluster(authz.OpDescribe) {
+		return next(ctx, c, kreq)
+	}
+	resp := kreq.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+	return reply{msg: resp}, nil
+}
+
+// guardElectLeaders: ALTER on the cluster (Kafka's code; its operations
+// table says CLUSTER_ACTION).
+func guardElectLeaders(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	req := kreq.(*kmsg.ElectLeadersRequest)
+	if c.allowedCluster(authz.OpAlter) {
+		return next(ctx, c, kreq)
+	}
+	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+	for _, t := range req.Topics {
+		rt := kmsg.NewElectLeadersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewElectLeadersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, kerr.ClusterAuthorizationFailed.Code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return reply{msg: resp}, nil
+}
+
+// guardAlterPartitionReassignments: ALTER on the cluster.
+func guardAlterPartitionReassignments(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	req := kreq.(*kmsg.AlterPartitionAssignmentsRequest)
+	if c.allowedCluster(authz.OpAlter) {
+		return next(ctx, c, kreq)
+	}
+	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, msgClusterDenied
+	for _, t := range req.Topics {
+		rt := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.ErrorMessage = p.Partition, kerr.ClusterAuthorizationFailed.Code, msgClusterDenied
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return reply{msg: resp}, nil
+}
+
+// guardListPartitionReassignments: DESCRIBE on the cluster.
+func guardListPartitionReassignments(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	if c.allowedCluster(authz.OpDescribe) {
+		return next(ctx, c, kreq)
+	}
+	resp := kreq.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, msgClusterDenied
+	return reply{msg: resp}, nil
+}
+
+// guardDescribeUserScram: DESCRIBE on the cluster.
+func guardDescribeUserScram(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	req := kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
+	if c.allowedCluster(authz.OpDescribe) {
+		return next(ctx, c, kreq)
+	}
+	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, msgClusterDenied
+	for range req.Users {
+		r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+		r.ErrorCode, r.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, msgClusterDenied
+		resp.Results = append(resp.Results, r)
+	}
+	return reply{msg: resp}, nil
+}
+
+// guardAlterUserScram: ALTER on the cluster.
+func guardAlterUserScram(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	req := kreq.(*kmsg.AlterUserSCRAMCredentialsRequest)
+	if c.allowedCluster(authz.OpAlter) {
+		return next(ctx, c, kreq)
+	}
+	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	seen := map[string]bool{}
+	add := func(u string) {
+		if seen[u] {
+			return
+		}
+		seen[u] = true
+		r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+		r.User, r.ErrorCode, r.ErrorMessage = u, kerr.ClusterAuthorizationFailed.Code, msgClusterDenied
+		resp.Results = append(resp.Results, r)
+	}
+	for _, d := range req.Deletions {
+		add(d.Name)
+	}
+	for _, u := range req.Upsertions {
+		add(u.Name)
+	}
+	return reply{msg: resp}, nil
+}
+
+// guardDescribeCluster: include_cluster_authorized_operations answered (0
+// without DESCRIBE on the cluster). Kafka's code checks nothing else; its
+// operations table lists DESCRIBE on the cluster.
+func guardDescribeCluster(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	req := kreq.(*kmsg.DescribeClusterRequest)
+	rep, err := next(ctx, c, kreq)
+	if err != nil || rep.msg == nil || !req.IncludeClusterAuthorizedOperations {
+		return rep, err
+	}
+	resp := rep.msg.(*kmsg.DescribeClusterResponse)
+	resp.ClusterAuthorizedOperations = 0
+	if c.allowedCluster(authz.OpDescribe) {
+		resp.ClusterAuthorizedOperations = c.authorizedOps(authz.ResourceCluster, authz.ClusterName)
+	}
+	return rep, nil
+}
+
+// guardDescribeProducers: READ on each topic.
+func guardDescribeProducers(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	req := kreq.(*kmsg.DescribeProducersRequest)
+	if s.cfg.Authorizer == nil {
+		return next(ctx, c, kreq)
+	}
+	tf := c.topics(authz.OpRead)
+	part := *req
+	part.Topics = nil
+	var denied []kmsg.DescribeProducersRequestTopic
+	for _, t := range req.Topics {
+		if tf.ok(t.Topic) {
+			part.Topics = append(part.Topics, t)
+		} else {
+			denied = append(denied, t)
+		}
+	}
+	if len(denied) == 0 {
+		return next(ctx, c, kreq)
+	}
+	rep := reply{msg: req.ResponseKind()}
+	if len(part.Topics) > 0 {
+		var err error
+		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
+			return rep, err
+		}
+	}
+	resp := rep.msg.(*kmsg.DescribeProducersResponse)
+	for _, t := range denied {
+		rt := kmsg.NewDescribeProducersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDescribeProducersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, kerr.TopicAuthorizationFailed.Code, msgTopicDenied
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
