@@ -155,7 +155,7 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 		"Level of the broker's own log."),
 	def("strata.log.format", TypeString, "text", oneOf("text", "json"),
 		"Format of the broker's own log on stderr."),
-}, append(append(sslTable, saslTable...), kraftTable...)...)))
+}, append(append(append(sslTable, saslTable...), kraftTable...), securityTable...)...)))
 
 var brokerIndex = indexTable(brokerTable)
 

@@ -76,7 +76,7 @@ var unsupportedHints = map[string]string{
 	"sasl.jaas.config":                     "is a client setting in Kafka and not read by brokers: put broker PLAIN users in listener.name.sasl_plaintext.plain.sasl.jaas.config or listener.name.sasl_ssl.plain.sasl.jaas.config",
 	"sasl.mechanism.inter.broker.protocol": "is not supported: Strata makes no inter-broker connections; remove it",
 	"security.inter.broker.protocol":       "is not supported: Strata makes no inter-broker connections; remove it",
-	"authorizer.class.name":                "is not supported: Strata has no authorizer (a client that connects and authenticates may do anything); remove it and limit who connects with SASL users or ssl.client.auth=required",
+	"client.quota.callback.class":          "is not supported: Strata applies Kafka's default quota rules (ClientQuotaCallback is a Java plug-in); remove it",
 	// Features Strata does not have.
 	"log.message.format.version":       "is not supported: Strata writes record batch v2 only (Kafka 3.0 and later ignore this setting); remove it",
 	"remote.log.storage.system.enable": "is not supported: Strata has no tiered storage (KIP-405); remove it",

@@ -49,6 +49,8 @@ type Server struct {
 	tls *tls.Config
 	// plainUsers are the SASL PLAIN users of the listener's JAAS entry.
 	plainUsers map[string]string
+	// sec is the authorizer and the client quotas (security.go).
+	sec *security
 
 	ready    atomic.Bool
 	stopping atomic.Bool
@@ -71,6 +73,11 @@ func New(cfg *config.Broker, logger *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, logger: logger, reg: metrics.NewRegistry()}
+	sec, err := newSecurity(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.sec = sec
 	tlsCfg, err := cfg.ServerTLS()
 	if err != nil {
 		return nil, fmt.Errorf("kafka listener TLS: %w", err)
@@ -193,10 +200,12 @@ func (s *Server) Start() (err error) {
 		}
 		defer func() {
 			if err != nil {
+				s.sec.close()
 				s.cluster.close(context.Background())
 				s.cluster = nil
 			}
 		}()
+		s.sec.attach(s.cluster.store, s.cluster.cache)
 	}
 	if err := s.startGroup(host, port); err != nil {
 		ln.Close()
@@ -218,6 +227,10 @@ func (s *Server) Start() (err error) {
 		Registerer:       s.reg,
 		SASLMechanisms:   s.cfg.SASLMechanisms(),
 		PlainUsers:       s.plainUsers,
+		Authorizer:       s.sec.authorizer,
+		Quotas:           s.sec.quotas,
+		Security:         s.sec.protocolStore(),
+		PrincipalMapper:  s.sec.mapper,
 	})
 	if err != nil {
 		ln.Close()
@@ -307,6 +320,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			errs = append(errs, s.metrics.Close())
 		}
 		s.closeConsole()
+		s.sec.close()
 		if s.cluster != nil {
 			errs = append(errs, s.cluster.close(ctx))
 		}
