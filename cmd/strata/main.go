@@ -36,6 +36,8 @@ func newRootCmd() *cobra.Command {
 		newLogCmd(),
 		newBenchCmd(),
 		newUserCmd(),
+		newACLCmd(),
+		newQuotaCmd(),
 		newClusterCmd(),
 		newBrokerCmd(),
 		newVersionCmd(),

@@ -3,6 +3,8 @@ package protocol
 import (
 	"errors"
 	"net"
+
+	"github.com/strata-io/strata/internal/authz"
 )
 
 // ErrClosed is returned by ServeInProcess once the server is shutting down.
@@ -21,6 +23,7 @@ func (s *Server) ServeInProcess(nc net.Conn, user string) error {
 	c.remote = "in-process:" + user
 	c.sasl.done = true
 	c.sasl.user = user
+	c.setPrincipal(authz.User(user)) // with an authorizer, User:<user> needs ACLs (or super.users)
 	c.authed.Store(true)
 	s.mu.Lock()
 	if s.closing.Load() {
