@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -301,9 +301,12 @@ func newACLCreateCmd(o *clientOpts) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create ACLs (kafka-acls --add)",
-		Example: `  strata acl create --allow-principal User:alice --operation Read --topic orders --group billing
-  strata acl create --allow-principal User:etl --operation Write --topic etl- --resource-pattern-type prefixed
-  strata acl create --allow-principal User:app --producer --idempotent --topic events
+		Example: `  strata acl create --allow-principal User:alice --operation Read \
+      --topic orders --group billing
+  strata acl create --allow-principal User:etl --operation Write \
+      --topic etl- --resource-pattern-type prefixed
+  strata acl create --allow-principal User:app --producer --idempotent \
+      --topic events
   strata acl create --deny-principal User:mallory --operation All --topic '*'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -311,7 +314,7 @@ func newACLCreateCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.withAdmin(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
+			return o.withClient(cmd.Context(), func(ctx context.Context, cl *kgo.Client) error {
 				req := kmsg.NewPtrCreateACLsRequest()
 				for _, a := range acls {
 					c := kmsg.NewCreateACLsRequestCreation()
@@ -321,7 +324,7 @@ func newACLCreateCmd(o *clientOpts) *cobra.Command {
 					c.Operation, c.PermissionType = kmsg.ACLOperation(a.Operation), kmsg.ACLPermissionType(a.Permission)
 					req.Creations = append(req.Creations, c)
 				}
-				resp, err := req.RequestWith(ctx, adm.Client())
+				resp, err := req.RequestWith(ctx, cl)
 				if err != nil {
 					return fmt.Errorf("create ACLs: %w", err)
 				}
@@ -355,7 +358,7 @@ func newACLListCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.withAdmin(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
+			return o.withClient(cmd.Context(), func(ctx context.Context, cl *kgo.Client) error {
 				seen := map[authz.ACL]bool{}
 				rows := []aclRow{}
 				for _, flt := range filters {
@@ -364,7 +367,7 @@ func newACLListCmd(o *clientOpts) *cobra.Command {
 					req.ResourcePatternType = kmsg.ACLResourcePatternType(flt.PatternType)
 					req.Principal, req.Host = flt.Principal, flt.Host
 					req.Operation, req.PermissionType = kmsg.ACLOperation(flt.Operation), kmsg.ACLPermissionType(flt.Permission)
-					resp, err := req.RequestWith(ctx, adm.Client())
+					resp, err := req.RequestWith(ctx, cl)
 					if err != nil {
 						return fmt.Errorf("list ACLs: %w", err)
 					}
@@ -407,7 +410,7 @@ func newACLDeleteCmd(o *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.withAdmin(cmd.Context(), func(ctx context.Context, adm *kadm.Client) error {
+			return o.withClient(cmd.Context(), func(ctx context.Context, cl *kgo.Client) error {
 				req := kmsg.NewPtrDeleteACLsRequest()
 				for _, flt := range filters {
 					d := kmsg.NewDeleteACLsRequestFilter()
@@ -417,7 +420,7 @@ func newACLDeleteCmd(o *clientOpts) *cobra.Command {
 					d.Operation, d.PermissionType = kmsg.ACLOperation(flt.Operation), kmsg.ACLPermissionType(flt.Permission)
 					req.Filters = append(req.Filters, d)
 				}
-				resp, err := req.RequestWith(ctx, adm.Client())
+				resp, err := req.RequestWith(ctx, cl)
 				if err != nil {
 					return fmt.Errorf("delete ACLs: %w", err)
 				}
@@ -445,4 +448,18 @@ func newACLDeleteCmd(o *clientOpts) *cobra.Command {
 	f.register(cmd, "delete")
 	cmd.Flags().BoolVar(&all, "all", false, "with no resource named: delete every ACL the principal and operation flags match")
 	return cmd
+}
+
+// withClient runs fn with a client and a context that parent and
+// --timeout bound (the ACL requests are sent as built, in kafka-acls'
+// terms, rather than through kadm's builder).
+func (o *clientOpts) withClient(parent context.Context, fn func(ctx context.Context, cl *kgo.Client) error) error {
+	ctx, cancel := context.WithTimeout(parent, o.timeout)
+	defer cancel()
+	cl, err := o.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return fn(ctx, cl)
 }

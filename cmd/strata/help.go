@@ -102,6 +102,8 @@ var settingGroups = []struct {
 }{
 	{"Node and listeners", []string{"node.id", "broker.id", "listeners", "advertised.listeners", "listener.security.protocol.map",
 		"inter.broker.listener.name", "socket."}},
+	{"Authorization and quotas", []string{"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
+		"ssl.principal.mapping.rules", "quota.", "controller.quota."}},
 	{"Cluster (KRaft)", []string{"process.roles", "controller.", "broker.rack", "broker.session.timeout.ms", "broker.heartbeat.interval.ms",
 		"metadata.log.dir"}},
 	{"Security (TLS and SASL)", []string{"ssl.", "sasl.", "listener.name.", "connections.max.reauth.ms"}},
@@ -121,6 +123,7 @@ var commonSettings = map[string]bool{
 	"log.retention.hours": true, "log.retention.bytes": true, "log.segment.bytes": true, "log.cleanup.policy": true,
 	"auto.create.topics.enable": true, "num.partitions": true, "ssl.keystore.location": true, "sasl.enabled.mechanisms": true,
 	"strata.metrics.listener": true, "strata.log.level": true, "strata.log.format": true,
+	"authorizer.class.name": true,
 }
 
 // settingGroup returns the section title of a broker setting.

@@ -104,8 +104,9 @@ func newQuotaSetCmd(o *clientOpts) *cobra.Command {
 		Use:   "set",
 		Short: "Set quotas on an entity (kafka-configs --alter --add-config)",
 		Example: `  strata quota set --user alice --producer-byte-rate 1048576
-  strata quota set --user-default --consumer-byte-rate 10485760 --request-percentage 50
-  strata quota set --user alice --client-id etl --add-config producer_byte_rate=2097152,controller_mutation_rate=10`,
+  strata quota set --user-default --consumer-byte-rate 10485760
+  strata quota set --user alice --client-id etl \
+      --add-config producer_byte_rate=2097152,controller_mutation_rate=10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ent, err := e.entity(false)
