@@ -31,8 +31,8 @@ func secureSettings(t *testing.T, extra map[string]string) map[string]string {
 		"controller.quorum.voters":  fmt.Sprintf("1@127.0.0.1:%d", port),
 		"sasl.enabled.mechanisms":   "PLAIN",
 		"listener.name.sasl_plaintext.plain.sasl.jaas.config": secureJAAS,
-		"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-		"super.users":           "User:admin",
+		"authorizer.class.name":                               "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"super.users":                                         "User:admin",
 	}
 	for k, v := range extra {
 		s[k] = v
