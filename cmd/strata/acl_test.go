@@ -28,8 +28,8 @@ func startAuthzBroker(t *testing.T) string {
 		"controller.quorum.voters":  fmt.Sprintf("1@127.0.0.1:%d", port),
 		"sasl.enabled.mechanisms":   "PLAIN",
 		"listener.name.sasl_plaintext.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret" user_alice="alice-secret";`,
-		"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-		"super.users":           "User:admin",
+		"authorizer.class.name":                               "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"super.users":                                         "User:admin",
 	}}).Addr()
 }
 
