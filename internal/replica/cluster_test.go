@@ -177,7 +177,7 @@ func (r *rig) startNode(nd *rigNode) {
 		return net.JoinHostPort(b.Listeners[0].Host, fmt.Sprint(b.Listeners[0].Port)), true
 	}}
 	nd.mgr = replica.NewManager(replica.ManagerConfig{
-		Local: nd.id, BrokerEpoch: func() int64 { return epoch }, Durable: true,
+		Local: nd.id, BrokerEpoch: func() int64 { return epoch }, Fenced: sess.Fenced, Durable: true,
 		LagTimeMax: time.Second, FetchWaitMax: 100 * time.Millisecond, FetchBackoff: 50 * time.Millisecond,
 		Dialer: nd.dialer, Committer: &replica.MetaCommitter{Store: r.store, Cache: r.cache},
 		Logger: servertest.TestLogger(t, slog.LevelWarn).With("node", nd.id),

@@ -64,6 +64,11 @@ type ManagerConfig struct {
 	// (KIP-903).
 	Local       int32
 	BrokerEpoch func() int64
+	// Fenced reports that this broker must not act as a leader now
+	// (meta.Session.Fenced: its registration may have expired, another
+	// broker may lead its partitions; docs/cluster.md "Fencing"). nil:
+	// never.
+	Fenced func() bool
 	// Durable is strata.durable.acks.
 	Durable bool
 	// LagTimeMax is replica.lag.time.max.ms (30 s).
@@ -116,6 +121,9 @@ func (c *ManagerConfig) defaults() {
 	}
 	if c.BrokerEpoch == nil {
 		c.BrokerEpoch = func() int64 { return -1 }
+	}
+	if c.Fenced == nil {
+		c.Fenced = func() bool { return false }
 	}
 }
 

@@ -73,14 +73,28 @@ func (r *Replica) publishHW() {
 	r.signal()
 }
 
-// Leading returns the leader epoch while this broker leads the partition.
+// Leading returns the leader epoch while this broker leads the partition
+// and is not fenced from leading (its session lapsed: another broker may
+// lead by now).
 func (r *Replica) Leading() (epoch int32, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.leader == nil {
+	if r.leader == nil || r.m.cfg.Fenced() {
 		return -1, false
 	}
 	return r.st.LeaderEpoch, true
+}
+
+// notLeader explains why this broker may not act as the partition's
+// leader now, or returns nil (under r.mu).
+func (r *Replica) notLeader() error {
+	switch {
+	case r.leader == nil:
+		return fmt.Errorf("%s is led by %d at epoch %d: %w", r.tp, r.st.Leader, r.st.LeaderEpoch, kerr.NotLeaderForPartition)
+	case r.m.cfg.Fenced():
+		return fmt.Errorf("%s: this broker's session lapsed, it may no longer lead: %w", r.tp, kerr.NotLeaderForPartition)
+	}
+	return nil
 }
 
 // State returns the metadata state last applied.
@@ -97,8 +111,8 @@ func (r *Replica) State() State {
 func (r *Replica) CheckAppend(acks int16) (int32, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.leader == nil {
-		return -1, fmt.Errorf("%s is led by %d at epoch %d: %w", r.tp, r.st.Leader, r.st.LeaderEpoch, kerr.NotLeaderForPartition)
+	if err := r.notLeader(); err != nil {
+		return -1, err
 	}
 	if err := r.leader.CheckAppend(acks); err != nil {
 		return -1, fmt.Errorf("%s: %w", r.tp, err)
@@ -125,9 +139,9 @@ func (r *Replica) Appended() {
 func (r *Replica) WaitAcked(ctx context.Context, required int64) error {
 	for {
 		r.mu.Lock()
-		if r.leader == nil {
+		if err := r.notLeader(); err != nil {
 			r.mu.Unlock()
-			return fmt.Errorf("%s: leadership moved before the write was replicated: %w", r.tp, kerr.NotLeaderForPartition)
+			return fmt.Errorf("before the write was replicated: %w", err)
 		}
 		done, err := r.leader.Acked(required)
 		ch := r.changed
@@ -179,8 +193,8 @@ type FetchAnswer struct {
 func (r *Replica) ServeFetch(f FetchPart) (FetchAnswer, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.leader == nil {
-		return FetchAnswer{}, fmt.Errorf("%s is not led by this broker: %w", r.tp, kerr.NotLeaderForPartition)
+	if err := r.notLeader(); err != nil {
+		return FetchAnswer{}, err
 	}
 	if err := CheckLeaderEpoch(f.CurrentLeaderEpoch, r.st.LeaderEpoch); err != nil {
 		return FetchAnswer{}, fmt.Errorf("%s: %w", r.tp, err)
