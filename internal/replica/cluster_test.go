@@ -39,7 +39,7 @@ import (
 // broker's replica Manager (rig.sync).
 
 type rig struct {
-	t     *testing.T
+	t     testing.TB
 	store *meta.Store
 	cache *meta.Cache
 	nodes []*rigNode
@@ -79,7 +79,7 @@ func (h stHost) Close()                 { h.b.Close() }
 func (h stHost) Restart()               { h.b.RestartSamePort() }
 
 // newRig starts n servertest brokers replicating topic "rep".
-func newRig(t *testing.T, n int) *rig {
+func newRig(t testing.TB, n int) *rig {
 	t.Helper()
 	c := servertest.StartN(t, n, servertest.Options{Logger: servertest.TestLogger(t, slog.LevelWarn)})
 	hosts := make([]host, n)
@@ -90,7 +90,7 @@ func newRig(t *testing.T, n int) *rig {
 }
 
 // newRigOn runs the rig on given brokers, node ids 1..n.
-func newRigOn(t *testing.T, hosts []host) *rig {
+func newRigOn(t testing.TB, hosts []host) *rig {
 	t.Helper()
 	n := len(hosts)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -279,6 +279,10 @@ func (m *Manager) SetBrokers(b map[int32]Broker) {
 // under the log's lock: it only queues the replica for run.
 func (m *Manager) durableHook(r *Replica) func(int64) {
 	return func(int64) {
+		// A follower fetches again as soon as its fsync completes.
+		if f := r.wakeFetcher.Load(); f != nil {
+			f.wakeup()
+		}
 		m.pendMu.Lock()
 		m.pending[r] = struct{}{}
 		m.pendMu.Unlock()
@@ -435,6 +439,7 @@ func (m *Manager) follow(r *Replica, source int32) {
 	}
 	f.add(r)
 	r.fetcher = f
+	r.wakeFetcher.Store(f)
 }
 
 // unfollow removes r from its fetcher (under r.mu); a fetcher left
@@ -445,6 +450,7 @@ func (m *Manager) unfollow(r *Replica) {
 		return
 	}
 	r.fetcher = nil
+	r.wakeFetcher.Store(nil)
 	if f.remove(r) == 0 {
 		m.mu.Lock()
 		if m.fetchers[f.key] == f {

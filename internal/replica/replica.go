@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -36,8 +37,11 @@ type Replica struct {
 	// leader is set while this broker leads at st.LeaderEpoch.
 	leader *Leader
 	// Follower side.
-	fetcher  *fetcher // registered with, nil when not fetching
-	leaderHW int64    // high watermark of the last fetch response
+	fetcher *fetcher // registered with, nil when not fetching
+	// wakeFetcher is fetcher, readable without r.mu: a follower's own
+	// fsync wakes its fetcher straight from the log's hook.
+	wakeFetcher atomic.Pointer[fetcher]
+	leaderHW    int64 // high watermark of the last fetch response
 	// fenced: the leader answered FENCED_LEADER_EPOCH; no fetch until the
 	// metadata brings a newer epoch. backoff: no fetch before.
 	fenced  bool
