@@ -38,6 +38,10 @@ type PKI struct {
 
 	pool       *x509.CertPool
 	clientCert tls.Certificate
+	caCert     *x509.Certificate
+	caKey      *ecdsa.PrivateKey
+	dir        string
+	serial     int64
 }
 
 // Generate creates a CA, a server certificate (SANs 127.0.0.1, ::1,
@@ -111,6 +115,10 @@ func Generate(dir string) (*PKI, error) {
 		ClientKeyFile:  filepath.Join(dir, "client-key.pem"),
 		CAPEM:          string(caPEM),
 		pool:           x509.NewCertPool(),
+		caCert:         caCert,
+		caKey:          caKey,
+		dir:            dir,
+		serial:         3,
 	}
 	p.pool.AddCert(caCert)
 	if p.clientCert, err = tls.X509KeyPair(cliCert, cliKey); err != nil {
@@ -137,4 +145,58 @@ func (p *PKI) ClientConfig(withCert bool) *tls.Config {
 		c.Certificates = []tls.Certificate{p.clientCert}
 	}
 	return c
+}
+
+// ClientCert is one more client certificate signed by the CA.
+type ClientCert struct {
+	// CertFile and KeyFile hold the certificate and its key in PEM.
+	CertFile, KeyFile string
+	// TLS is a client config trusting the CA and presenting the certificate.
+	TLS *tls.Config
+}
+
+// NewClient creates a client certificate for subject (mTLS principals:
+// the broker maps the subject's distinguished name) and writes it to the
+// PKI's directory. Not safe for concurrent use.
+func (p *PKI) NewClient(subject pkix.Name) (*ClientCert, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("client key: %w", err)
+	}
+	p.serial++
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(p.serial),
+		Subject:      subject,
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
+	if err != nil {
+		return nil, fmt.Errorf("client cert: %w", err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("client key: %w", err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("client key pair: %w", err)
+	}
+	c := &ClientCert{
+		CertFile: filepath.Join(p.dir, fmt.Sprintf("client-%d.pem", p.serial)),
+		KeyFile:  filepath.Join(p.dir, fmt.Sprintf("client-%d-key.pem", p.serial)),
+		TLS:      &tls.Config{RootCAs: p.pool, MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}},
+	}
+	if err := os.WriteFile(c.CertFile, certPEM, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(c.KeyFile, keyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
