@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,11 @@ func (c *Console) compaction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sts := c.cfg.Compaction.Status(d.Topic)
+	// Users' topics first, the internal ones (__consumer_offsets, ...)
+	// after them; each in the cleaner's topic/partition order.
+	sort.SliceStable(sts, func(i, j int) bool {
+		return !strings.HasPrefix(sts[i].Topic, "__") && strings.HasPrefix(sts[j].Topic, "__")
+	})
 	d.Total = len(sts)
 	if len(sts) > maxCompactionRows {
 		sts = sts[:maxCompactionRows]

@@ -433,7 +433,7 @@ func TestCleanNow(t *testing.T) {
 	}
 	c.SampleNow(ctxT(t))
 	body = w.mustGet("/compaction?topic=users")
-	for _, want := range []string{"records removed", "Log size of users/0", "Dirty ratio of users/0", `class="threshold"`} {
+	for _, want := range []string{"records removed", "Log size of users/0", "Dirty ratio of users/0", `class="threshold"`, "next removable"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("compaction page lacks %q", want)
 		}

@@ -88,7 +88,12 @@ func newFixture(t testing.TB, b *servertest.Broker) *fixture {
 		f.produce(t, us...)
 		time.Sleep(250 * time.Millisecond) // segment.ms: the next round lands in a new segment
 	}
-	f.produce(t, &kgo.Record{Topic: "users", Key: []byte("user-0"), Value: nil})
+	// A deleted user: its tombstone stays the latest record of its key, so
+	// a cleaning keeps it until its delete horizon.
+	f.produce(t, &kgo.Record{Topic: "users", Key: []byte("user-9"), Value: []byte(`{"name":"gone"}`)},
+		&kgo.Record{Topic: "users", Key: []byte("user-9"), Value: nil})
+	time.Sleep(250 * time.Millisecond) // the next append rolls the segment: the tombstone becomes cleanable
+	f.produce(t, &kgo.Record{Topic: "users", Key: []byte("user-8"), Value: []byte(`{"name":"u8","v":3}`)})
 	os := kadm.Offsets{}
 	for p := int32(0); p < 3; p++ {
 		os.Add(kadm.Offset{Topic: "orders", Partition: p, At: 4, LeaderEpoch: -1})
