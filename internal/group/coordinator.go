@@ -81,10 +81,16 @@ type Config struct {
 	// partition is unknown), for the consumer group lag metric; nil
 	// leaves the metric out.
 	HighWatermark func(topic string, partition int32) (int64, bool)
+	// Partitioned makes the coordinator serve only the __consumer_offsets
+	// partitions handed to it with LoadPartition (a cluster: the leader of
+	// a group's partition is its coordinator); the others answer
+	// NOT_COORDINATOR. False: every partition, loaded by Load.
+	Partitioned bool
 }
 
-// Coordinator is the group coordinator for every group (Strata is one
-// node, so it coordinates every __consumer_offsets partition).
+// Coordinator is the group coordinator of this broker: of every group on a
+// single node, of the groups of the __consumer_offsets partitions this
+// broker leads in a cluster (ownership.go).
 type Coordinator struct {
 	cfg    Config
 	store  Storage
@@ -94,7 +100,9 @@ type Coordinator struct {
 	// versions is what APIVersions returns, built once from cfg.
 	versions map[int16][2]int16
 
-	loaded atomic.Bool
+	// parts holds each __consumer_offsets partition's ownership state
+	// (ownership.go).
+	parts  []atomic.Int32
 	closed atomic.Bool
 
 	order atomic.Int64 // log order of the last offset commit stored (see offset.order)
@@ -110,7 +118,8 @@ type Coordinator struct {
 }
 
 // NewCoordinator builds a coordinator; call Load before serving requests
-// (until then group requests answer COORDINATOR_LOAD_IN_PROGRESS).
+// (until then group requests answer COORDINATOR_LOAD_IN_PROGRESS), or, with
+// cfg.Partitioned, LoadPartition for each partition this broker leads.
 func NewCoordinator(cfg Config, store Storage, logger *slog.Logger, reg prometheus.Registerer) (*Coordinator, error) {
 	if cfg.NumPartitions <= 0 {
 		return nil, fmt.Errorf("offsets.topic.num.partitions %d must be positive", cfg.NumPartitions)
@@ -143,6 +152,12 @@ func NewCoordinator(cfg Config, store Storage, logger *slog.Logger, reg promethe
 		logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Coordinator{cfg: cfg, store: store, logger: logger, versions: apiVersions(cfg), groups: map[string]*group{}, txnGroups: map[int64]map[string]bool{}}
+	c.parts = make([]atomic.Int32, cfg.NumPartitions)
+	if !cfg.Partitioned {
+		for i := range c.parts {
+			c.parts[i].Store(partLoading) // until Load
+		}
+	}
 	c.env = &env{
 		clock:        cfg.Clock,
 		initialDelay: cfg.InitialRebalanceDelay,
@@ -209,13 +224,15 @@ func (c *Coordinator) lookup(id string) *group {
 }
 
 // lockGroup returns the live group locked, creating it if create is set;
-// nil (unlocked) when absent.
+// nil (unlocked) when absent or when its partition is not served here (an
+// UnloadPartition raced the caller's status check: the caller answers
+// c.status).
 func (c *Coordinator) lockGroup(id string, create bool) *group {
 	for {
 		c.mu.Lock()
 		g := c.groups[id]
 		if g == nil {
-			if !create {
+			if !create || c.status(id) != 0 {
 				c.mu.Unlock()
 				return nil
 			}
@@ -232,18 +249,22 @@ func (c *Coordinator) lockGroup(id string, create bool) *group {
 }
 
 // lockExisting is lockGroup for requests about an existing group: it
-// answers CoordinatorLoadInProgress while loading, InvalidGroupID for an
-// empty id and missing (the caller's code) for an unknown group, else
-// returns the group locked and 0.
+// answers InvalidGroupID for an empty id, NotCoordinator or
+// CoordinatorLoadInProgress when its partition is not served (yet) and
+// missing (the caller's code) for an unknown group, else returns the group
+// locked and 0.
 func (c *Coordinator) lockExisting(id string, missing int16) (*group, int16) {
-	switch {
-	case !c.loaded.Load():
-		return nil, kerr.CoordinatorLoadInProgress.Code
-	case id == "":
+	if id == "" {
 		return nil, kerr.InvalidGroupID.Code
+	}
+	if code := c.status(id); code != 0 {
+		return nil, code
 	}
 	g := c.lockGroup(id, false)
 	if g == nil {
+		if code := c.status(id); code != 0 {
+			return nil, code
+		}
 		return nil, missing
 	}
 	return g, 0
@@ -271,64 +292,6 @@ func (c *Coordinator) removeGroup(g *group) {
 	}
 	g.txn = nil
 	c.mu.Unlock()
-}
-
-// Load replays every __consumer_offsets partition, rebuilding groups and
-// committed offsets, then starts the offset expiry timer.
-func (c *Coordinator) Load(ctx context.Context) error {
-	start := time.Now()
-	r := newReplayer()
-	for p := int32(0); p < c.cfg.NumPartitions; p++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		r.nextPartition()
-		fn := func(b []byte) error { return r.applyBatch(record.Batch(b)) }
-		var err error
-		if rp, ok := c.store.(Replayer); ok {
-			err = rp.Replay(p, fn)
-		} else if l := c.store.Log(p); l != nil {
-			err = replayLog(l, fn)
-		}
-		if err != nil {
-			return fmt.Errorf("load __consumer_offsets-%d: %w", p, err)
-		}
-	}
-	c.order.Store(r.order)
-	c.mu.Lock()
-	pending := 0
-	for id, lg := range r.groups {
-		if lg.meta == nil && len(lg.offsets) == 0 && len(lg.txn) == 0 {
-			continue
-		}
-		g := newGroup(id, c.env)
-		g.offsets = lg.offsets
-		if len(lg.txn) > 0 {
-			g.txn = lg.txn
-			for pid := range lg.txn {
-				c.indexTxn(pid, id, true)
-			}
-			pending += len(lg.txn)
-		}
-		if lg.meta != nil {
-			g.restore(lg.meta)
-		}
-		c.groups[id] = g
-	}
-	n := len(c.groups)
-	early := c.early
-	c.early = nil
-	c.loaded.Store(true)
-	c.mu.Unlock()
-	for _, e := range early {
-		c.CompleteTxn(e.partition, e.pid, e.commit)
-	}
-	c.scheduleExpiry()
-	if r.skipped > 0 {
-		c.logger.Warn("skipped undecodable __consumer_offsets records", "count", r.skipped, "last_err", r.lastErr)
-	}
-	c.logger.Info("loaded consumer groups", "groups", n, "records", r.records, "pending_txn_commits", pending, "took", time.Since(start))
-	return nil
 }
 
 // restore rebuilds a group from its metadata record: members it had are
@@ -387,25 +350,7 @@ func (c *Coordinator) Close() error {
 	c.mu.Unlock()
 	for _, g := range gs {
 		g.mu.Lock()
-		stopTimer(g.joinTimer)
-		g.joinSeq++
-		g.stopConsumerTimers()
-		for id, t := range g.pending {
-			stopTimer(t)
-			delete(g.pending, id)
-		}
-		for _, m := range g.members {
-			stopTimer(m.hbTimer)
-			m.hbSeq++
-			if m.joinCh != nil {
-				m.joinCh <- joinResult{err: kerr.NotCoordinator.Code, memberID: m.id}
-				m.joinCh = nil
-			}
-			if m.syncCh != nil {
-				m.syncCh <- syncResult{err: kerr.NotCoordinator.Code}
-				m.syncCh = nil
-			}
-		}
+		g.unload()
 		g.mu.Unlock()
 	}
 	return nil

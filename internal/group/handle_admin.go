@@ -30,7 +30,7 @@ func (c *Coordinator) snapshot() []*group {
 
 func (c *Coordinator) listGroups(r *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := r.ResponseKind().(*kmsg.ListGroupsResponse)
-	if !c.loaded.Load() {
+	if c.loading() {
 		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 		return resp
 	}
@@ -67,8 +67,8 @@ func (c *Coordinator) describeGroups(r *kmsg.DescribeGroupsRequest) kmsg.Respons
 		if r.IncludeAuthorizedOperations {
 			dg.AuthorizedOperations = groupOperations
 		}
-		if !c.loaded.Load() {
-			dg.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		if code := c.status(id); code != 0 {
+			dg.ErrorCode = code
 			resp.Groups = append(resp.Groups, dg)
 			continue
 		}

@@ -20,10 +20,10 @@ func (c *Coordinator) consumerGroupHeartbeat(ctx context.Context, r *kmsg.Consum
 		return resp
 	}
 	switch {
-	case !c.loaded.Load():
-		return fail(kerr.CoordinatorLoadInProgress.Code, "")
 	case r.Group == "":
 		return fail(kerr.InvalidRequest.Code, "GroupId can't be empty")
+	case c.status(r.Group) != 0:
+		return fail(c.status(r.Group), "")
 	case r.MemberEpoch < -2:
 		return fail(kerr.InvalidRequest.Code, "MemberEpoch is invalid")
 	case r.Version >= 1 && r.MemberID == "":
@@ -68,6 +68,9 @@ func (c *Coordinator) consumerGroupHeartbeat(ctx context.Context, r *kmsg.Consum
 	}
 	g := c.lockGroup(r.Group, r.MemberEpoch == 0)
 	if g == nil {
+		if code := c.status(r.Group); code != 0 {
+			return fail(code, "")
+		}
 		return fail(kerr.UnknownMemberID.Code, "")
 	}
 	if g.consumer == nil {
@@ -134,8 +137,8 @@ func (c *Coordinator) consumerGroupDescribe(r *kmsg.ConsumerGroupDescribeRequest
 		if r.IncludeAuthorizedOperations {
 			dg.AuthorizedOperations = groupOperations
 		}
-		if !c.loaded.Load() {
-			dg.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		if code := c.status(id); code != 0 {
+			dg.ErrorCode = code
 			resp.Groups = append(resp.Groups, dg)
 			continue
 		}

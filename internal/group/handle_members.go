@@ -64,10 +64,10 @@ func (c *Coordinator) joinGroup(ctx context.Context, r *kmsg.JoinGroupRequest) (
 		return resp, nil
 	}
 	switch {
-	case !c.loaded.Load():
-		return fail(kerr.CoordinatorLoadInProgress.Code)
 	case r.Group == "":
 		return fail(kerr.InvalidGroupID.Code)
+	case c.status(r.Group) != 0:
+		return fail(c.status(r.Group))
 	}
 	session := time.Duration(r.SessionTimeoutMillis) * time.Millisecond
 	if session < c.cfg.MinSessionTimeout || session > c.cfg.MaxSessionTimeout {
@@ -96,6 +96,9 @@ func (c *Coordinator) joinGroup(ctx context.Context, r *kmsg.JoinGroupRequest) (
 	}
 	g := c.lockGroup(r.Group, r.MemberID == "")
 	if g == nil {
+		if code := c.status(r.Group); code != 0 {
+			return fail(code)
+		}
 		return fail(kerr.UnknownMemberID.Code)
 	}
 	res, ch := g.join(p)
@@ -200,11 +203,11 @@ func (c *Coordinator) leaveGroup(ctx context.Context, r *kmsg.LeaveGroupRequest)
 	}
 	var codes []int16
 	switch {
-	case !c.loaded.Load():
-		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
-		return resp
 	case r.Group == "":
 		resp.ErrorCode = kerr.InvalidGroupID.Code
+		return resp
+	case c.status(r.Group) != 0:
+		resp.ErrorCode = c.status(r.Group)
 		return resp
 	}
 	if g := c.lockGroup(r.Group, false); g != nil {

@@ -12,10 +12,15 @@ import (
 )
 
 // storeErrorCode maps a failed __consumer_offsets append to the code a
-// client retries on, as Kafka does.
+// client retries on, as Kafka does (GroupMetadataManager.storeOffsets): a
+// partition this broker no longer leads is NOT_COORDINATOR (the client
+// looks the coordinator up again), other failures COORDINATOR_NOT_AVAILABLE.
 func storeErrorCode(err error) int16 {
-	if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+	switch {
+	case errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge):
 		return kerr.InvalidCommitOffsetSize.Code
+	case errors.Is(err, kerr.NotLeaderForPartition):
+		return kerr.NotCoordinator.Code
 	}
 	return kerr.CoordinatorNotAvailable.Code
 }
@@ -63,8 +68,8 @@ func (c *Coordinator) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequ
 			resp.Topics = append(resp.Topics, rt)
 		}
 	}()
-	if !c.loaded.Load() {
-		codes.fill(kerr.CoordinatorLoadInProgress.Code)
+	if code := c.status(r.Group); code != 0 {
+		codes.fill(code)
 		return resp
 	}
 	now := c.env.clock.Now()
@@ -96,6 +101,10 @@ func (c *Coordinator) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequ
 	}
 	g := c.lockGroup(r.Group, r.Generation < 0)
 	if g == nil {
+		if code := c.status(r.Group); code != 0 {
+			codes.fill(code)
+			return resp
+		}
 		codes.fill(kerr.IllegalGeneration.Code)
 		return resp
 	}
@@ -151,8 +160,8 @@ type fetchedTopic struct {
 // partition with pending transactional offsets answers
 // UNSTABLE_OFFSET_COMMIT instead of its committed offset (KIP-447).
 func (c *Coordinator) fetchOffsets(id string, topics map[string][]int32, order []string, requireStable bool) ([]fetchedTopic, int16) {
-	if !c.loaded.Load() {
-		return nil, kerr.CoordinatorLoadInProgress.Code
+	if code := c.status(id); code != 0 {
+		return nil, code
 	}
 	var offs map[tp]offset
 	var unstable map[tp]bool

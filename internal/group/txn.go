@@ -36,11 +36,11 @@ func (c *Coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 		}
 	}()
 	switch {
-	case !c.loaded.Load():
-		codes.fill(kerr.CoordinatorLoadInProgress.Code)
-		return resp
 	case r.Group == "":
 		codes.fill(kerr.InvalidGroupID.Code)
+		return resp
+	case c.status(r.Group) != 0:
+		codes.fill(c.status(r.Group))
 		return resp
 	case r.ProducerID < 0:
 		codes.fill(kerr.InvalidProducerIDMapping.Code)
@@ -86,6 +86,10 @@ func (c *Coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 	}
 	g := c.lockGroup(r.Group, generation < 0)
 	if g == nil {
+		if code := c.status(r.Group); code != 0 {
+			codes.fill(code)
+			return resp
+		}
 		codes.fill(kerr.IllegalGeneration.Code)
 		return resp
 	}
@@ -260,8 +264,18 @@ func (g *group) hasPending(k tp) bool {
 // reported before Load finishes is applied right after it.
 func (c *Coordinator) CompleteTxn(partition int32, pid int64, commit bool) {
 	c.mu.Lock()
-	if !c.loaded.Load() {
+	if partition < 0 || partition >= c.cfg.NumPartitions {
+		c.mu.Unlock()
+		return
+	}
+	switch c.parts[partition].Load() {
+	case partLoading:
 		c.early = append(c.early, txnCompletion{partition, pid, commit})
+		c.mu.Unlock()
+		return
+	case partUnowned:
+		// The marker is in the partition's log: whoever loads it
+		// replays it.
 		c.mu.Unlock()
 		return
 	}

@@ -70,13 +70,15 @@ func (c *Coordinator) addPartitions(id string, pid int64, epoch int16, parts []T
 	if id == "" {
 		return kerr.InvalidRequest
 	}
-	if e := c.availability(); e != nil {
+	if e := c.availability(id); e != nil {
 		return e
 	}
 	c.mu.Lock()
 	m := c.txns[id]
 	var e *kerr.Error
 	switch {
+	case m == nil && c.availability(id) != nil:
+		e = c.availability(id) // unloaded meanwhile
 	case m == nil || m.producerID != pid:
 		e = kerr.InvalidProducerIDMapping
 	case m.epoch != epoch:

@@ -22,8 +22,8 @@ func (c *Coordinator) handleDescribe(r *kmsg.DescribeTransactionsRequest) *kmsg.
 			st.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		case id == "":
 			st.ErrorCode = kerr.InvalidRequest.Code
-		case !c.loaded.Load():
-			st.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		case c.availability(id) != nil:
+			st.ErrorCode = c.availability(id).Code
 		default:
 			c.describeOne(&st)
 		}
@@ -65,8 +65,12 @@ func (c *Coordinator) describeOne(st *kmsg.DescribeTransactionsResponseTransacti
 func (c *Coordinator) handleList(r *kmsg.ListTransactionsRequest) *kmsg.ListTransactionsResponse {
 	resp := r.ResponseKind().(*kmsg.ListTransactionsResponse)
 	resp.UnknownStateFilters = []string{}
-	if e := c.availability(); e != nil {
-		resp.ErrorCode = e.Code
+	switch {
+	case c.closed.Load():
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return resp
+	case c.loading():
+		resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
 		return resp
 	}
 	var pattern *regexp.Regexp

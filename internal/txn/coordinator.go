@@ -27,6 +27,11 @@ type Config struct {
 	AbortTimedOutInterval time.Duration    // transaction.abort.timed.out.transaction.cleanup.interval.ms (10000)
 	RemoveExpiredInterval time.Duration    // transaction.remove.expired.transaction.cleanup.interval.ms (3600000)
 	Clock                 func() time.Time // nil = time.Now
+	// Partitioned makes the coordinator serve only the __transaction_state
+	// partitions handed to it with LoadPartition (a cluster: the leader of
+	// a transactional id's partition is its coordinator); the others
+	// answer NOT_COORDINATOR. False: every partition, loaded by Load.
+	Partitioned bool
 }
 
 // TopicPartition names one partition.
@@ -60,15 +65,18 @@ type Deps interface {
 // groupTopic is the topic AddOffsetsToTxn adds to a transaction.
 const groupTopic = "__consumer_offsets"
 
-// Coordinator is the transaction coordinator of this node (every
-// __transaction_state partition).
+// Coordinator is the transaction coordinator of this broker: of every
+// __transaction_state partition on a single node, of the partitions this
+// broker leads in a cluster (ownership.go).
 type Coordinator struct {
 	cfg    Config
 	deps   Deps
 	logger *slog.Logger
 	m      *metrics
 
-	loaded atomic.Bool
+	// parts holds each __transaction_state partition's ownership state
+	// (ownership.go).
+	parts  []atomic.Int32
 	closed atomic.Bool
 
 	// ctx bounds the coordinator's own work (state appends, markers, the
@@ -77,9 +85,13 @@ type Coordinator struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu          sync.Mutex // guards txns, coordEpochs and every txnMeta
+	mu          sync.Mutex // guards txns, coordEpochs, pctx, pcancel, looping and every txnMeta
 	txns        map[string]*txnMeta
 	coordEpochs []int32 // per __transaction_state partition
+	// pctx bounds each owned partition's marker work (ownership.go).
+	pctx    []context.Context
+	pcancel []context.CancelFunc
+	looping bool // the loop was started
 }
 
 // NewCoordinator builds a coordinator; call Load before serving requests
@@ -112,6 +124,13 @@ func NewCoordinator(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.R
 	c := &Coordinator{
 		cfg: cfg, deps: deps, logger: logger,
 		txns: map[string]*txnMeta{}, coordEpochs: make([]int32, cfg.NumPartitions),
+		parts: make([]atomic.Int32, cfg.NumPartitions),
+		pctx:  make([]context.Context, cfg.NumPartitions), pcancel: make([]context.CancelFunc, cfg.NumPartitions),
+	}
+	if !cfg.Partitioned {
+		for i := range c.parts {
+			c.parts[i].Store(partLoading) // until Load
+		}
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.m = newMetrics(c)
@@ -127,59 +146,6 @@ func (c *Coordinator) nowMs() int64 { return c.cfg.Clock().UnixMilli() }
 
 // partition returns the __transaction_state partition of id.
 func (c *Coordinator) partition(id string) int32 { return PartitionFor(id, c.cfg.NumPartitions) }
-
-// Load replays every __transaction_state partition, completes the
-// transactions a crash left in PrepareCommit/PrepareAbort (markers are
-// written again, then CompleteCommit/CompleteAbort), and starts the loop
-// that aborts timed-out transactions and expires idle transactional ids.
-func (c *Coordinator) Load(ctx context.Context) error {
-	if c.closed.Load() {
-		return errors.New("transaction coordinator is closed")
-	}
-	if c.loaded.Load() {
-		return errors.New("transaction coordinator already loaded")
-	}
-	start := time.Now()
-	r := newReplayer()
-	epochs := make([]int32, c.cfg.NumPartitions)
-	for p := int32(0); p < c.cfg.NumPartitions; p++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		l := c.deps.StateLog(p)
-		if l == nil {
-			continue
-		}
-		if es := l.LeaderEpochs(); len(es) > 0 {
-			epochs[p] = es[len(es)-1].Epoch
-		}
-		if err := replayLog(l, r.applyBatch); err != nil {
-			return fmt.Errorf("load __transaction_state-%d: %w", p, err)
-		}
-	}
-	if r.skipped > 0 {
-		c.logger.Warn("skipped undecodable __transaction_state records", "count", r.skipped, "last_err", r.lastErr)
-	}
-	c.mu.Lock()
-	c.txns = r.txns
-	c.coordEpochs = epochs
-	var unfinished []*txnMeta
-	for _, m := range c.txns {
-		if m.state == statePrepareCommit || m.state == statePrepareAbort {
-			unfinished = append(unfinished, m)
-		}
-	}
-	c.mu.Unlock()
-	c.loaded.Store(true)
-	c.logger.Info("loaded __transaction_state", "transactional_ids", len(r.txns), "records", r.records,
-		"unfinished", len(unfinished), "took", time.Since(start))
-	for _, m := range unfinished {
-		c.complete(m)
-	}
-	c.wg.Add(1)
-	go c.loop()
-	return nil
-}
 
 // Close stops the loop and waits for it; requests then answer
 // COORDINATOR_NOT_AVAILABLE.
@@ -229,19 +195,6 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Respon
 		return c.handleList(r), nil
 	}
 	return nil, fmt.Errorf("txn: request key %d (%s) is not a transaction request", req.Key(), kmsg.NameForKey(req.Key()))
-}
-
-// availability returns the error every request gets while the coordinator
-// is not serving: COORDINATOR_NOT_AVAILABLE once closed,
-// COORDINATOR_LOAD_IN_PROGRESS before Load.
-func (c *Coordinator) availability() *kerr.Error {
-	switch {
-	case c.closed.Load():
-		return kerr.CoordinatorNotAvailable
-	case !c.loaded.Load():
-		return kerr.CoordinatorLoadInProgress
-	}
-	return nil
 }
 
 // appendTransit writes tr for id to its __transaction_state partition.

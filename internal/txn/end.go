@@ -19,13 +19,16 @@ func (c *Coordinator) endTxn(id string, pid int64, epoch int16, commit bool) *ke
 	if id == "" {
 		return kerr.InvalidRequest
 	}
-	if e := c.availability(); e != nil {
+	if e := c.availability(id); e != nil {
 		return e
 	}
 	c.mu.Lock()
 	m := c.txns[id]
 	if m == nil {
 		c.mu.Unlock()
+		if e := c.availability(id); e != nil {
+			return e // unloaded meanwhile
+		}
 		return kerr.InvalidProducerIDMapping
 	}
 	tr, e, write := c.prepareEndLocked(m, pid, epoch, commit, true)
@@ -164,6 +167,7 @@ func (c *Coordinator) complete(m *txnMeta) {
 	parts := sortedParts(m.parts)
 	coordEpoch := c.coordEpochs[c.partition(m.id)]
 	c.mu.Unlock()
+	ctx := c.partCtx(c.partition(m.id))
 
 	live := parts[:0:0]
 	for _, tp := range parts {
@@ -172,7 +176,7 @@ func (c *Coordinator) complete(m *txnMeta) {
 		}
 	}
 	if len(live) > 0 {
-		if err := c.deps.WriteMarkers(c.ctx, pid, epoch, coordEpoch, commit, live); err != nil {
+		if err := c.deps.WriteMarkers(ctx, pid, epoch, coordEpoch, commit, live); err != nil {
 			c.mu.Lock()
 			m.clearPending()
 			c.mu.Unlock()

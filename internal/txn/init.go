@@ -57,7 +57,7 @@ func (c *Coordinator) initProducerID(r *kmsg.InitProducerIDRequest) (int64, int1
 	case timeout <= 0 || int64(timeout) > c.cfg.MaxTimeout.Milliseconds():
 		return 0, 0, kerr.InvalidTransactionTimeout
 	}
-	if e := c.availability(); e != nil {
+	if e := c.availability(id); e != nil {
 		return 0, 0, e
 	}
 	m, e := c.lookupOrCreate(id, timeout)
@@ -102,6 +102,9 @@ func (c *Coordinator) lookupOrCreate(id string, timeout int32) (*txnMeta, *kerr.
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if m = c.txns[id]; m == nil {
+		if e := c.availability(id); e != nil {
+			return nil, e // unloaded meanwhile
+		}
 		m = newMeta(id, pid, timeout, c.nowMs())
 		c.txns[id] = m
 	}

@@ -35,14 +35,14 @@ func (c *Coordinator) loop() {
 // timedOutTransactions: txnStartTimestamp + txnTimeoutMs < now). It
 // returns how many it aborted.
 func (c *Coordinator) abortTimedOut() int {
-	if c.availability() != nil {
+	if c.closed.Load() {
 		return 0
 	}
 	now := c.nowMs()
 	c.mu.Lock()
 	var due []*txnMeta
 	for _, m := range c.txns {
-		if !m.hasPending && m.state == stateOngoing && m.startMs+int64(m.timeoutMs) < now {
+		if !m.hasPending && m.state == stateOngoing && m.startMs+int64(m.timeoutMs) < now && c.serving(m.id) {
 			due = append(due, m)
 		}
 	}
@@ -75,13 +75,13 @@ func (c *Coordinator) abortTimedOut() int {
 // retryUnfinished completes transactions whose markers or completion
 // record failed earlier.
 func (c *Coordinator) retryUnfinished() {
-	if c.availability() != nil {
+	if c.closed.Load() {
 		return
 	}
 	c.mu.Lock()
 	var todo []*txnMeta
 	for _, m := range c.txns {
-		if !m.hasPending && (m.state == statePrepareCommit || m.state == statePrepareAbort) {
+		if !m.hasPending && (m.state == statePrepareCommit || m.state == statePrepareAbort) && c.serving(m.id) {
 			todo = append(todo, m)
 		}
 	}
@@ -96,14 +96,14 @@ func (c *Coordinator) retryUnfinished() {
 // (Kafka's removeExpiredTransactionalIds), one batch per
 // __transaction_state partition. It returns how many it expired.
 func (c *Coordinator) expireIDs() int {
-	if c.availability() != nil {
+	if c.closed.Load() {
 		return 0
 	}
 	cutoff := c.nowMs() - c.cfg.IDExpiration.Milliseconds()
 	byPart := map[int32][]*txnMeta{}
 	c.mu.Lock()
 	for _, m := range c.txns {
-		if m.hasPending || !m.state.expirable() || m.lastUpdateMs > cutoff {
+		if m.hasPending || !m.state.expirable() || m.lastUpdateMs > cutoff || !c.serving(m.id) {
 			continue
 		}
 		if !m.prepare(m.to(stateDead, nil, m.startMs, m.lastUpdateMs)) {

@@ -24,7 +24,7 @@ func (c *Coordinator) VerifyProduce(transactionalID string, pid int64, epoch int
 	if transactionalID == "" {
 		return fmt.Errorf("verify transactional produce: empty transactional id: %w", kerr.InvalidRequest)
 	}
-	if e := c.availability(); e != nil {
+	if e := c.availability(transactionalID); e != nil {
 		return fmt.Errorf("verify transactional produce of %s: %w", transactionalID, e)
 	}
 	c.mu.Lock()
@@ -32,6 +32,8 @@ func (c *Coordinator) VerifyProduce(transactionalID string, pid int64, epoch int
 	m := c.txns[transactionalID]
 	var e *kerr.Error
 	switch {
+	case m == nil && c.availability(transactionalID) != nil:
+		e = c.availability(transactionalID) // unloaded meanwhile
 	case m == nil || m.producerID != pid:
 		e = kerr.InvalidProducerIDMapping
 	case m.epoch != epoch:
