@@ -4,8 +4,8 @@ import (
 	"context"
 	"runtime"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
