@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 )
@@ -13,10 +14,20 @@ import (
 //	GET  /v1/compaction?topic=T                  -> JSON array of PartitionStatus ("" = all)
 //	POST /v1/compaction/run?topic=T&partition=P  -> runs CleanNow (P absent or -1 = all
 //	                                                partitions of T), returns the JSON status
+//
+// A topic the broker does not have, or that is not compacted, is a 404
+// with {"error": "..."} saying which.
 func (c *Cleaner) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/compaction", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, c.Status(r.URL.Query().Get("topic")))
+		topic := r.URL.Query().Get("topic")
+		if topic != "" {
+			if msg := c.notCompacted(topic); msg != "" {
+				writeJSON(w, http.StatusNotFound, map[string]string{"error": msg})
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, c.Status(topic))
 	})
 	mux.HandleFunc("POST /v1/compaction/run", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -32,6 +43,10 @@ func (c *Cleaner) HTTPHandler() http.Handler {
 				writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad partition " + strconv.Quote(s)})
 				return
 			}
+		}
+		if msg := c.notCompacted(topic); msg != "" {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": msg})
+			return
 		}
 		err := c.CleanNow(r.Context(), topic, int32(part))
 		status := c.Status(topic)
@@ -58,6 +73,17 @@ func (c *Cleaner) HTTPHandler() http.Handler {
 		}
 	})
 	return mux
+}
+
+// notCompacted says why topic has no compaction status ("" when it has).
+func (c *Cleaner) notCompacted(topic string) string {
+	switch exists, compacted := c.Lookup(topic); {
+	case !exists:
+		return fmt.Sprintf("unknown topic %q", topic)
+	case !compacted:
+		return fmt.Sprintf("topic %q is not compacted (set cleanup.policy=compact to compact it)", topic)
+	}
+	return ""
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

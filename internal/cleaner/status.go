@@ -19,6 +19,16 @@ type PartitionStatus struct {
 	MaxCompactionLagDue bool    `json:"max_compaction_lag_due"`
 	Eligible            bool    `json:"eligible"`
 	InProgress          bool    `json:"in_progress"`
+	// Internal marks an internal topic (__consumer_offsets, ...).
+	Internal bool `json:"internal"`
+	// ActiveSegmentBaseOffset is the first offset of the active segment,
+	// which is never cleaned; SegmentMs and SegmentBytes say when it rolls,
+	// MinCompactionLagMs how long records stay uncleanable. They explain
+	// why a round had nothing to clean.
+	ActiveSegmentBaseOffset int64 `json:"active_segment_base_offset"`
+	SegmentMs               int64 `json:"segment_ms"`
+	SegmentBytes            int64 `json:"segment_bytes"`
+	MinCompactionLagMs      int64 `json:"min_compaction_lag_ms"`
 	// Last successful round.
 	LastCleanTime         *time.Time `json:"last_clean_time,omitempty"`
 	LastCleanDurationMs   int64      `json:"last_clean_duration_ms"`
@@ -74,6 +84,13 @@ func (c *Cleaner) Status(topic string) []PartitionStatus {
 			DirtyBytes: cl.DirtyBytes, CleanBytes: cl.CleanBytes,
 			OldestDirtyAgeMs: -1, MaxCompactionLagDue: cl.MaxLagDue,
 			Eligible: cl.eligible(cfg.MinCleanableDirtyRatio),
+			Internal: p.Internal, ActiveSegmentBaseOffset: leo,
+			SegmentMs: cfg.SegmentMs.Milliseconds(), SegmentBytes: cfg.SegmentBytes, MinCompactionLagMs: cfg.MinCompactionLagMs,
+		}
+		for _, seg := range l.Segments() {
+			if seg.Active {
+				s.ActiveSegmentBaseOffset = seg.BaseOffset
+			}
 		}
 		if cl.OldestDirtyTs > 0 {
 			s.OldestDirtyAgeMs = now.UnixMilli() - cl.OldestDirtyTs
@@ -118,4 +135,15 @@ func (c *Cleaner) Status(topic string) []PartitionStatus {
 		out = append(out, s)
 	}
 	return out
+}
+
+// Lookup reports whether the broker has topic, and whether it is compacted.
+func (c *Cleaner) Lookup(topic string) (exists, compacted bool) {
+	for _, p := range c.src() {
+		if p.Topic == topic {
+			exists = true
+			compacted = compacted || (p.Log != nil && p.Log.Config().Compact)
+		}
+	}
+	return exists, compacted
 }
