@@ -16,15 +16,17 @@ import (
 	"github.com/strata-io/strata/internal/transcript"
 )
 
-// TestTranscripts runs the classic group protocol transcripts of
-// testdata/*.txt (run with -rewrite to regenerate the expected output).
-// Members are named by aliases (m1, m2, ...) bound to the member ids the
-// coordinator hands out. Requests that wait (JoinGroup, SyncGroup) print
-// "waiting" and their answer when it comes, under the command that caused
-// it. Commands:
+// TestTranscripts runs the group coordinator transcripts of
+// testdata/*.txt (run with -rewrite to regenerate the expected output):
+// the classic protocol, the consumer protocol (KIP-848) and transactional
+// offset commits, on one manual clock. Members are named by aliases (m1,
+// m2, ...) bound to the member ids the coordinator hands out (KIP-848
+// members use the alias as their id). Requests that wait (JoinGroup,
+// SyncGroup) print "waiting" and their answer when it comes, under the
+// command that caused it. Commands:
 //
-//	coordinator [initial-delay=D] [min-session=D] [max-session=D]
-//	                                   settings (first command; defaults 0s, 6s, 30m)
+//	coordinator [initial-delay=D] [min-session=D] [max-session=D] [consumer-session=D]
+//	                                   settings (first command; defaults 0s, 6s, 30m, 45s)
 //	join GROUP M [instance=I] [session=10s] [rebalance=60s] [protocols=range,...]
 //	     [meta=S] [id=none]            JoinGroup v9 (M's member id when known; id=none sends "")
 //	sync GROUP M gen=N [assign=M1:a,M2:b]
@@ -33,14 +35,28 @@ import (
 //	leave GROUP M...                   LeaveGroup v4 (static members by instance id)
 //	commit GROUP M gen=N TOPIC:P=OFFSET...
 //	                                   OffsetCommit v8 (M "-" = no member)
-//	fetch GROUP                        OffsetFetch v8 of every committed offset
-//	describe GROUP                     state, generation, leader, members
+//	fetch GROUP [stable TOPIC:P...]    OffsetFetch v8 of every committed offset, or with
+//	                                   require_stable of the partitions named
+//	describe GROUP                     state, generation, leader, members (KIP-848: epochs,
+//	                                   assignor, each member's epoch, partitions, ->target)
+//	topics NAME:PARTITIONS...          the topics the coordinator sees (default t:4 u:2)
+//	hb GROUP M epoch=N [topics=a,b] [regex=R] [owned=t:0,t:1] [instance=I] [assignor=A]
+//	   [rebalance=30s]                 ConsumerGroupHeartbeat v1 (no owned: a keepalive;
+//	                                   owned= : none)
+//	txncommit GROUP pid=N [epoch=E] [member=M gen=N] TOPIC:P=OFFSET...
+//	                                   TxnOffsetCommit v3 of producer N
+//	marker GROUP pid=N commit|abort [epoch=E]
+//	                                   producer N's marker written to GROUP's partition
+//	                                   and reported (CompleteTxn)
 //	advance D                          move the clock (timers fire)
 //	restart                            reload the coordinator from its log
 func TestTranscripts(t *testing.T) {
 	transcript.Run(t, "testdata/*.txt", func(t *testing.T) func(transcript.Command) string {
 		s := &groupScript{t: t, clk: newFakeClock(), store: newMemStore(), ids: map[string]string{}, aliases: map[string]string{}}
 		s.cfg = testConfig(s.clk)
+		s.topics = defaultTopics
+		s.cfg.Topics = func() []TopicInfo { return s.topics }
+		s.cfg.Transactions = true
 		t.Cleanup(func() {
 			if s.c != nil {
 				s.c.Close()
@@ -59,6 +75,8 @@ type groupScript struct {
 	cfg   Config
 	c     *Coordinator
 	seq   int
+	// topics is what cfg.Topics reports (the topics command).
+	topics []TopicInfo
 
 	ids       map[string]string // alias -> member id
 	aliases   map[string]string // member id -> alias
@@ -98,9 +116,14 @@ func (s *groupScript) run(cmd transcript.Command) string {
 		s.cfg.InitialRebalanceDelay = cmd.Duration("initial-delay", 0)
 		s.cfg.MinSessionTimeout = cmd.Duration("min-session", s.cfg.MinSessionTimeout)
 		s.cfg.MaxSessionTimeout = cmd.Duration("max-session", s.cfg.MaxSessionTimeout)
+		s.cfg.ConsumerSessionTimeout = cmd.Duration("consumer-session", 0)
 		s.start()
-		return fmt.Sprintf("initial-delay=%s min-session=%s max-session=%s",
+		out := fmt.Sprintf("initial-delay=%s min-session=%s max-session=%s",
 			s.cfg.InitialRebalanceDelay, s.cfg.MinSessionTimeout, s.cfg.MaxSessionTimeout)
+		if d := s.cfg.ConsumerSessionTimeout; d > 0 {
+			out += fmt.Sprintf(" consumer-session=%s", d)
+		}
+		return out
 	}
 	if s.c == nil {
 		s.start()
@@ -123,9 +146,17 @@ func (s *groupScript) run(cmd transcript.Command) string {
 	case "commit":
 		out = append(out, s.commit(cmd)...)
 	case "fetch":
-		out = append(out, s.fetch(cmd.Arg(0))...)
+		out = append(out, s.fetch(cmd)...)
 	case "describe":
 		out = append(out, s.describe(cmd.Arg(0)))
+	case "topics":
+		s.setTopics(cmd)
+	case "hb":
+		out = append(out, s.hb(cmd))
+	case "txncommit":
+		out = append(out, s.txnCommit(cmd)...)
+	case "marker":
+		s.marker(cmd)
 	case "advance":
 		s.clk.Advance(cmd.ParseDuration(cmd.Arg(0)))
 	case "restart":
@@ -269,11 +300,24 @@ func (s *groupScript) commit(cmd transcript.Command) []string {
 	return out
 }
 
-func (s *groupScript) fetch(group string) []string {
+func (s *groupScript) fetch(cmd transcript.Command) []string {
 	r := kmsg.NewPtrOffsetFetchRequest()
 	r.Version = 8
 	rg := kmsg.NewOffsetFetchRequestGroup()
-	rg.Group = group
+	rg.Group = cmd.Arg(0)
+	for _, a := range cmd.Args[1:] {
+		if a == "stable" {
+			r.RequireStable = true
+			continue
+		}
+		k := s.parseTP(cmd, a)
+		if n := len(rg.Topics); n == 0 || rg.Topics[n-1].Topic != k.topic {
+			t := kmsg.NewOffsetFetchRequestGroupTopic()
+			t.Topic = k.topic
+			rg.Topics = append(rg.Topics, t)
+		}
+		rg.Topics[len(rg.Topics)-1].Partitions = append(rg.Topics[len(rg.Topics)-1].Partitions, k.partition)
+	}
 	r.Groups = append(r.Groups, rg)
 	resp := s.do(r).(*kmsg.OffsetFetchResponse)
 	var out []string
@@ -283,6 +327,10 @@ func (s *groupScript) fetch(group string) []string {
 		}
 		for _, t := range g.Topics {
 			for _, p := range t.Partitions {
+				if p.ErrorCode != 0 {
+					out = append(out, fmt.Sprintf("%s:%d: %s", t.Topic, p.Partition, transcript.ErrorName(p.ErrorCode)))
+					continue
+				}
 				out = append(out, fmt.Sprintf("%s:%d=%d", t.Topic, p.Partition, p.Offset))
 			}
 		}
@@ -301,6 +349,9 @@ func (s *groupScript) describe(id string) string {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.consumer != nil {
+		return s.describeConsumer(g)
+	}
 	var ms []string
 	for mid, m := range g.members {
 		d := s.alias(mid)
