@@ -42,7 +42,7 @@ type Op struct {
 	TransactionalID string `json:"transactional_id,omitempty"`
 	Txns            []Txn  `json:"txns,omitempty"`
 	// SASL, when set, makes the client authenticate (drivers that support
-	// it: kafkajs).
+	// it: kafkajs, confluent-kafka-python).
 	SASL *SASLAuth `json:"sasl,omitempty"`
 }
 

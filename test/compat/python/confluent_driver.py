@@ -58,9 +58,20 @@ _admin = []
 _producers = {}
 
 
+def base(op):
+    """The connection settings of op: the bootstrap address and, when op
+    carries SASL credentials, SASL_PLAINTEXT with them."""
+    conf = {"bootstrap.servers": op["bootstrap"]}
+    sasl = op.get("sasl")
+    if sasl:
+        conf.update({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": sasl["mechanism"],
+                     "sasl.username": sasl["username"], "sasl.password": sasl["password"]})
+    return conf
+
+
 def admin(op):
     """An AdminClient kept alive until exit (futures die with their handle)."""
-    a = AdminClient({"bootstrap.servers": op["bootstrap"]})
+    a = AdminClient({**base(op)})
     _admin.append(a)
     return a
 
@@ -93,7 +104,7 @@ def run(op):
         wait_future(fs[op["topic"]])
         return {}
     if name == "produce":
-        conf = {"bootstrap.servers": op["bootstrap"], "acks": "all", "linger.ms": 20,
+        conf = {**base(op), "acks": "all", "linger.ms": 20,
                 "compression.type": op.get("compression") or "none",
                 "message.send.max.retries": 3}
         if op.get("idempotent"):
@@ -132,7 +143,7 @@ def run(op):
     if name == "transaction":
         return transaction(op)
     if name == "fetch":
-        conf = {"bootstrap.servers": op["bootstrap"], "group.id": "compat-fetch-" + uuid.uuid4().hex,
+        conf = {**base(op), "group.id": "compat-fetch-" + uuid.uuid4().hex,
                 "enable.auto.commit": False, "enable.partition.eof": False}
         if op.get("isolation"):
             conf["isolation.level"] = op["isolation"]
@@ -151,7 +162,7 @@ def run(op):
         c.close()
         return {"records": out}
     if name in ("offset_for_time", "watermarks"):
-        c = Consumer({"bootstrap.servers": op["bootstrap"], "group.id": "compat-q-" + uuid.uuid4().hex})
+        c = Consumer({**base(op), "group.id": "compat-q-" + uuid.uuid4().hex})
         tp = TopicPartition(op["topic"], op.get("partition", 0), op.get("timestamp", 0))
         try:
             if name == "watermarks":
@@ -173,7 +184,7 @@ def run(op):
 def transaction(op):
     """One transactional producer runs op["txns"]: produce, maybe send a
     group offset, then commit or abort."""
-    p = Producer({"bootstrap.servers": op["bootstrap"], "transactional.id": op["transactional_id"],
+    p = Producer({**base(op), "transactional.id": op["transactional_id"],
                   "linger.ms": 5})
     try:
         p.init_transactions(30)
@@ -196,7 +207,7 @@ def transaction(op):
                 p.abort_transaction(30)
                 raise OpError(kerr(errors[0]), errors[0].str())
             if t.get("group"):
-                c = Consumer({"bootstrap.servers": op["bootstrap"], "group.id": t["group"]})
+                c = Consumer({**base(op), "group.id": t["group"]})
                 try:
                     p.send_offsets_to_transaction(
                         [TopicPartition(t["offset_topic"], t.get("offset_partition", 0), t["offset"])],
@@ -215,7 +226,7 @@ def transaction(op):
 
 def group_consume(op, deadline):
     """Subscribe in a group, consume max records, commit them, report them."""
-    c = Consumer({"bootstrap.servers": op["bootstrap"], "group.id": op["group"],
+    c = Consumer({**base(op), "group.id": op["group"],
                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                   "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
     c.subscribe([op["topic"]])
@@ -254,7 +265,7 @@ def group_member(op):
         stop.set()
 
     threading.Thread(target=watch_stdin, daemon=True).start()
-    c = Consumer({"bootstrap.servers": op["bootstrap"], "group.id": op["group"],
+    c = Consumer({**base(op), "group.id": op["group"],
                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                   "session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
 
