@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -26,6 +27,8 @@ import (
 //	                                   EndTxn
 //	describe TXN                       DescribeTransactions
 //	missing TOPIC:PART                 the partition no longer exists
+//	markers fail|ok                    writing transaction markers fails (a partition
+//	                                   leader unreachable) or works again
 //	advance D                          move the clock
 //	tick                               the coordinator's periodic work: abort timed-out
 //	                                   transactions, retry unfinished ones, expire ids
@@ -112,6 +115,16 @@ func (s *txnScript) run(cmd transcript.Command) string {
 	case "missing":
 		tp := parseTP(cmd, cmd.Arg(0))
 		h.d.set(func(d *testDeps) { d.missing[tp] = true })
+	case "markers":
+		var err error
+		switch cmd.Arg(0) {
+		case "fail":
+			err = errMarkersDown
+		case "ok":
+		default:
+			cmd.Fatalf("markers wants fail or ok")
+		}
+		h.d.set(func(d *testDeps) { d.markErr = err })
 	case "advance":
 		h.clk.Advance(cmd.ParseDuration(cmd.Arg(0)))
 	case "tick":
@@ -142,6 +155,9 @@ func (s *txnScript) run(cmd transcript.Command) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// errMarkersDown is the marker-write failure of "markers fail".
+var errMarkersDown = errors.New("partition leader unreachable")
 
 func containsArg(cmd transcript.Command, w string) bool {
 	for _, a := range cmd.Args {
