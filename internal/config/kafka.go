@@ -65,13 +65,10 @@ const (
 // to do instead.
 var unsupportedHints = map[string]string{
 	// KRaft and replication settings the cluster work has not taken yet.
-	"controller.quorum.bootstrap.servers":      "is not supported (KIP-853 dynamic quorums): list the controllers in controller.quorum.voters (id@host:port,...) instead",
-	"control.plane.listener.name":              "is not supported: Strata has no separate control-plane listener (controllers talk on controller.listener.names); remove it",
-	"offsets.topic.replication.factor":         hintNoReplicas,
-	"transaction.state.log.replication.factor": hintNoReplicas,
-	"transaction.state.log.min.isr":            hintNoReplicas,
-	"num.replica.fetchers":                     hintNoReplicas,
-	"replica.lag.time.max.ms":                  hintNoReplicas,
+	"controller.quorum.bootstrap.servers": "is not supported (KIP-853 dynamic quorums): list the controllers in controller.quorum.voters (id@host:port,...) instead",
+	"control.plane.listener.name":         "is not supported: Strata has no separate control-plane listener (controllers talk on controller.listener.names); remove it",
+	"num.replica.fetchers":                hintNoReplicas,
+	"replica.lag.time.max.ms":             hintNoReplicas,
 	// Security.
 	"sasl.jaas.config":                     "is a client setting in Kafka and not read by brokers: put broker PLAIN users in listener.name.sasl_plaintext.plain.sasl.jaas.config or listener.name.sasl_ssl.plain.sasl.jaas.config",
 	"sasl.mechanism.inter.broker.protocol": "is not supported: Strata makes no inter-broker connections; remove it",
@@ -87,15 +84,18 @@ var unsupportedHints = map[string]string{
 // kafkaNotes explain the broker settings Strata honours differently from
 // Kafka, for the "Coming from Kafka" table of docs/configuration.md.
 var kafkaNotes = map[string]string{
-	"node.id":                     "Defaults to 1 (Kafka has no default), so a single node starts with no configuration. `broker.id` is an alias.",
-	"listeners":                   "Defaults to `PLAINTEXT://127.0.0.1:9092` (Kafka: all interfaces). One listener, named by its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL).",
-	"log.dirs":                    "Defaults to `./strata-data` (Kafka: `/tmp/kafka-logs`).",
-	"default.replication.factor":  "Only 1: Strata keeps one replica of each partition for now.",
-	"log.flush.interval.messages": "Honoured, but rarely needed: with `strata.durable.acks=true` (the default) an acks=all produce is answered only once its data is fsynced.",
-	"sasl.enabled.mechanisms":     "PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; Kafka's default GSSAPI (Kerberos) is refused, so a SASL listener must set it.",
-	"ssl.keystore.type":           "PEM only (KIP-651); convert JKS and PKCS12 stores to PEM.",
-	"socket.send.buffer.bytes":    "Honoured on the Kafka listener's connections (SO_SNDBUF), Kafka's default 102400; -1 keeps the OS default.",
-	"socket.receive.buffer.bytes": "Honoured on the Kafka listener's connections (SO_RCVBUF), Kafka's default 102400; -1 keeps the OS default.",
+	"node.id":                          "Defaults to 1 (Kafka has no default), so a single node starts with no configuration. `broker.id` is an alias.",
+	"listeners":                        "Defaults to `PLAINTEXT://127.0.0.1:9092` (Kafka: all interfaces). One listener, named by its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL).",
+	"log.dirs":                         "Defaults to `./strata-data` (Kafka: `/tmp/kafka-logs`).",
+	"default.replication.factor":       "Only 1: Strata keeps one replica of each partition for now.",
+	"offsets.topic.replication.factor": "Only 1 (Kafka's default is 3): Strata keeps one replica of each partition for now, internal topics included. Kafka's single-node example sets 1.",
+	"transaction.state.log.replication.factor": "Only 1 (Kafka's default is 3), as offsets.topic.replication.factor.",
+	"transaction.state.log.min.isr":            "Only 1 (Kafka's default is 2): the internal topics have one replica.",
+	"log.flush.interval.messages":              "Honoured, but rarely needed: with `strata.durable.acks=true` (the default) an acks=all produce is answered only once its data is fsynced.",
+	"sasl.enabled.mechanisms":                  "PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512; Kafka's default GSSAPI (Kerberos) is refused, so a SASL listener must set it.",
+	"ssl.keystore.type":                        "PEM only (KIP-651); convert JKS and PKCS12 stores to PEM.",
+	"socket.send.buffer.bytes":                 "Honoured on the Kafka listener's connections (SO_SNDBUF), Kafka's default 102400; -1 keeps the OS default.",
+	"socket.receive.buffer.bytes":              "Honoured on the Kafka listener's connections (SO_RCVBUF), Kafka's default 102400; -1 keeps the OS default.",
 }
 
 // unsupportedPrefixes are hints for whole families of settings.

@@ -93,6 +93,20 @@ func atLeast(min int64) check {
 	}
 }
 
+// oneReplica accepts only 1, for the replication settings of the internal
+// topics: Strata keeps one replica of every partition for now, so 1 is
+// the value it honours (Apache Kafka's stock single-node KRaft
+// server.properties sets exactly that).
+var oneReplica = check{
+	allowed: "1",
+	reason: func(v string) string {
+		if n, _ := strconv.ParseInt(v, 10, 64); n != 1 {
+			return "Strata keeps one replica of every partition for now, internal topics included: set 1 or remove it"
+		}
+		return ""
+	},
+}
+
 // between accepts integers in [min, max].
 func between(min, max int64) check {
 	return check{
