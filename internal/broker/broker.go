@@ -43,6 +43,13 @@ type Broker struct {
 	nextPID    int64
 	pidLimit   int64 // ids below it are persisted as used and may be handed out
 	pidPersist int64 // NextProducerID written to the metadata store
+	// pidAlloc, when set, reserves producer id blocks in the cluster.
+	pidAlloc atomic.Pointer[ProducerIDAllocator]
+
+	// managed: the local topics follow the cluster metadata (ApplyTopics);
+	// freshDirs: this start created the log directories' meta.properties.
+	managed   bool
+	freshDirs bool
 
 	hooksMu  sync.Mutex
 	onDelete []func(topic string, partition int32)
@@ -112,12 +119,12 @@ func OpenWithProgress(cfg *config.Broker, logger *slog.Logger, fsys vfs.FS, prog
 		}
 		b.dirs = append(b.dirs, d)
 	}
-	clusterID, err := checkMeta(b.fs, paths, b.nodeID)
+	clusterID, fresh, err := checkMeta(b.fs, paths, b.nodeID)
 	if err != nil {
 		b.unlockAll()
 		return nil, err
 	}
-	b.clusterID = clusterID
+	b.clusterID, b.freshDirs = clusterID, fresh
 	if err := b.load(progress); err != nil {
 		b.closeLogs(false)
 		b.unlockAll()
@@ -165,6 +172,7 @@ func (b *Broker) load(progress *LoadProgress) error {
 		return err
 	}
 	b.nextPID, b.pidLimit, b.pidPersist = m.NextProducerID, m.NextProducerID, m.NextProducerID
+	b.managed = m.Cluster
 	type job struct {
 		t *Topic
 		p *Partition
@@ -180,10 +188,11 @@ func (b *Broker) load(progress *LoadProgress) error {
 			t.Configs = map[string]string{}
 		}
 		for _, mp := range mt.Partitions {
-			p := &Partition{
-				Topic: mt.Name, Index: mp.Partition, Leader: b.nodeID,
-				LeaderEpoch: mp.LeaderEpoch, Replicas: []int32{b.nodeID}, ISR: []int32{b.nodeID},
-				baseDir: mp.Dir, broker: b,
+			p := &Partition{Topic: mt.Name, Index: mp.Partition, baseDir: mp.Dir, broker: b}
+			p.lead.Store(b.alone(mp.LeaderEpoch))
+			if m.Cluster {
+				// Not leading until the cluster metadata says so.
+				p.lead.Store(&Leadership{Leader: -1, LeaderEpoch: mp.LeaderEpoch, Replicas: mp.Replicas})
 			}
 			if b.syncers[mp.Dir] == nil {
 				return fmt.Errorf("topic %s partition %d lives in %s, which is not in log.dirs", mt.Name, mp.Partition, mp.Dir)
@@ -406,15 +415,16 @@ func (b *Broker) writeCheckpoints() error {
 
 // persistLocked writes the metadata store; adminMu must be held.
 func (b *Broker) persistLocked() error {
-	m := &metaFile{Version: metaVersion}
+	m := &metaFile{Version: metaVersion, Cluster: b.managed}
 	b.pidMu.Lock()
 	m.NextProducerID = b.pidPersist
 	b.pidMu.Unlock()
 	for _, t := range b.Topics() {
 		mt := metaTopic{Name: t.Name, ID: t.ID.String(), Internal: t.Internal, Configs: t.Configs}
 		for _, p := range t.Partitions {
+			l := p.Leadership()
 			mt.Partitions = append(mt.Partitions, metaPartition{
-				Partition: p.Index, Dir: p.baseDir, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas,
+				Partition: p.Index, Dir: p.baseDir, Leader: l.Leader, LeaderEpoch: l.LeaderEpoch, Replicas: l.Replicas,
 			})
 		}
 		m.Topics = append(m.Topics, mt)

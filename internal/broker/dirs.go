@@ -101,30 +101,32 @@ func writeMetaProperties(fsys vfs.FS, dir, clusterID string, nodeID int32) error
 }
 
 // checkMeta loads or creates meta.properties in every dir and returns the
-// cluster id, failing when dirs disagree or belong to another node.
-func checkMeta(fsys vfs.FS, dirs []string, nodeID int32) (string, error) {
+// cluster id (and whether it was made up now: no dir had one), failing
+// when dirs disagree or belong to another node.
+func checkMeta(fsys vfs.FS, dirs []string, nodeID int32) (string, bool, error) {
 	clusterID := ""
 	props := make([]map[string]string, len(dirs))
 	for i, d := range dirs {
 		p, err := readMetaProperties(fsys, d)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
 		props[i] = p
 		if p == nil {
 			continue
 		}
 		if n, ok := p["node.id"]; ok && n != strconv.Itoa(int(nodeID)) {
-			return "", fmt.Errorf("log dir %s belongs to node.id %s, but this broker is node.id %d", d, n, nodeID)
+			return "", false, fmt.Errorf("log dir %s belongs to node.id %s, but this broker is node.id %d", d, n, nodeID)
 		}
 		if c := p["cluster.id"]; c != "" {
 			if clusterID != "" && c != clusterID {
-				return "", fmt.Errorf("log dir %s has cluster.id %s, another dir has %s", d, c, clusterID)
+				return "", false, fmt.Errorf("log dir %s has cluster.id %s, another dir has %s", d, c, clusterID)
 			}
 			clusterID = c
 		}
 	}
-	if clusterID == "" {
+	fresh := clusterID == ""
+	if fresh {
 		clusterID = newClusterID()
 	}
 	for i, d := range dirs {
@@ -132,10 +134,10 @@ func checkMeta(fsys vfs.FS, dirs []string, nodeID int32) (string, error) {
 			continue
 		}
 		if err := writeMetaProperties(fsys, d, clusterID, nodeID); err != nil {
-			return "", err
+			return "", false, err
 		}
 	}
-	return clusterID, nil
+	return clusterID, fresh, nil
 }
 
 // takeCleanShutdownMarker reports whether dir holds the clean-shutdown

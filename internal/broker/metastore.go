@@ -17,8 +17,14 @@ const metaVersion = 1
 type metaFile struct {
 	Version int `json:"version"`
 	// NextProducerID is the first producer id not yet handed out.
-	NextProducerID int64       `json:"next_producer_id"`
-	Topics         []metaTopic `json:"topics"`
+	NextProducerID int64 `json:"next_producer_id"`
+	// Cluster is set once the topics follow the cluster metadata
+	// (docs/cluster.md): they are then the local replicas of topics kept
+	// in the metadata store, not the topics themselves. A file without it
+	// was written by the single-node release; its topics are adopted into
+	// the metadata on first start.
+	Cluster bool        `json:"cluster,omitempty"`
+	Topics  []metaTopic `json:"topics"`
 }
 
 // metaTopic is one persisted topic.
@@ -31,7 +37,8 @@ type metaTopic struct {
 }
 
 // metaPartition is one persisted partition: where it lives and its
-// leadership (single node: leader is this node, replicas/ISR = [self]).
+// leadership (single node: leader is this node, replicas = [self]; in a
+// cluster the last leadership applied, for the record).
 type metaPartition struct {
 	Partition   int32   `json:"partition"`
 	Dir         string  `json:"dir"`

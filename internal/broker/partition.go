@@ -29,7 +29,8 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (sto
 // be appended meanwhile and share the same fsync.
 func (p *Partition) AppendNoWait(records []byte, acks int16) (storage.AppendResult, error) {
 	ts := p.settings.Load()
-	epoch := p.LeaderEpoch
+	lead := p.Leadership()
+	epoch := lead.LeaderEpoch
 	r := p.repl.Load()
 	if r != nil {
 		// A replicated partition: only its leader appends, at its leader
@@ -39,9 +40,11 @@ func (p *Partition) AppendNoWait(records []byte, acks int16) (storage.AppendResu
 			return storage.AppendResult{BaseOffset: -1, LastOffset: -1}, err
 		}
 		epoch = e
-	} else if acks == -1 && ts.minISR > len(p.ISR) {
+	} else if lead.Leader != p.broker.nodeID {
+		return storage.AppendResult{BaseOffset: -1, LastOffset: -1}, p.notLeader(lead)
+	} else if acks == -1 && ts.minISR > len(lead.ISR) {
 		return storage.AppendResult{}, fmt.Errorf("min.insync.replicas=%d but the ISR of %s-%d has %d replica(s): %w",
-			ts.minISR, p.Topic, p.Index, len(p.ISR), kerr.NotEnoughReplicas)
+			ts.minISR, p.Topic, p.Index, len(lead.ISR), kerr.NotEnoughReplicas)
 	}
 	if ts.compression >= 0 {
 		var err error
@@ -63,8 +66,12 @@ func (p *Partition) AppendNoWait(records []byte, acks int16) (storage.AppendResu
 // opens is closed by a marker. It returns after fsync (unless
 // strata.durable.acks=false).
 func (p *Partition) AppendCoordinator(ctx context.Context, batch []byte) (storage.AppendResult, error) {
-	epoch := p.LeaderEpoch
+	lead := p.Leadership()
+	epoch := lead.LeaderEpoch
 	r := p.repl.Load()
+	if r == nil && lead.Leader != p.broker.nodeID {
+		return storage.AppendResult{BaseOffset: -1, LastOffset: -1}, p.notLeader(lead)
+	}
 	if r != nil {
 		e, err := r.CheckAppend(-1)
 		if err != nil {
@@ -85,8 +92,12 @@ func (p *Partition) AppendCoordinator(ctx context.Context, batch []byte) (storag
 // AppendMarker writes a transaction marker (see storage.Log.AppendMarker)
 // as this partition's leader; call WaitDurable for its acknowledgement.
 func (p *Partition) AppendMarker(pid int64, epoch int16, coordinatorEpoch int32, commit bool) (int64, error) {
-	leaderEpoch := p.LeaderEpoch
+	lead := p.Leadership()
+	leaderEpoch := lead.LeaderEpoch
 	r := p.repl.Load()
+	if r == nil && lead.Leader != p.broker.nodeID {
+		return -1, p.notLeader(lead)
+	}
 	if r != nil {
 		e, err := r.CheckAppend(1)
 		if err != nil {

@@ -13,6 +13,9 @@ const producerIDBlock = 1000
 // reserved in blocks persisted in the metadata store, so an id is never
 // reused after a restart (storage keeps each id's sequence state).
 func (b *Broker) InitProducerID() (int64, int16, error) {
+	if alloc := b.pidAlloc.Load(); alloc != nil {
+		return b.clusterProducerID(*alloc)
+	}
 	b.pidMu.Lock()
 	if b.nextPID < b.pidLimit {
 		id := b.nextPID
@@ -44,6 +47,37 @@ func (b *Broker) InitProducerID() (int64, int16, error) {
 	}
 	b.pidMu.Lock()
 	defer b.pidMu.Unlock()
+	id := b.nextPID
+	b.nextPID++
+	return id, 0, nil
+}
+
+// ProducerIDAllocator reserves a block of producer ids in the cluster and
+// returns its first id (meta.Store.AllocateProducerIDs).
+type ProducerIDAllocator func(n int64) (first int64, err error)
+
+// SetProducerIDAllocator makes InitProducerID hand out ids from blocks the
+// cluster allocates (Kafka's AllocateProducerIds), never from the local
+// metadata file: two brokers never hand out the same id.
+func (b *Broker) SetProducerIDAllocator(a ProducerIDAllocator) {
+	b.pidMu.Lock()
+	b.nextPID, b.pidLimit = 0, 0
+	b.pidMu.Unlock()
+	b.pidAlloc.Store(&a)
+}
+
+// clusterProducerID hands out the next id of the current block, taking a
+// new block from the cluster when it is used up.
+func (b *Broker) clusterProducerID(alloc ProducerIDAllocator) (int64, int16, error) {
+	b.pidMu.Lock()
+	defer b.pidMu.Unlock()
+	if b.nextPID >= b.pidLimit {
+		first, err := alloc(producerIDBlock)
+		if err != nil {
+			return -1, -1, fmt.Errorf("allocate a producer id block: %v: %w", err, kerr.CoordinatorLoadInProgress)
+		}
+		b.nextPID, b.pidLimit = first, first+producerIDBlock
+	}
 	id := b.nextPID
 	b.nextPID++
 	return id, 0, nil

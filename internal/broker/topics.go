@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,19 +29,16 @@ type Topic struct {
 	Partitions []*Partition
 }
 
-// Partition is one partition this node leads.
+// Partition is one partition this node holds a replica of.
 type Partition struct {
-	Topic       string
-	Index       int32
-	Leader      int32
-	LeaderEpoch int32
-	Replicas    []int32
-	ISR         []int32
+	Topic string
+	Index int32
 	// Log is the partition's storage.
 	Log *storage.Log
 
 	baseDir   string
 	broker    *Broker
+	lead      atomic.Pointer[Leadership]
 	repl      atomic.Pointer[replica.Replica] // nil: one replica
 	settings  atomic.Pointer[topicSettings]
 	lastFlush atomic.Int64 // unix ms of the last flush.ms flush
@@ -80,14 +78,31 @@ func (b *Broker) TopicByID(id uuid.UUID) *Topic {
 	return b.byID[id]
 }
 
-// Partition returns a partition or an error wrapping
+// Partition returns a partition hosted here or an error wrapping
 // kerr.UnknownTopicOrPartition.
 func (b *Broker) Partition(topic string, partition int32) (*Partition, error) {
-	t := b.Topic(topic)
-	if t == nil || partition < 0 || int(partition) >= len(t.Partitions) {
-		return nil, fmt.Errorf("partition %s-%d: %w", topic, partition, kerr.UnknownTopicOrPartition)
+	if p := b.Topic(topic).Partition(partition); p != nil {
+		return p, nil
 	}
-	return t.Partitions[partition], nil
+	return nil, fmt.Errorf("partition %s-%d: %w", topic, partition, kerr.UnknownTopicOrPartition)
+}
+
+// Partition returns the topic's partition index i if this node hosts it
+// (nil otherwise, and on a nil Topic). Partitions is sorted by index and,
+// on a single node, dense.
+func (t *Topic) Partition(i int32) *Partition {
+	if t == nil || i < 0 {
+		return nil
+	}
+	ps := t.Partitions
+	if int(i) < len(ps) && ps[i].Index == i {
+		return ps[i]
+	}
+	j := sort.Search(len(ps), func(k int) bool { return ps[k].Index >= i })
+	if j < len(ps) && ps[j].Index == i {
+		return ps[j]
+	}
+	return nil
 }
 
 // PartitionExists reports whether the topic partition exists.
@@ -260,9 +275,9 @@ func (b *Broker) warnMinISR(t *Topic) {
 		return
 	}
 	p := t.Partitions[0]
-	if ts := p.settings.Load(); ts != nil && ts.minISR > len(p.Replicas) {
+	if ts := p.settings.Load(); ts != nil && ts.minISR > len(p.Leadership().Replicas) {
 		b.logger.Warn("min.insync.replicas exceeds the replication factor: acks=all produce to this topic fails with NOT_ENOUGH_REPLICAS",
-			"topic", t.Name, "min.insync.replicas", ts.minISR, "replication_factor", len(p.Replicas))
+			"topic", t.Name, "min.insync.replicas", ts.minISR, "replication_factor", len(p.Leadership().Replicas))
 	}
 }
 
@@ -296,6 +311,19 @@ func (b *Broker) checkCollision(name string, creating map[string]bool) error {
 // newPartitions returns partitions from..to-1 of t, each in the log dir
 // with the fewest partitions (counting those of pending topics too).
 func (b *Broker) newPartitions(t *Topic, from, to int32, pending []*Topic) []*Partition {
+	counts := b.dirCounts(pending)
+	var out []*Partition
+	for i := from; i < to; i++ {
+		p := &Partition{Topic: t.Name, Index: i, baseDir: b.pickDir(counts), broker: b}
+		p.lead.Store(b.alone(0))
+		out = append(out, p)
+	}
+	return out
+}
+
+// dirCounts counts the partitions in each log dir, those of pending
+// topics included (nil with a single log dir: nothing to choose).
+func (b *Broker) dirCounts(pending []*Topic) map[string]int {
 	counts := map[string]int{}
 	if len(b.dirs) > 1 {
 		for _, o := range append(b.Topics(), pending...) {
@@ -304,21 +332,20 @@ func (b *Broker) newPartitions(t *Topic, from, to int32, pending []*Topic) []*Pa
 			}
 		}
 	}
-	var out []*Partition
-	for i := from; i < to; i++ {
-		best := b.dirs[0].path
-		for _, d := range b.dirs[1:] {
-			if counts[d.path] < counts[best] {
-				best = d.path
-			}
+	return counts
+}
+
+// pickDir returns the log dir with the fewest partitions in counts and
+// counts the new one there.
+func (b *Broker) pickDir(counts map[string]int) string {
+	best := b.dirs[0].path
+	for _, d := range b.dirs[1:] {
+		if counts[d.path] < counts[best] {
+			best = d.path
 		}
-		counts[best]++
-		out = append(out, &Partition{
-			Topic: t.Name, Index: i, Leader: b.nodeID, LeaderEpoch: 0,
-			Replicas: []int32{b.nodeID}, ISR: []int32{b.nodeID}, baseDir: best, broker: b,
-		})
 	}
-	return out
+	counts[best]++
+	return best
 }
 
 // createLogs creates the logs of new partitions (of the topics ts), as
@@ -515,17 +542,9 @@ func (b *Broker) DescribeConfigs(name string) ([]ConfigEntry, error) {
 // named revert to their defaults), validating first; nothing changes on
 // error (InvalidConfig, UnknownTopicOrPartition).
 func (b *Broker) SetTopicConfigs(name string, overrides map[string]string, validateOnly bool) error {
-	ptrs := make(map[string]*string, len(overrides))
-	for k, v := range overrides {
-		v := v
-		ptrs[k] = &v
-	}
-	if err := b.cfg.ValidateTopicConfigs(ptrs); err != nil {
-		return fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
-	}
-	cfg, ts, err := resolveConfig(b.cfg, overrides, b.durableAcks)
+	cfg, ts, err := resolveOverrides(b.cfg, b.durableAcks, overrides)
 	if err != nil {
-		return fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
+		return err
 	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
@@ -533,10 +552,8 @@ func (b *Broker) SetTopicConfigs(name string, overrides map[string]string, valid
 	if t == nil {
 		return fmt.Errorf("topic %q: %w", name, kerr.UnknownTopicOrPartition)
 	}
-	if t.Internal {
-		if _, ok := overrides["cleanup.policy"]; ok && overrides["cleanup.policy"] != "compact" {
-			return fmt.Errorf("cleanup.policy of internal topic %s must stay compact: %w", name, kerr.InvalidConfig)
-		}
+	if err := ValidateTopicOverrides(b.cfg, name, t.Internal, overrides); err != nil {
+		return err
 	}
 	if validateOnly {
 		return nil
@@ -554,5 +571,38 @@ func (b *Broker) SetTopicConfigs(name string, overrides map[string]string, valid
 	}
 	b.logger.Info("topic configs changed", "topic", name, "configs", overrides)
 	b.warnMinISR(&nt)
+	return nil
+}
+
+// resolveOverrides validates a topic's overrides and resolves them over
+// the broker defaults.
+func resolveOverrides(bc *config.Broker, durable bool, overrides map[string]string) (storage.Config, topicSettings, error) {
+	ptrs := make(map[string]*string, len(overrides))
+	for k, v := range overrides {
+		v := v
+		ptrs[k] = &v
+	}
+	if err := bc.ValidateTopicConfigs(ptrs); err != nil {
+		return storage.Config{}, topicSettings{}, fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
+	}
+	cfg, ts, err := resolveConfig(bc, overrides, durable)
+	if err != nil {
+		return storage.Config{}, topicSettings{}, fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
+	}
+	return cfg, ts, nil
+}
+
+// ValidateTopicOverrides checks a topic's complete set of overrides as
+// AlterConfigs would apply them (errors wrap INVALID_CONFIG): every value
+// valid, the whole resolvable, an internal topic kept compacted.
+func ValidateTopicOverrides(cfg *config.Broker, name string, internal bool, overrides map[string]string) error {
+	if _, _, err := resolveOverrides(cfg, cfg.Bool("strata.durable.acks"), overrides); err != nil {
+		return err
+	}
+	if internal {
+		if v, ok := overrides["cleanup.policy"]; ok && v != "compact" {
+			return fmt.Errorf("cleanup.policy of internal topic %s must stay compact: %w", name, kerr.InvalidConfig)
+		}
+	}
 	return nil
 }

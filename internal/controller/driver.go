@@ -127,6 +127,9 @@ func (d *Driver) lead(ctx context.Context, sess *concurrency.Session) {
 // view was stale: the next change of the cache triggers a new attempt.
 func (d *Driver) ReconcileOnce(ctx context.Context) error {
 	v := d.Cache.View()
+	if err := d.finishDeletions(ctx, v); err != nil {
+		return err
+	}
 	ds := FromView(v, d.Policy).Reconcile()
 	if len(ds) == 0 {
 		return nil
@@ -144,4 +147,51 @@ func (d *Driver) ReconcileOnce(ctx context.Context) error {
 		cancel()
 	}
 	return err
+}
+
+// finishDeletions removes the keys of every topic marked Deleting whose
+// replicas are gone from every live broker holding one (each acknowledged,
+// meta deletions.go): the topic key (compared on its revision), its
+// partitions and the acknowledgements, in one transaction. A broker that
+// is down deletes its replicas as strays when it returns.
+func (d *Driver) finishDeletions(ctx context.Context, v *meta.View) error {
+	k := d.Store.Keys()
+	for _, name := range v.TopicNames() {
+		t := v.Topics[name]
+		if !t.Deleting || !DeletionDone(v, t) {
+			continue
+		}
+		resp, err := d.Store.Client().Get(ctx, k.Topic(name))
+		if err != nil {
+			return meta.Retriable(err)
+		}
+		if len(resp.Kvs) == 0 {
+			continue
+		}
+		_, err = d.Store.Txn(ctx, []meta.Change{
+			{Key: k.Topic(name), Delete: true, Expect: resp.Kvs[0].ModRevision},
+			{Key: k.TopicPartitions(t.ID), Delete: true, Prefix: true},
+			{Key: k.TopicDeletions(t.ID), Delete: true, Prefix: true},
+		})
+		if err != nil && !errors.Is(err, meta.ErrConflict) {
+			return err
+		}
+		if err == nil {
+			d.Logger.Info("topic deleted", "topic", name, "id", t.ID)
+		}
+	}
+	return nil
+}
+
+// DeletionDone reports whether every live broker holding a replica of the
+// topic has acknowledged deleting it.
+func DeletionDone(v *meta.View, t *meta.Topic) bool {
+	for _, p := range v.Parts[t.ID] {
+		for _, r := range p.State.Replicas {
+			if v.Live(r) && !v.Acked(t.ID, r) {
+				return false
+			}
+		}
+	}
+	return true
 }

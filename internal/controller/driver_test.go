@@ -163,11 +163,31 @@ func TestDriverAndAdmin(t *testing.T) {
 		return v.OfflinePartitions() == 0 && v.Controller == 2
 	})
 
-	if err := admin.DeleteTopic(ctx, "t"); err != nil {
+	// DeleteTopics is answered once every live broker holding a replica
+	// has deleted it (acknowledged); broker 3 is down meanwhile and deletes
+	// its replicas as strays when it returns.
+	if err := sessions[3].Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if v := cache.View(); v.Topics["t"] != nil || len(v.Parts["tid"]) != 0 {
-		t.Fatalf("after delete: %+v", v.Parts["tid"])
+	deleted := make(chan error, 1)
+	go func() { deleted <- admin.DeleteTopic(ctx, "t") }()
+	waitFor(t, cache, "t marked for deletion", func(v *meta.View) bool { return v.Topics["t"] != nil && v.Topics["t"].Deleting })
+	if err := st.AckDeletion(ctx, "tid", 1, sessions[1].Lease()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-deleted:
+		t.Fatalf("deleted before broker 2 acknowledged: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if err := st.AckDeletion(ctx, "tid", 2, sessions[2].Lease()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if v := cache.View(); v.Topics["t"] != nil || len(v.Parts["tid"]) != 0 || len(v.Deletions) != 0 {
+		t.Fatalf("after delete: %+v %v", v.Parts["tid"], v.Deletions)
 	}
 	if err := admin.DeleteTopic(ctx, "t"); !errors.As(err, &pe) || pe.Code != 3 {
 		t.Fatalf("second delete: %v", err)

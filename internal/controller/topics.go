@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/strata-io/strata/internal/meta"
@@ -221,30 +223,97 @@ func topicModRev(ctx context.Context, a *Admin, name string) (int64, error) {
 	return resp.Kvs[0].ModRevision, nil
 }
 
-// DeleteTopic removes a topic: its topic key and every partition key in
-// one transaction that compares the topic key's revision. Brokers stop
-// serving it when their cache drops the topic and delete replicas whose
-// topic id is no longer in the metadata.
+// DeleteTopic deletes a topic (Kafka's DeleteTopics): it marks the topic
+// Deleting (compared on the topic key's revision), upon which every broker
+// stops serving it, deletes its replicas and acknowledges (meta
+// deletions.go); the active controller then removes the topic's keys
+// (Driver.finishDeletions). DeleteTopic returns once the topic key is gone,
+// so the answer comes when no broker serves the topic, or with ctx's error
+// (retriable) if that takes longer: the deletion completes all the same.
 func (a *Admin) DeleteTopic(ctx context.Context, name string) error {
-	t := a.Cache.View().Topics[name]
-	rev, err := topicModRev(ctx, a, name)
-	if err != nil {
-		return err
-	}
-	if t == nil || rev == 0 {
-		return &PlacementError{codeUnknownTopic, "This server does not host this topic-partition."}
-	}
 	st := a.Store
-	r, err := st.Txn(ctx, []meta.Change{
-		{Key: st.Keys().Topic(name), Delete: true, Expect: rev},
-		{Key: st.Keys().TopicPartitions(t.ID), Delete: true, Prefix: true},
-	})
-	if err == meta.ErrConflict {
+	resp, err := st.Client().Get(ctx, st.Keys().Topic(name))
+	if err != nil {
+		return meta.Retriable(err)
+	}
+	if len(resp.Kvs) == 0 {
 		return &PlacementError{codeUnknownTopic, "This server does not host this topic-partition."}
 	}
-	if err != nil {
+	var t meta.Topic
+	if err := json.Unmarshal(resp.Kvs[0].Value, &t); err != nil {
+		return fmt.Errorf("topic %s: %w", name, err)
+	}
+	rev := resp.Kvs[0].ModRevision
+	if !t.Deleting {
+		t.Deleting = true
+		tc, err := meta.PutJSON(st.Keys().Topic(name), t, rev)
+		if err != nil {
+			return err
+		}
+		rev, err = st.Txn(ctx, []meta.Change{tc})
+		if err == meta.ErrConflict {
+			return a.DeleteTopic(ctx, name) // changed meanwhile: look again
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for {
+		ch := a.Cache.Changed()
+		if v := a.Cache.View(); v.Rev >= rev {
+			if cur := v.Topics[name]; cur == nil || cur.ID != t.ID {
+				return nil
+			}
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return meta.Retriable(fmt.Errorf("topic %s is marked for deletion; its replicas are still being deleted: %w", name, ctx.Err()))
+		}
+	}
+}
+
+// AlterTopicConfigs replaces a topic's dynamic configs with edit's result
+// on the configs stored now, compared on the topic key's revision (a
+// concurrent change makes it read and edit again). validate checks the
+// result before it is written; validateOnly stops there.
+func (a *Admin) AlterTopicConfigs(ctx context.Context, name string, edit func(cur map[string]string) (map[string]string, error), validateOnly bool) error {
+	st := a.Store
+	for {
+		resp, err := st.Client().Get(ctx, st.Keys().Topic(name))
+		if err != nil {
+			return meta.Retriable(err)
+		}
+		var t meta.Topic
+		if len(resp.Kvs) > 0 {
+			if err := json.Unmarshal(resp.Kvs[0].Value, &t); err != nil {
+				return fmt.Errorf("topic %s: %w", name, err)
+			}
+		}
+		if len(resp.Kvs) == 0 || t.Deleting {
+			return &PlacementError{codeUnknownTopic, "This server does not host this topic-partition."}
+		}
+		cur := maps.Clone(t.Configs)
+		if cur == nil {
+			cur = map[string]string{}
+		}
+		next, err := edit(cur)
+		if err != nil || validateOnly {
+			return err
+		}
+		t.Configs = next
+		tc, err := meta.PutJSON(st.Keys().Topic(name), t, resp.Kvs[0].ModRevision)
+		if err != nil {
+			return err
+		}
+		rev, err := st.Txn(ctx, []meta.Change{tc})
+		if err == meta.ErrConflict {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		_, err = a.Cache.WaitRev(ctx, rev)
 		return err
 	}
-	_, err = a.Cache.WaitRev(ctx, r)
-	return err
 }

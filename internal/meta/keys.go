@@ -17,6 +17,8 @@ import (
 //	<p>/controller/<lease>             controller election candidates (etcd concurrency.Election)
 //	<p>/acls/<binding>                 one ACL binding (security.go)
 //	<p>/quotas/<entity>                one client quota entity's quotas (security.go)
+//	<p>/deletions/<topic-id>/<node.id> a broker deleted its replicas of a topic being deleted (deletions.go)
+//	<p>/producer-ids                   the next producer id not yet allocated (deletions.go)
 type Keys struct{ Prefix string }
 
 // DefaultKeys is the layout Strata uses.
@@ -60,6 +62,7 @@ const (
 	kindController
 	kindACL
 	kindQuota
+	kindDeletion
 )
 
 // parse classifies key and returns its parts: broker or config scope id,
@@ -103,6 +106,12 @@ func (k Keys) parse(key string) (kind keyKind, id int32, name string, tp TopicPa
 		return kindACL, 0, "", tp, nil
 	case strings.HasPrefix(rest, "quotas/"):
 		return kindQuota, 0, "", tp, nil
+	case strings.HasPrefix(rest, "deletions/"):
+		id, node, err := parseDeletion(strings.TrimPrefix(rest, "deletions/"))
+		if err != nil {
+			return kindOther, 0, "", tp, err
+		}
+		return kindDeletion, node, "", TopicPartition{TopicID: id}, nil
 	}
 	return kindOther, 0, "", tp, nil
 }

@@ -42,6 +42,9 @@ type View struct {
 	Quotas    map[string]ClientQuota
 	ACLsRev   int64
 	QuotasRev int64
+	// Deletions holds, per topic id being deleted, the brokers that
+	// deleted their replicas (deletions.go).
+	Deletions map[string]map[int32]bool
 }
 
 type candidate struct {
@@ -53,7 +56,8 @@ type candidate struct {
 func NewView() *View {
 	return &View{Brokers: map[int32]*Broker{}, Topics: map[string]*Topic{}, TopicsByID: map[string]*Topic{},
 		Parts: map[string][]Partition{}, BrokerConfigs: map[int32]map[string]string{}, Controller: -1,
-		candidates: map[string]candidate{}, ACLs: map[string]authz.ACL{}, Quotas: map[string]ClientQuota{}}
+		candidates: map[string]candidate{}, ACLs: map[string]authz.ACL{}, Quotas: map[string]ClientQuota{},
+		Deletions: map[string]map[int32]bool{}}
 }
 
 // Live reports whether broker id is registered.
@@ -152,6 +156,8 @@ func (v *View) apply(k Keys, rev int64, evs []event) (*View, error) {
 		case kindQuota:
 			nv.Quotas = maps.Clone(v.Quotas)
 			nv.QuotasRev = rev
+		case kindDeletion:
+			nv.Deletions = maps.Clone(v.Deletions)
 		}
 	}
 	partsCopied := map[string]bool{}
@@ -248,6 +254,21 @@ func (v *View) apply(k Keys, rev int64, evs []event) (*View, error) {
 		case kindQuota:
 			if err := nv.applyQuota(ev.key, ev.value, ev.modRev); err != nil {
 				return nil, err
+			}
+		case kindDeletion:
+			acks := maps.Clone(nv.Deletions[tp.TopicID])
+			if ev.value == nil {
+				delete(acks, id)
+			} else {
+				if acks == nil {
+					acks = map[int32]bool{}
+				}
+				acks[id] = true
+			}
+			if len(acks) == 0 {
+				delete(nv.Deletions, tp.TopicID)
+			} else {
+				nv.Deletions[tp.TopicID] = acks
 			}
 		}
 	}

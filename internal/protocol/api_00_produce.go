@@ -17,7 +17,7 @@ import (
 // Kafka, a v2 batch in a v0-2 request is accepted as is. acks=0 gets no
 // response; acks=1 is answered once the bytes are written; acks=-1 once
 // they are fsynced (group commit). Partitions are appended in parallel.
-func (s *Server) handleProduce(ctx context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+func (s *Server) handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var common error
@@ -70,6 +70,7 @@ func (s *Server) handleProduce(ctx context.Context, _ *conn, kreq kmsg.Request) 
 	if req.Acks == 0 {
 		return reply{none: true}, nil
 	}
+	s.produceLeaders(c, req.Version, resp)
 	rep := reply{msg: resp}
 	if len(durable) > 0 {
 		// The answer waits for fsync in the connection's writer, so the next
@@ -94,7 +95,7 @@ func (s *Server) handleProduce(ctx context.Context, _ *conn, kreq kmsg.Request) 
 // For acks=-1 it returns the durability wait, which fills in an error if
 // the fsync fails or times out.
 func (s *Server) producePartition(req *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) func(context.Context) {
-	p, err := s.b.Partition(topic, rp.Partition)
+	p, err := s.leaderPartition(topic, rp.Partition, -1)
 	if err != nil {
 		s.fillProduceError(sp, req.Version, err, nil)
 		return nil
@@ -141,6 +142,9 @@ func (s *Server) producePartition(req *kmsg.ProduceRequest, topic string, rp kms
 // fillProduceError sets a partition's error, with per-record errors on v8+.
 func (s *Server) fillProduceError(sp *kmsg.ProduceResponseTopicPartition, version int16, err error, recs []broker.RecordError) {
 	sp.ErrorCode = errCode(err)
+	if version >= 10 {
+		sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = currentLeader(err)
+	}
 	sp.BaseOffset = -1
 	sp.LogAppendTime = -1
 	sp.LogStartOffset = -1
@@ -154,6 +158,24 @@ func (s *Server) fillProduceError(sp *kmsg.ProduceResponseTopicPartition, versio
 			sp.ErrorRecords = append(sp.ErrorRecords, er)
 		}
 	}
+}
+
+// produceLeaders adds the endpoints of the leaders named in
+// NOT_LEADER_OR_FOLLOWER answers (KIP-951, Produce v10+), so clients go to
+// the new leader without a metadata round trip.
+func (s *Server) produceLeaders(c *conn, version int16, resp *kmsg.ProduceResponse) {
+	if version < 10 || s.cfg.Cluster == nil {
+		return
+	}
+	ids := map[int32]bool{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.CurrentLeader.LeaderID >= 0 {
+				ids[p.CurrentLeader.LeaderID] = true
+			}
+		}
+	}
+	resp.Brokers = s.leaderEndpoints(c, ids)
 }
 
 // hasTransactional reports whether any partition's first batch is a

@@ -152,12 +152,12 @@ func (fl *fetchFill) readAll() {
 			fp.errorCode = kerr.TopicAuthorizationFailed.Code // not hasError: the others may still wait
 			continue
 		}
-		p, err := fl.s.b.Partition(sp.topic, sp.partition)
-		if err == nil {
-			err = checkLeaderEpoch(p, sp.epoch)
-		}
+		p, err := fl.s.leaderPartition(sp.topic, sp.partition, sp.epoch)
 		if err != nil {
 			fp.errorCode = errCode(err)
+			if id, epoch := currentLeader(err); id >= 0 {
+				fp.leader = &[2]int32{id, epoch}
+			}
 			fl.fr.hasError = true
 			continue
 		}
@@ -331,6 +331,9 @@ type fetchPart struct {
 	// diverging is set in an answer to a follower whose last fetched
 	// epoch ends earlier on this leader (Fetch v12+).
 	diverging *replica.EpochEnd
+	// leader is the current leader and epoch of a NOT_LEADER_OR_FOLLOWER
+	// answer (Fetch v12+ CurrentLeader, KIP-951).
+	leader *[2]int32
 }
 
 // release releases every chunk held by the reply.

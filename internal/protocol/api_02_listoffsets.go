@@ -45,13 +45,11 @@ func (s *Server) handleListOffsets(_ context.Context, _ *conn, kreq kmsg.Request
 }
 
 func (s *Server) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartition, readCommitted, fromReplica bool) (offset, ts int64, epoch int32, err error) {
-	p, err := s.b.Partition(topic, rp.Partition)
+	p, err := s.leaderPartition(topic, rp.Partition, rp.CurrentLeaderEpoch)
 	if err != nil {
 		return -1, -1, -1, err
 	}
-	if err := checkLeaderEpoch(p, rp.CurrentLeaderEpoch); err != nil {
-		return -1, -1, -1, err
-	}
+	leaderEpoch := leaderEpochOf(p)
 	// The visible end: READ_COMMITTED clients see up to the last stable
 	// offset (Kafka's fetchOffsetByTimestamp with isolation level); a
 	// follower (replica id >= 0) is answered the log end offset (no
@@ -65,15 +63,15 @@ func (s *Server) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartiti
 	}
 	switch rp.Timestamp {
 	case listEarliest:
-		return p.LogStartOffset(), -1, p.LeaderEpoch, nil
+		return p.LogStartOffset(), -1, leaderEpoch, nil
 	case listLatest:
-		return end, -1, p.LeaderEpoch, nil
+		return end, -1, leaderEpoch, nil
 	case listMaxTimestamp:
 		o, t, err := p.MaxTimestamp()
 		if err != nil {
 			return -1, -1, -1, err
 		}
-		return o, t, p.LeaderEpoch, nil
+		return o, t, leaderEpoch, nil
 	}
 	if rp.Timestamp < 0 {
 		return -1, -1, -1, fmt.Errorf("unsupported special timestamp %d: %w", rp.Timestamp, kerr.InvalidRequest)
@@ -85,7 +83,7 @@ func (s *Server) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartiti
 	if !found || o >= end {
 		return -1, -1, -1, nil
 	}
-	return o, t, p.LeaderEpoch, nil
+	return o, t, leaderEpoch, nil
 }
 
 // handleListOffsetsV0 answers Kafka's legacy "offsets before" query
@@ -110,7 +108,7 @@ func (s *Server) handleListOffsetsV0(req *kmsg.ListOffsetsRequest, resp *kmsg.Li
 }
 
 func (s *Server) listOffsetsV0(topic string, rp kmsg.ListOffsetsRequestTopicPartition, nowMs int64) ([]int64, error) {
-	p, err := s.b.Partition(topic, rp.Partition)
+	p, err := s.leaderPartition(topic, rp.Partition, -1)
 	if err != nil {
 		return nil, err
 	}
@@ -183,12 +181,25 @@ func checkLeaderEpoch(p *broker.Partition, current int32) error {
 		}
 		return replica.CheckLeaderEpoch(current, epoch)
 	}
+	l := p.Leadership()
 	switch {
-	case current < 0 || current == p.LeaderEpoch:
+	case !p.Leads():
+		return fmt.Errorf("%s-%d is led by broker %d: %w", p.Topic, p.Index, l.Leader, kerr.NotLeaderForPartition)
+	case current < 0 || current == l.LeaderEpoch:
 		return nil
-	case current < p.LeaderEpoch:
-		return fmt.Errorf("leader epoch %d older than %d: %w", current, p.LeaderEpoch, kerr.FencedLeaderEpoch)
+	case current < l.LeaderEpoch:
+		return fmt.Errorf("leader epoch %d older than %d: %w", current, l.LeaderEpoch, kerr.FencedLeaderEpoch)
 	default:
-		return fmt.Errorf("leader epoch %d newer than %d: %w", current, p.LeaderEpoch, kerr.UnknownLeaderEpoch)
+		return fmt.Errorf("leader epoch %d newer than %d: %w", current, l.LeaderEpoch, kerr.UnknownLeaderEpoch)
 	}
+}
+
+// leaderEpochOf is the epoch at which this broker leads p.
+func leaderEpochOf(p *broker.Partition) int32 {
+	if r := p.Replica(); r != nil {
+		if e, ok := r.Leading(); ok {
+			return e
+		}
+	}
+	return p.Leadership().LeaderEpoch
 }

@@ -14,9 +14,13 @@ import (
 // topics (all topics when the list is null, or empty before v1),
 // auto-creating unknown ones when auto.create.topics.enable and the client
 // allows it.
-func (s *Server) handleMetadata(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+func (s *Server) handleMetadata(ctx context.Context, c *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	if s.cfg.Cluster != nil {
+		s.clusterMetadata(ctx, c, req, resp)
+		return reply{msg: resp}, nil
+	}
 	br := kmsg.NewMetadataResponseBroker()
 	br.NodeID, br.Host, br.Port = s.b.NodeID(), s.host, s.port
 	resp.Brokers = append(resp.Brokers, br)
@@ -88,10 +92,11 @@ func topicMetadata(t *broker.Topic, _ int16) kmsg.MetadataResponseTopic {
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index
-		mp.Leader = p.Leader
-		mp.LeaderEpoch = p.LeaderEpoch
-		mp.Replicas = append([]int32(nil), p.Replicas...)
-		mp.ISR = append([]int32(nil), p.ISR...)
+		l := p.Leadership()
+		mp.Leader = l.Leader
+		mp.LeaderEpoch = l.LeaderEpoch
+		mp.Replicas = append([]int32(nil), l.Replicas...)
+		mp.ISR = append([]int32(nil), l.ISR...)
 		if r := p.Replica(); r != nil {
 			// A replicated partition: its replication state is current.
 			st := r.State()

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/strata-io/strata/internal/broker"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -11,33 +12,42 @@ import (
 
 // handleCreateTopics (key 19, v2-7) creates topics (or only validates them
 // with validate_only). Each topic succeeds or fails as a whole: a bad
-// config is INVALID_CONFIG and nothing is created. The topics of one
-// request are created together (broker.CreateTopics: partitions in
-// parallel, metadata written once).
-func (s *Server) handleCreateTopics(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+// config is INVALID_CONFIG and nothing is created. On a single node the
+// topics of one request are created together (broker.CreateTopics:
+// partitions in parallel, metadata written once); in a cluster each goes
+// through the metadata store (Cluster.CreateTopic).
+func (s *Server) handleCreateTopics(ctx context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	seen := map[string]int{}
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
-	topics := make([]*broker.Topic, len(req.Topics))
+	ctx, cancel := requestTimeout(ctx, req.TimeoutMillis)
+	defer cancel()
+	topics := make([]CreatedTopic, len(req.Topics))
 	errs := make([]error, len(req.Topics))
 	var creates []broker.CreateTopicRequest
 	var which []int
 	for i, rt := range req.Topics {
-		cr, err := s.createTopicRequest(req, rt, seen[rt.Topic])
-		if err != nil {
+		cr, assignment, err := s.createTopicRequest(req, rt, seen[rt.Topic])
+		switch {
+		case err != nil:
 			errs[i] = err
-			continue
+		case s.cfg.Cluster != nil:
+			topics[i], errs[i] = s.cfg.Cluster.CreateTopic(ctx, cr, assignment)
+		default:
+			creates = append(creates, cr)
+			which = append(which, i)
 		}
-		creates = append(creates, cr)
-		which = append(which, i)
 	}
 	if len(creates) > 0 {
 		ts, cerrs := s.b.CreateTopics(creates)
 		for k, i := range which {
-			topics[i], errs[i] = ts[k], cerrs[k]
+			if errs[i] = cerrs[k]; errs[i] == nil {
+				t := ts[k]
+				topics[i] = CreatedTopic{ID: t.ID, Partitions: int32(len(t.Partitions)), ReplicationFactor: 1, Configs: t.Configs}
+			}
 		}
 	}
 	for i, rt := range req.Topics {
@@ -52,8 +62,8 @@ func (s *Server) handleCreateTopics(_ context.Context, _ *conn, kreq kmsg.Reques
 			continue
 		}
 		st.TopicID = t.ID
-		st.NumPartitions = int32(len(t.Partitions))
-		st.ReplicationFactor = 1
+		st.NumPartitions = t.Partitions
+		st.ReplicationFactor = t.ReplicationFactor
 		if req.Version >= 5 {
 			entries := describeOverrides(s.b, t.Configs)
 			for _, e := range entries {
@@ -73,36 +83,58 @@ func (s *Server) handleCreateTopics(_ context.Context, _ *conn, kreq kmsg.Reques
 }
 
 // createTopicRequest checks what the request alone says about one topic
-// and turns it into a broker request.
-func (s *Server) createTopicRequest(req *kmsg.CreateTopicsRequest, rt kmsg.CreateTopicsRequestTopic, count int) (broker.CreateTopicRequest, error) {
+// and turns it into a broker request and, in a cluster, the request's
+// replica_assignment (nil when none was given).
+func (s *Server) createTopicRequest(req *kmsg.CreateTopicsRequest, rt kmsg.CreateTopicsRequestTopic, count int) (broker.CreateTopicRequest, map[int32][]int32, error) {
 	var none broker.CreateTopicRequest
 	if count > 1 {
-		return none, fmt.Errorf("topic %q is listed more than once in the request: %w", rt.Topic, kerr.InvalidRequest)
+		return none, nil, fmt.Errorf("topic %q is listed more than once in the request: %w", rt.Topic, kerr.InvalidRequest)
 	}
-	if len(rt.ReplicaAssignment) > 0 {
-		if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
-			return none, fmt.Errorf("both a replica assignment and partitions/replication factor were given: %w", kerr.InvalidRequest)
-		}
-		for _, a := range rt.ReplicaAssignment {
-			if len(a.Replicas) != 1 || a.Replicas[0] != s.b.NodeID() {
-				return none, fmt.Errorf("replica assignment %v of partition %d names brokers other than node %d: %w",
-					a.Replicas, a.Partition, s.b.NodeID(), kerr.InvalidReplicaAssignment)
-			}
-		}
-		rt.NumPartitions = int32(len(rt.ReplicaAssignment))
-		rt.ReplicationFactor = 1
+	if len(rt.ReplicaAssignment) > 0 && (rt.NumPartitions != -1 || rt.ReplicationFactor != -1) {
+		return none, nil, fmt.Errorf("both a replica assignment and partitions/replication factor were given: %w", kerr.InvalidRequest)
 	}
 	configs := make(map[string]*string, len(rt.Configs))
 	for _, c := range rt.Configs {
 		if _, dup := configs[c.Name]; dup {
-			return none, fmt.Errorf("config %s given twice: %w", c.Name, kerr.InvalidConfig)
+			return none, nil, fmt.Errorf("config %s given twice: %w", c.Name, kerr.InvalidConfig)
 		}
 		configs[c.Name] = c.Value
+	}
+	var assignment map[int32][]int32
+	if len(rt.ReplicaAssignment) > 0 {
+		if s.cfg.Cluster != nil {
+			assignment = make(map[int32][]int32, len(rt.ReplicaAssignment))
+			for _, a := range rt.ReplicaAssignment {
+				if _, dup := assignment[a.Partition]; dup {
+					return none, nil, fmt.Errorf("partition %d is assigned twice: %w", a.Partition, kerr.InvalidReplicaAssignment)
+				}
+				assignment[a.Partition] = a.Replicas
+			}
+		} else {
+			for _, a := range rt.ReplicaAssignment {
+				if len(a.Replicas) != 1 || a.Replicas[0] != s.b.NodeID() {
+					return none, nil, fmt.Errorf("replica assignment %v of partition %d names brokers other than node %d: %w",
+						a.Replicas, a.Partition, s.b.NodeID(), kerr.InvalidReplicaAssignment)
+				}
+			}
+			rt.NumPartitions = int32(len(rt.ReplicaAssignment))
+			rt.ReplicationFactor = 1
+		}
 	}
 	return broker.CreateTopicRequest{
 		Name: rt.Topic, NumPartitions: rt.NumPartitions, ReplicationFactor: rt.ReplicationFactor,
 		Configs: configs, ValidateOnly: req.ValidateOnly,
-	}, nil
+	}, assignment, nil
+}
+
+// requestTimeout bounds an administrative request by its timeout_ms (at
+// least a second, at most a minute; 0 or less: 30 s).
+func requestTimeout(ctx context.Context, ms int32) (context.Context, context.CancelFunc) {
+	d := 30 * time.Second
+	if ms > 0 {
+		d = min(max(time.Duration(ms)*time.Millisecond, time.Second), time.Minute)
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 // describeOverrides lists a topic's full config for CreateTopics v5+.

@@ -10,7 +10,7 @@ import (
 )
 
 // handleDeleteTopics (key 20, v1-6) deletes topics by name, or by id (v6+).
-func (s *Server) handleDeleteTopics(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+func (s *Server) handleDeleteTopics(ctx context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.DeleteTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	type target struct {
@@ -30,7 +30,9 @@ func (s *Server) handleDeleteTopics(_ context.Context, _ *conn, kreq kmsg.Reques
 	}
 	// Resolve every target, then delete the named topics together
 	// (broker.DeleteTopics: metadata written once, logs removed in
-	// parallel).
+	// parallel); in a cluster each goes through the metadata store.
+	ctx, cancel := requestTimeout(ctx, req.TimeoutMillis)
+	defer cancel()
 	errs := make([]error, len(targets))
 	var names []string
 	var which []int
@@ -38,6 +40,8 @@ func (s *Server) handleDeleteTopics(_ context.Context, _ *conn, kreq kmsg.Reques
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		rt.Topic, rt.TopicID = tg.name, tg.id
 		switch {
+		case s.cfg.Cluster != nil:
+			errs[i] = s.deleteClusterTopic(ctx, &rt, tg.name, tg.id)
 		case tg.name != nil:
 			if t := s.b.Topic(*tg.name); t != nil {
 				rt.TopicID = t.ID
@@ -65,4 +69,23 @@ func (s *Server) handleDeleteTopics(_ context.Context, _ *conn, kreq kmsg.Reques
 		resp.Topics[i].ErrorMessage = errMessage(errs[i])
 	}
 	return reply{msg: resp}, nil
+}
+
+// deleteClusterTopic deletes a topic named by name or id through the
+// cluster; it is answered once no broker serves it.
+func (s *Server) deleteClusterTopic(ctx context.Context, rt *kmsg.DeleteTopicsResponseTopic, name *string, id [16]byte) error {
+	v := s.cfg.Cluster.View()
+	if name == nil {
+		t := v.TopicsByID[uuid.UUID(id).String()]
+		if t == nil {
+			return fmt.Errorf("topic id %s: %w", uuid.UUID(id), kerr.UnknownTopicID)
+		}
+		n := t.Name
+		rt.Topic, name = &n, &n
+	} else if t := v.Topics[*name]; t != nil {
+		if tid, err := uuid.Parse(t.ID); err == nil {
+			rt.TopicID = tid
+		}
+	}
+	return s.cfg.Cluster.DeleteTopic(ctx, *name)
 }

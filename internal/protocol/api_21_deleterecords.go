@@ -18,7 +18,7 @@ func (s *Server) handleDeleteRecords(_ context.Context, _ *conn, kreq kmsg.Reque
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
-			p, err := s.b.Partition(rt.Topic, rp.Partition)
+			p, err := s.leaderPartition(rt.Topic, rp.Partition, -1)
 			if err == nil {
 				sp.LowWatermark, err = p.DeleteRecords(rp.Offset)
 				if err != nil {

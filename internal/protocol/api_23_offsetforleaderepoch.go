@@ -22,20 +22,17 @@ func (s *Server) handleOffsetForLeaderEpoch(_ context.Context, _ *conn, kreq kms
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			p, err := s.b.Partition(rt.Topic, rp.Partition)
-			if err == nil {
-				err = checkLeaderEpoch(p, rp.CurrentLeaderEpoch)
-			}
+			p, err := s.leaderPartition(rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
 			if err == nil && req.Version >= 3 && req.ReplicaID >= 0 && p.Replica() == nil {
 				err = fmt.Errorf("%s-%d has no followers: %w", p.Topic, p.Index, kerr.NotLeaderForPartition)
 			}
 			if err == nil {
 				sp.LeaderEpoch, sp.EndOffset = p.EndOffsetForEpoch(rp.LeaderEpoch)
-				if sp.LeaderEpoch < 0 && rp.LeaderEpoch >= p.LeaderEpoch {
+				if cur := leaderEpochOf(p); sp.LeaderEpoch < 0 && rp.LeaderEpoch >= cur {
 					// Nothing appended yet in the current epoch: this node has
 					// led since the log's end, as Kafka's leader assigns its
 					// epoch at the log end offset on election.
-					sp.LeaderEpoch, sp.EndOffset = p.LeaderEpoch, p.LogEndOffset()
+					sp.LeaderEpoch, sp.EndOffset = cur, p.LogEndOffset()
 				}
 			}
 			sp.ErrorCode = errCode(err)

@@ -51,6 +51,13 @@ func (s *Server) handleDescribeConfigs(_ context.Context, _ *conn, kreq kmsg.Req
 func (s *Server) describeResource(rr kmsg.DescribeConfigsRequestResource) ([]broker.ConfigEntry, error) {
 	switch rr.ResourceType {
 	case resourceTopic:
+		if s.cfg.Cluster != nil {
+			t := s.cfg.Cluster.View().Topics[rr.ResourceName]
+			if t == nil || t.Deleting {
+				return nil, fmt.Errorf("topic %q: %w", rr.ResourceName, kerr.UnknownTopicOrPartition)
+			}
+			return s.b.DescribeConfigsFor(t.Configs), nil
+		}
 		return s.b.DescribeConfigs(rr.ResourceName)
 	case resourceBroker:
 		if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(s.b.NodeID())) {

@@ -9,13 +9,15 @@ import (
 )
 
 // handleCreatePartitions (key 37, v0-3) grows topics' partition counts.
-func (s *Server) handleCreatePartitions(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+func (s *Server) handleCreatePartitions(ctx context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	seen := map[string]int{}
 	for _, t := range req.Topics {
 		seen[t.Topic]++
 	}
+	ctx, cancel := requestTimeout(ctx, req.TimeoutMillis)
+	defer cancel()
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
@@ -23,6 +25,12 @@ func (s *Server) handleCreatePartitions(_ context.Context, _ *conn, kreq kmsg.Re
 		switch {
 		case seen[t.Topic] > 1:
 			err = fmt.Errorf("topic %q is listed more than once: %w", t.Topic, kerr.InvalidRequest)
+		case s.cfg.Cluster != nil:
+			var as [][]int32
+			for _, a := range t.Assignment {
+				as = append(as, a.Replicas)
+			}
+			err = s.cfg.Cluster.CreatePartitions(ctx, t.Topic, t.Count, as, req.ValidateOnly)
 		case t.Assignment != nil && !s.validAssignment(t.Assignment):
 			err = fmt.Errorf("assignment names brokers other than node %d: %w", s.b.NodeID(), kerr.InvalidReplicaAssignment)
 		default:

@@ -22,13 +22,13 @@ const (
 // handleIncrementalAlterConfigs (key 44, v0-1) applies SET, DELETE (revert
 // to default), APPEND and SUBTRACT (list configs) to a topic's overrides;
 // the resulting set is validated as a whole and applied atomically.
-func (s *Server) handleIncrementalAlterConfigs(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	for _, rr := range req.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		err := s.incrementalAlter(rr, req.ValidateOnly)
+		err := s.incrementalAlter(ctx, rr, req.ValidateOnly)
 		sr.ErrorCode = errCode(err)
 		sr.ErrorMessage = errMessage(err)
 		resp.Resources = append(resp.Resources, sr)
@@ -36,42 +36,55 @@ func (s *Server) handleIncrementalAlterConfigs(_ context.Context, _ *conn, kreq 
 	return reply{msg: resp}, nil
 }
 
-func (s *Server) incrementalAlter(rr kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
+func (s *Server) incrementalAlter(ctx context.Context, rr kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
 	if err := s.checkAlterResource(rr.ResourceType, rr.ResourceName); err != nil {
 		return err
+	}
+	if s.cfg.Cluster != nil {
+		return s.alterTopic(ctx, rr.ResourceName, func(cur map[string]string) (map[string]string, error) {
+			return s.applyIncremental(cur, rr.Configs)
+		}, validateOnly)
 	}
 	t := s.b.Topic(rr.ResourceName)
 	if t == nil {
 		return fmt.Errorf("topic %q: %w", rr.ResourceName, kerr.UnknownTopicOrPartition)
 	}
-	overrides := maps.Clone(t.Configs)
+	overrides, err := s.applyIncremental(maps.Clone(t.Configs), rr.Configs)
+	if err != nil {
+		return err
+	}
+	return s.b.SetTopicConfigs(rr.ResourceName, overrides, validateOnly)
+}
+
+// applyIncremental applies SET, DELETE, APPEND and SUBTRACT to overrides.
+func (s *Server) applyIncremental(overrides map[string]string, cs []kmsg.IncrementalAlterConfigsRequestResourceConfig) (map[string]string, error) {
 	if overrides == nil {
 		overrides = map[string]string{}
 	}
 	seen := map[string]bool{}
-	for _, c := range rr.Configs {
+	for _, c := range cs {
 		if seen[c.Name] {
-			return fmt.Errorf("config %s given twice: %w", c.Name, kerr.InvalidRequest)
+			return nil, fmt.Errorf("config %s given twice: %w", c.Name, kerr.InvalidRequest)
 		}
 		seen[c.Name] = true
 		st, known := config.LookupTopic(c.Name)
 		if !known {
-			return fmt.Errorf("unknown topic config %q: %w", c.Name, kerr.InvalidConfig)
+			return nil, fmt.Errorf("unknown topic config %q: %w", c.Name, kerr.InvalidConfig)
 		}
 		switch c.Op {
 		case opSet:
 			if c.Value == nil {
-				return fmt.Errorf("null value for config %s: %w", c.Name, kerr.InvalidConfig)
+				return nil, fmt.Errorf("null value for config %s: %w", c.Name, kerr.InvalidConfig)
 			}
 			overrides[c.Name] = *c.Value
 		case opDelete:
 			delete(overrides, c.Name)
 		case opAppend, opSubtract:
 			if st.Type != config.TypeList {
-				return fmt.Errorf("config %s is not a list, so it cannot be appended to or subtracted from: %w", c.Name, kerr.InvalidRequest)
+				return nil, fmt.Errorf("config %s is not a list, so it cannot be appended to or subtracted from: %w", c.Name, kerr.InvalidRequest)
 			}
 			if c.Value == nil {
-				return fmt.Errorf("null value for config %s: %w", c.Name, kerr.InvalidConfig)
+				return nil, fmt.Errorf("null value for config %s: %w", c.Name, kerr.InvalidConfig)
 			}
 			cur, ok := overrides[c.Name]
 			if !ok {
@@ -79,10 +92,10 @@ func (s *Server) incrementalAlter(rr kmsg.IncrementalAlterConfigsRequestResource
 			}
 			overrides[c.Name] = editList(cur, *c.Value, c.Op == opAppend)
 		default:
-			return fmt.Errorf("unknown alter op %d for config %s: %w", c.Op, c.Name, kerr.InvalidRequest)
+			return nil, fmt.Errorf("unknown alter op %d for config %s: %w", c.Op, c.Name, kerr.InvalidRequest)
 		}
 	}
-	return s.b.SetTopicConfigs(rr.ResourceName, overrides, validateOnly)
+	return overrides, nil
 }
 
 // editList appends (without duplicates) or removes the comma-separated

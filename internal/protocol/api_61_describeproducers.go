@@ -20,7 +20,7 @@ func (s *Server) handleDescribeProducers(_ context.Context, _ *conn, kreq kmsg.R
 		for _, idx := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = idx
-			p, err := s.b.Partition(rt.Topic, idx)
+			p, err := s.leaderPartition(rt.Topic, idx, -1)
 			if err != nil {
 				sp.ErrorCode = errCode(err)
 				sp.ErrorMessage = errMessage(err)

@@ -12,6 +12,9 @@ import (
 // with the request's client id and the client's address (DescribeGroups
 // shows them).
 func (s *Server) handleGroup(ctx context.Context, c *conn, req kmsg.Request) (reply, error) {
+	if r, ok := req.(*kmsg.FindCoordinatorRequest); ok && s.cfg.Cluster != nil {
+		return reply{msg: s.clusterFindCoordinator(c, r)}, nil
+	}
 	if c != nil {
 		ctx = group.WithClientInfo(ctx, c.clientID, c.clientHost())
 	}

@@ -113,17 +113,33 @@ func (e *fetchEncoder) encode(corr int32, fr *fetchReply) (int64, error) {
 				e.holes = append(e.holes, fetchHole{at: len(e.buf), chunks: p.chunks})
 				records += p.size
 			}
-			if d := p.diverging; d != nil && e.flexible {
-				// Tagged field 0, DivergingEpoch (v12+): epoch int32,
-				// end offset int64, its own empty tag section.
-				e.uvarint(1)
-				e.uvarint(0)
-				e.uvarint(13)
-				e.i32(d.Epoch)
-				e.i64(d.EndOffset)
-				e.uvarint(0)
-			} else {
-				e.tags()
+			if e.flexible {
+				n := 0
+				if p.diverging != nil {
+					n++
+				}
+				if p.leader != nil {
+					n++
+				}
+				e.uvarint(uint64(n))
+				if d := p.diverging; d != nil {
+					// Tagged field 0, DivergingEpoch (v12+): epoch int32,
+					// end offset int64, its own empty tag section.
+					e.uvarint(0)
+					e.uvarint(13)
+					e.i32(d.Epoch)
+					e.i64(d.EndOffset)
+					e.uvarint(0)
+				}
+				if l := p.leader; l != nil {
+					// Tagged field 1, CurrentLeader (v12+, KIP-951): leader
+					// id int32, leader epoch int32, empty tag section.
+					e.uvarint(1)
+					e.uvarint(9)
+					e.i32(l[0])
+					e.i32(l[1])
+					e.uvarint(0)
+				}
 			}
 		}
 		e.tags()

@@ -85,6 +85,13 @@ type Config struct {
 	// PrincipalMapper maps TLS client certificates to principals
 	// (ssl.principal.mapping.rules; nil: DEFAULT).
 	PrincipalMapper *authz.Mapper
+	// Cluster is the node's part in a cluster: Metadata, DescribeCluster,
+	// FindCoordinator and leadership come from its view, topic
+	// administration goes through it. nil: a single node.
+	Cluster Cluster
+	// ListenerName is the name of the listener served (the brokers'
+	// endpoints of that name are the addresses clients are given).
+	ListenerName string
 }
 
 // Server is the Kafka protocol listener of one broker.

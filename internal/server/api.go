@@ -20,6 +20,7 @@ import (
 	"github.com/strata-io/strata/internal/cleaner"
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/console"
+	"github.com/strata-io/strata/internal/etcdnode"
 	"github.com/strata-io/strata/internal/group"
 	"github.com/strata-io/strata/internal/metrics"
 	"github.com/strata-io/strata/internal/protocol"
@@ -39,6 +40,10 @@ type Server struct {
 	metrics *metrics.Server
 	console *console.Console
 	ln      net.Listener
+	// ctlLn is the controller listener, bound by New and handed to the
+	// metadata store member at Start (nil on broker-only nodes).
+	ctlLn net.Listener
+	opts  Options
 	// listener is the client listener served (config.ClientListeners).
 	listener config.Listener
 	// cluster is the node's cluster membership (nil without KRaft
@@ -58,6 +63,13 @@ type Server struct {
 	stopErr  error
 }
 
+// Options are what a server takes beyond its configuration (tests).
+type Options struct {
+	// StoreTiming is the metadata store member's Raft timing (zero:
+	// etcd's defaults); tests use etcdnode.Timing{TickMs: 10, ElectionMs: 100}.
+	StoreTiming etcdnode.Timing
+}
+
 // New binds the listeners, then opens the log directories (running crash
 // recovery when the previous shutdown was not clean), loads topic metadata
 // and group state, and builds every component. The HTTP listener
@@ -66,13 +78,18 @@ type Server struct {
 // recovering logs: N of M partitions loaded") while it runs; the Kafka
 // listener serves from Start.
 func New(cfg *config.Broker, logger *slog.Logger) (*Server, error) {
+	return NewWithOptions(cfg, logger, Options{})
+}
+
+// NewWithOptions is New with Options.
+func NewWithOptions(cfg *config.Broker, logger *slog.Logger, opts Options) (*Server, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
 	if err := checkClusterSupported(cfg); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, logger: logger, reg: metrics.NewRegistry()}
+	s := &Server{cfg: cfg, logger: logger, reg: metrics.NewRegistry(), opts: opts}
 	sec, err := newSecurity(cfg)
 	if err != nil {
 		return nil, err
@@ -132,6 +149,11 @@ func (s *Server) open(progress *broker.LoadProgress) error {
 		h := s.cleaner.HTTPHandler()
 		s.metrics.Handle("/v1/compaction", h)
 		s.metrics.Handle("/v1/compaction/", h)
+	}
+	if clusterConfigured(s.cfg) {
+		// The internal topics are created in the cluster metadata at the
+		// first FindCoordinator (or adopted from the log directories).
+		return nil
 	}
 	if err := s.ensureOffsetsTopic(); err != nil {
 		s.closeAll(context.Background())
@@ -201,7 +223,7 @@ func (s *Server) Start() (err error) {
 		defer func() {
 			if err != nil {
 				s.sec.close()
-				s.cluster.close(context.Background())
+				s.cluster.close(context.Background(), s.logger)
 				s.cluster = nil
 			}
 		}()
@@ -231,6 +253,8 @@ func (s *Server) Start() (err error) {
 		Quotas:           s.sec.quotas,
 		Security:         s.sec.protocolStore(),
 		PrincipalMapper:  s.sec.mapper,
+		Cluster:          s.clusterAPI(),
+		ListenerName:     s.listener.Name,
 	})
 	if err != nil {
 		ln.Close()
@@ -249,6 +273,15 @@ func (s *Server) Start() (err error) {
 	proto.Serve(ln)
 	s.ready.Store(true)
 	return nil
+}
+
+// clusterAPI is the protocol's view of the cluster (nil on a node without
+// KRaft settings).
+func (s *Server) clusterAPI() protocol.Cluster {
+	if s.cluster == nil {
+		return nil
+	}
+	return clusterAPI{s: s, c: s.cluster}
 }
 
 // groupHandler returns the coordinator as a protocol handler (nil if none).
@@ -319,10 +352,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if s.metrics != nil {
 			errs = append(errs, s.metrics.Close())
 		}
+		if s.ctlLn != nil {
+			s.ctlLn.Close() // never handed to a member
+		}
 		s.closeConsole()
 		s.sec.close()
 		if s.cluster != nil {
-			errs = append(errs, s.cluster.close(ctx))
+			errs = append(errs, s.cluster.close(ctx, s.logger))
 		}
 		errs = append(errs, s.closeAll(ctx))
 		s.stopErr = errors.Join(errs...)

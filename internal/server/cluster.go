@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"net"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,22 +26,33 @@ import (
 // registration and session, the watch-fed cache and the controller
 // driver.
 //
-// This release runs it for a combined node whose controller.quorum.voters
-// names only itself (Apache Kafka's own single-node config/kraft example):
-// the controller listener serves the metadata store, the broker registers
-// with its epoch, and the node is the active controller. Topics are still
-// kept by the broker's local metadata; several nodes, and topics in the
-// metadata store, are the rest of issue 11 (refused below until then).
+// Topics live in the metadata store: the broker's local replicas follow
+// it (cluster_topics.go), and topic administration goes through it.
 type cluster struct {
 	node    *etcdnode.Node
 	cli     *clientv3.Client
 	store   *meta.Store
 	cache   *meta.Cache
 	session *meta.Session
+	admin   *controller.Admin
 	epoch   int64
 	active  atomic.Bool
 	stop    context.CancelFunc
 	done    chan struct{}
+
+	// The reconciler (cluster_topics.go): applied is the revision the
+	// local replicas reflect; appliedCh is closed at each new one.
+	rstop     context.CancelFunc
+	rdone     chan struct{}
+	applied   atomic.Int64
+	appliedMu sync.Mutex
+	appliedCh chan struct{}
+
+	// Background work (internal topic creation), stopped by close.
+	bgCtx    context.Context
+	bgStop   context.CancelFunc
+	bg       sync.WaitGroup
+	ensuring sync.Map
 }
 
 // clusterConfigured reports whether the KRaft settings were given (a node
@@ -55,13 +67,9 @@ func checkClusterSupported(cfg *config.Broker) error {
 	if !clusterConfigured(cfg) {
 		return nil
 	}
-	if !cfg.HasRole(config.RoleBroker) || !cfg.HasRole(config.RoleController) {
-		return fmt.Errorf("%w: process.roles=%s: this release runs combined nodes only (process.roles=broker,controller); broker-only and controller-only nodes come with multi-node clusters (docs/cluster.md)",
+	if !cfg.HasRole(config.RoleBroker) {
+		return fmt.Errorf("%w: process.roles=%s: this release runs broker and combined nodes (process.roles=broker or broker,controller); a controller-only node is not served yet (docs/cluster.md)",
 			config.ErrInvalid, cfg.Get("process.roles"))
-	}
-	if vs := cfg.Voters(); len(vs) != 1 {
-		return fmt.Errorf("%w: controller.quorum.voters lists %d controllers: this release does not join several nodes into one cluster yet (the metadata store, controller and placement are built, the broker side is in progress: docs/cluster.md); run one node with controller.quorum.voters=%d@host:port",
-			config.ErrInvalid, len(vs), cfg.Int("node.id"))
 	}
 	return nil
 }
@@ -80,35 +88,44 @@ func clusterToken(voters []config.Voter) string {
 // startCluster starts the metadata store member, checks the cluster id,
 // registers the broker and starts the controller driver.
 func (s *Server) startCluster(ctx context.Context, host string, port int32) error {
-	cl, ok := s.cfg.ControllerListener()
-	if !ok {
-		return errors.New("no controller listener")
-	}
-	ln, err := net.Listen("tcp", cl.Addr())
-	if err != nil {
-		return fmt.Errorf("controller listener %s: %w", cl.Addr(), err)
-	}
+	me := int32(s.cfg.Int("node.id"))
 	var voters []etcdnode.Voter
 	for _, v := range s.cfg.Voters() {
 		voters = append(voters, etcdnode.Voter{ID: v.ID, Host: v.Host, Port: v.Port})
 	}
-	dir := s.cfg.Get("metadata.log.dir")
-	if dir == "" {
-		dir = s.cfg.List("log.dirs")[0]
-	}
 	c := &cluster{done: make(chan struct{})}
-	c.node, err = etcdnode.Start(ctx, etcdnode.Config{
-		NodeID: int32(s.cfg.Int("node.id")), Dir: filepath.Join(dir, "__strata_metadata", "etcd"), Listener: ln,
-		Voters: voters, ClusterToken: clusterToken(s.cfg.Voters()), Logger: s.logger,
-	})
-	if err != nil {
-		return err
-	}
 	fail := func(err error) error {
-		c.close(context.Background())
+		c.close(context.Background(), s.logger)
 		return err
 	}
-	c.cli, err = clientv3.New(clientv3.Config{Endpoints: []string{c.node.ClientEndpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	// A controller runs a member of the metadata store on its controller
+	// listener and talks to it directly; every node also knows the other
+	// voters' controller listeners, which serve the store's clients too.
+	var endpoints []string
+	if s.ctlLn != nil {
+		dir := s.cfg.Get("metadata.log.dir")
+		if dir == "" {
+			dir = s.cfg.List("log.dirs")[0]
+		}
+		ln := s.ctlLn
+		s.ctlLn = nil // the member owns it now
+		var err error
+		c.node, err = etcdnode.Start(ctx, etcdnode.Config{
+			NodeID: me, Dir: filepath.Join(dir, "__strata_metadata", "etcd"), Listener: ln,
+			Voters: voters, ClusterToken: clusterToken(s.cfg.Voters()), Timing: s.opts.StoreTiming, Logger: s.logger,
+		})
+		if err != nil {
+			return err
+		}
+		endpoints = append(endpoints, c.node.ClientEndpoint())
+	}
+	for _, v := range voters {
+		if v.ID != me || c.node == nil {
+			endpoints = append(endpoints, v.URL())
+		}
+	}
+	var err error
+	c.cli, err = clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return fail(fmt.Errorf("metadata store client: %w", err))
 	}
@@ -118,8 +135,16 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 		return fail(err)
 	}
 	if id != s.broker.ClusterID() {
-		return fail(fmt.Errorf("%w: the log directories belong to cluster %s but the metadata store serves cluster %s: a node joins only the cluster its data was written by",
-			config.ErrInvalid, s.broker.ClusterID(), id))
+		// A node started on empty log directories joins the cluster it
+		// finds; one whose directories hold another cluster's data is
+		// refused.
+		if err := s.broker.AdoptClusterID(id); err != nil {
+			return fail(fmt.Errorf("%w: the log directories belong to cluster %s but the metadata store serves cluster %s: a node joins only the cluster its data was written by",
+				config.ErrInvalid, s.broker.ClusterID(), id))
+		}
+	}
+	if err := s.adoptLocalTopics(ctx, c); err != nil {
+		return fail(err)
 	}
 	if c.cache, err = meta.StartCache(ctx, c.store, s.logger); err != nil {
 		return fail(err)
@@ -129,24 +154,108 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 	if c.session, err = meta.NewSession(ctx, c.cli, session, hb, s.logger); err != nil {
 		return fail(err)
 	}
+	c.admin = &controller.Admin{Store: c.store, Cache: c.cache, Policy: s.policy, MaxReplicationFactor: 1}
+	c.bgCtx, c.bgStop = context.WithCancel(context.Background())
+	// The local replicas match the metadata before the broker registers
+	// (and may be elected leader of its partitions).
+	c.appliedCh = make(chan struct{})
+	v := c.cache.View()
+	if err := s.applyView(ctx, c, v); err != nil {
+		return fail(fmt.Errorf("apply the cluster metadata to the local replicas: %w", err))
+	}
+	c.setApplied(v.Rev)
+	s.broker.SetProducerIDAllocator(func(n int64) (int64, error) {
+		actx, cancel := context.WithTimeout(c.bgCtx, 10*time.Second)
+		defer cancel()
+		return c.store.AllocateProducerIDs(actx, n, 0)
+	})
 	if c.epoch, err = s.register(ctx, c, session, host, port); err != nil {
 		return fail(err)
 	}
-	dctx, cancel := context.WithCancel(context.Background())
-	c.stop = cancel
-	d := &controller.Driver{NodeID: int32(s.cfg.Int("node.id")), Store: c.store, Cache: c.cache, SessionTTL: session, Logger: s.logger,
-		Policy:   func(*meta.Topic) controller.Policy { return controller.Policy{MinISR: 1} },
-		OnActive: func(on bool) { c.active.Store(on) }}
-	go func() { defer close(c.done); d.Run(dctx) }()
-	// Kafka's controller metrics (controller.NewCollector) are registered
-	// once topics live in the metadata store; until then its topic and
-	// partition counts would read 0 beside the broker's local topics.
-	if err := s.reg.Register(etcdnode.NewCollector(c.node)); err != nil {
-		return fail(fmt.Errorf("register metadata store metrics: %w", err))
+	rctx, rcancel := context.WithCancel(context.Background())
+	c.rstop, c.rdone = rcancel, make(chan struct{})
+	go s.reconcile(rctx, c)
+	if c.node != nil {
+		// Controllers campaign for the active controller role.
+		dctx, cancel := context.WithCancel(context.Background())
+		c.stop = cancel
+		d := &controller.Driver{NodeID: me, Store: c.store, Cache: c.cache, SessionTTL: session, Logger: s.logger,
+			Policy: s.policy, OnActive: func(on bool) { c.active.Store(on) }}
+		go func() { defer close(c.done); d.Run(dctx) }()
+		if err := s.reg.Register(etcdnode.NewCollector(c.node)); err != nil {
+			return fail(fmt.Errorf("register metadata store metrics: %w", err))
+		}
+	}
+	if err := s.reg.Register(controller.NewCollector(c.cache, c.active.Load)); err != nil {
+		return fail(fmt.Errorf("register controller metrics: %w", err))
 	}
 	s.cluster = c
-	s.logger.Info("registered in the cluster metadata", "node", s.cfg.Int("node.id"), "broker_epoch", c.epoch,
-		"controller_listener", cl.Addr(), "cluster_id", id)
+	s.logger.Info("registered in the cluster metadata", "node", me, "broker_epoch", c.epoch,
+		"controller", c.node != nil, "cluster_id", id)
+	return nil
+}
+
+// adoptLocalTopics writes the topics of a log directory written by the
+// single-node release (or by a one-node KRaft node of the release before
+// topics lived in the metadata store) into the cluster metadata, with
+// their ids, configs and partitions, this node the only replica and the
+// leader at the leader epoch it had; the producer ids it handed out are
+// never handed out again. Offsets, groups and transactions are in the
+// partition logs and need nothing more. A topic name the cluster already
+// has under another id is refused: the directory belongs elsewhere.
+func (s *Server) adoptLocalTopics(ctx context.Context, c *cluster) error {
+	if s.broker.ClusterManaged() {
+		return nil
+	}
+	v, err := c.store.Load(ctx)
+	if err != nil {
+		return err
+	}
+	me := s.broker.NodeID()
+	k := c.store.Keys()
+	adopted := 0
+	for _, t := range s.broker.Topics() {
+		if vt := v.Topics[t.Name]; vt != nil {
+			if vt.ID != t.ID.String() {
+				return fmt.Errorf("%w: the log directories hold topic %s with id %s, but the cluster has %s with id %s: this data was not written by this cluster",
+					config.ErrInvalid, t.Name, t.ID, t.Name, vt.ID)
+			}
+			continue // adopted by an earlier, interrupted start
+		}
+		n := int32(0)
+		var changes []meta.Change
+		for _, p := range t.Partitions {
+			n = max(n, p.Index+1)
+			l := p.Leadership()
+			st := meta.PartitionState{Replicas: []int32{me}, ISR: []int32{me}, Leader: me, LeaderEpoch: max(l.LeaderEpoch, p.Log.LatestEpoch(), 0)}
+			changes = append(changes, c.store.PartitionChange(meta.TopicPartition{TopicID: t.ID.String(), Partition: p.Index}, st, 0))
+		}
+		tc, err := meta.PutJSON(k.Topic(t.Name), meta.Topic{Name: t.Name, ID: t.ID.String(), Partitions: n, Configs: t.Configs, Internal: t.Internal}, 0)
+		if err != nil {
+			return err
+		}
+		// Partition keys first (any left by an interrupted start replaced),
+		// the topic key, which makes them visible, last.
+		if _, err := c.store.Txn(ctx, []meta.Change{{Key: k.TopicPartitions(t.ID.String()), Delete: true, Prefix: true}}); err != nil {
+			return fmt.Errorf("adopt topic %s: %w", t.Name, err)
+		}
+		if _, _, err := c.store.Batches(ctx, changes); err != nil {
+			return fmt.Errorf("adopt topic %s: %w", t.Name, err)
+		}
+		if _, err := c.store.Txn(ctx, []meta.Change{tc}); err != nil {
+			return fmt.Errorf("adopt topic %s: %w", t.Name, err)
+		}
+		adopted++
+	}
+	if _, err := c.store.AllocateProducerIDs(ctx, 0, s.broker.NextProducerID()); err != nil {
+		return fmt.Errorf("adopt producer ids: %w", err)
+	}
+	if err := s.broker.MarkClusterManaged(); err != nil {
+		return err
+	}
+	if adopted > 0 {
+		s.logger.Info("adopted the topics of the log directories into the cluster metadata", "topics", adopted)
+	}
 	return nil
 }
 
@@ -158,7 +267,7 @@ func (s *Server) register(ctx context.Context, c *cluster, session time.Duration
 	machine, _ := os.Hostname()
 	abs, _ := filepath.Abs(s.cfg.List("log.dirs")[0])
 	b := meta.Broker{ID: int32(s.cfg.Int("node.id")), Incarnation: strconv.FormatInt(time.Now().UnixNano(), 36),
-		DirectoryID: machine + ":" + abs, Rack: s.cfg.Get("broker.rack"), Controller: true,
+		DirectoryID: machine + ":" + abs, Rack: s.cfg.Get("broker.rack"), Controller: s.cfg.HasRole(config.RoleController),
 		Listeners: []meta.Endpoint{{Name: s.listener.Name, Host: host, Port: port, Protocol: s.listener.Protocol}}}
 	deadline := time.Now().Add(session + time.Second)
 	for {
@@ -180,15 +289,28 @@ func (s *Server) register(ctx context.Context, c *cluster, session time.Duration
 
 // close stops the driver, revokes the session (the registration goes at
 // once) and stops the member.
-func (c *cluster) close(ctx context.Context) error {
+func (c *cluster) close(ctx context.Context, logger *slog.Logger) error {
 	var errs []error
 	if c.stop != nil {
 		c.stop()
 		<-c.done
 	}
+	if c.rstop != nil {
+		c.rstop()
+		<-c.rdone
+	}
+	if c.bgStop != nil {
+		c.bgStop()
+		c.bg.Wait()
+	}
 	if c.session != nil {
+		// Revoking the lease removes the registration at once; without a
+		// quorum (the other controllers stopped first) it is left to
+		// expire, which is no error of this node's shutdown.
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		errs = append(errs, c.session.Close(rctx))
+		if err := c.session.Close(rctx); err != nil && logger != nil {
+			logger.Info("broker session not revoked; the registration expires after the session timeout", "err", err)
+		}
 		cancel()
 	}
 	if c.cache != nil {

@@ -130,8 +130,16 @@ func TestKRaftWrongClusterID(t *testing.T) {
 	s["metadata.log.dir"] = meta
 	b := servertest.Start(t, servertest.Options{Settings: s})
 	b.Close()
-	// Same metadata store, a fresh log directory (a new cluster id).
-	s["log.dirs"] = t.TempDir()
+	// A log directory with data of another cluster (its own metadata
+	// store), then started against the first cluster's store.
+	other := kraftSettings(t, 1, port)
+	other["metadata.log.dir"] = t.TempDir()
+	ob := servertest.Start(t, servertest.Options{Settings: other})
+	if _, err := ob.Admin().CreateTopic(ctxT(t), 1, 1, nil, "mine"); err != nil {
+		t.Fatal(err)
+	}
+	ob.Close()
+	s["log.dirs"] = ob.Dir
 	cfg, err := config.LoadBroker("", nil, s)
 	if err != nil {
 		t.Fatal(err)
@@ -145,4 +153,7 @@ func TestKRaftWrongClusterID(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "belong to cluster") {
 		t.Fatalf("got %v", err)
 	}
+	// A fresh log directory joins the cluster it finds.
+	s["log.dirs"] = t.TempDir()
+	servertest.Start(t, servertest.Options{Settings: s}).Close()
 }

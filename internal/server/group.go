@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/strata-io/strata/internal/broker"
 	"github.com/strata-io/strata/internal/group"
 	"github.com/strata-io/strata/internal/storage"
@@ -88,19 +89,18 @@ func (o offsetsStore) Log(partition int32) *storage.Log {
 // startGroup builds the coordinator (it needs the advertised address) and
 // replays the group state.
 func (s *Server) startGroup(host string, port int32) error {
-	t := s.broker.Topic(offsetsTopic)
 	ms := func(name string) time.Duration { return time.Duration(s.cfg.Int64(name)) * time.Millisecond }
 	g, err := group.NewCoordinator(group.Config{
 		NodeID:                        s.broker.NodeID(),
 		Host:                          host,
 		Port:                          port,
-		NumPartitions:                 int32(len(t.Partitions)),
+		NumPartitions:                 s.internalPartitions(offsetsTopic),
 		MinSessionTimeout:             ms("group.min.session.timeout.ms"),
 		MaxSessionTimeout:             ms("group.max.session.timeout.ms"),
 		InitialRebalanceDelay:         ms("group.initial.rebalance.delay.ms"),
 		OffsetsRetention:              time.Duration(s.cfg.Int64("offsets.retention.minutes")) * time.Minute,
 		OffsetsRetentionCheckInterval: ms("offsets.retention.check.interval.ms"),
-		TopicPartitionExists:          s.broker.PartitionExists,
+		TopicPartitionExists:          s.partitionExists,
 		Topics:                        s.groupTopics,
 		ConsumerSessionTimeout:        ms("group.consumer.session.timeout.ms"),
 		ConsumerHeartbeatInterval:     ms("group.consumer.heartbeat.interval.ms"),
@@ -123,6 +123,19 @@ func (s *Server) startGroup(host string, port int32) error {
 // (setting group.Config.Topics serves ConsumerGroupHeartbeat and
 // ConsumerGroupDescribe).
 func (s *Server) groupTopics() []group.TopicInfo {
+	if s.cluster != nil {
+		v := s.cluster.cache.View()
+		out := make([]group.TopicInfo, 0, len(v.Topics))
+		for _, name := range v.TopicNames() {
+			t := v.Topics[name]
+			id, err := uuid.Parse(t.ID)
+			if t.Deleting || err != nil {
+				continue
+			}
+			out = append(out, group.TopicInfo{Name: name, ID: id, Partitions: t.Partitions})
+		}
+		return out
+	}
 	ts := s.broker.Topics()
 	out := make([]group.TopicInfo, 0, len(ts))
 	for _, t := range ts {
@@ -138,4 +151,32 @@ func (s *Server) highWatermark(topic string, partition int32) (int64, bool) {
 		return 0, false
 	}
 	return p.Log.HighWatermark(), true
+}
+
+// internalPartitions is the partition count of an internal topic: the
+// topic's own (in the cluster metadata, or local), else its setting
+// (offsets.topic.num.partitions, transaction.state.log.num.partitions),
+// with which it will be created.
+func (s *Server) internalPartitions(topic string) int32 {
+	if s.cluster != nil {
+		if t := s.cluster.cache.View().Topics[topic]; t != nil && t.Partitions > 0 {
+			return t.Partitions
+		}
+	} else if t := s.broker.Topic(topic); t != nil {
+		return int32(len(t.Partitions))
+	}
+	if topic == transactionTopic {
+		return int32(s.cfg.Int64("transaction.state.log.num.partitions"))
+	}
+	return int32(s.cfg.Int64("offsets.topic.num.partitions"))
+}
+
+// partitionExists reports whether a topic partition exists: in the
+// cluster metadata, or on this single node.
+func (s *Server) partitionExists(topic string, partition int32) bool {
+	if s.cluster != nil {
+		t, _, ok := s.cluster.cache.View().Partition(topic, partition)
+		return ok && !t.Deleting
+	}
+	return s.broker.PartitionExists(topic, partition)
 }

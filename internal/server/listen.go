@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/metrics"
 	"golang.org/x/sys/unix"
 )
@@ -34,11 +35,20 @@ func (s *Server) bind() error {
 		ln = tls.NewListener(ln, s.tls)
 	}
 	s.ln = ln
+	if cl, ok := s.cfg.ControllerListener(); ok && clusterConfigured(s.cfg) && s.cfg.HasRole(config.RoleController) {
+		// The metadata store member's listener (docs/cluster.md "One
+		// port per controller"), handed to it at Start.
+		cln, err := net.Listen("tcp", cl.Addr())
+		if err != nil {
+			s.closeListeners()
+			return listenError("controller listener", cl.Addr(), "listeners", err)
+		}
+		s.ctlLn = cln
+	}
 	if maddr := strings.TrimSpace(s.cfg.Get("strata.metrics.listener")); maddr != "" {
 		m := metrics.NewServer(maddr, s.reg, s.Ready)
 		if err := m.Listen(); err != nil {
-			ln.Close()
-			s.ln = nil
+			s.closeListeners()
 			return listenError("HTTP listener (metrics and admin API)", maddr, "strata.metrics.listener", err)
 		}
 		s.metrics = m
@@ -50,6 +60,11 @@ func (s *Server) bind() error {
 func (s *Server) closeListeners() {
 	if s.ln != nil {
 		s.ln.Close()
+		s.ln = nil
+	}
+	if s.ctlLn != nil {
+		s.ctlLn.Close()
+		s.ctlLn = nil
 	}
 	if s.metrics != nil {
 		s.metrics.Close()

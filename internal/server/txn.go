@@ -44,11 +44,10 @@ func (s *Server) ensureTransactionTopic() error {
 // runs after the group coordinator is loaded: finishing an interrupted
 // commit writes markers to __consumer_offsets, which the group applies.
 func (s *Server) startTxn() error {
-	t := s.broker.Topic(transactionTopic)
 	ms := func(name string) time.Duration { return time.Duration(s.cfg.Int64(name)) * time.Millisecond }
 	c, err := txn.NewCoordinator(txn.Config{
 		NodeID:                s.broker.NodeID(),
-		NumPartitions:         int32(len(t.Partitions)),
+		NumPartitions:         s.internalPartitions(transactionTopic),
 		MaxTimeout:            ms("transaction.max.timeout.ms"),
 		IDExpiration:          ms("transactional.id.expiration.ms"),
 		AbortTimedOutInterval: ms("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
@@ -110,7 +109,7 @@ func (d txnDeps) NewProducerID() (int64, error) {
 }
 
 func (d txnDeps) PartitionExists(topic string, partition int32) bool {
-	return d.s.broker.PartitionExists(topic, partition)
+	return d.s.partitionExists(topic, partition)
 }
 
 // WriteMarkers appends every marker first and then waits for them, so one
@@ -179,5 +178,5 @@ func (d txnDeps) StateLog(partition int32) *storage.Log {
 }
 
 func (d txnDeps) GroupPartition(groupID string) int32 {
-	return group.PartitionFor(groupID, int32(len(d.s.broker.Topic(offsetsTopic).Partitions)))
+	return group.PartitionFor(groupID, d.s.internalPartitions(offsetsTopic))
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/etcdnode"
 	"github.com/strata-io/strata/internal/server"
 )
 
@@ -64,7 +65,24 @@ type Options struct {
 	ClientOpts []kgo.Opt
 	// ShutdownTimeout bounds a clean shutdown (default 30s).
 	ShutdownTimeout time.Duration
+	// Controllers makes StartN's nodes one cluster (docs/cluster.md): the
+	// first Controllers nodes are combined nodes (process.roles
+	// broker,controller) whose controller listeners form the metadata
+	// store, the others broker-only nodes. 0 starts independent brokers.
+	Controllers int
 }
+
+// ClusterDefaults are the settings of StartN's nodes with Controllers:
+// a session timeout short enough for failover tests, long enough for a
+// loaded two-core machine.
+var ClusterDefaults = map[string]string{
+	"broker.session.timeout.ms":    "6000",
+	"broker.heartbeat.interval.ms": "1000",
+}
+
+// StoreTiming is the metadata store's Raft timing in tests: a member
+// elects itself in about a tenth of a second.
+var StoreTiming = etcdnode.Timing{TickMs: 10, ElectionMs: 100}
 
 // Broker is one in-process broker under test. Its methods are for the test
 // goroutine (like testing.T's Fatal they may stop the test).
@@ -112,11 +130,17 @@ func StartN(t testing.TB, n int, opts Options) *Cluster {
 	}
 	opts.Dir = ""
 	c := &Cluster{}
+	kraft := clusterSettings(t, n, opts.Controllers)
 	for i := 0; i < n; i++ {
 		o := opts
 		o.Settings = maps.Clone(opts.Settings)
 		if o.Settings == nil {
 			o.Settings = map[string]string{}
+		}
+		for k, v := range kraft[i] {
+			if _, set := o.Settings[k]; !set {
+				o.Settings[k] = v
+			}
 		}
 		delete(o.Settings, "log.dirs")
 		o.Settings["node.id"] = strconv.Itoa(i + 1)
@@ -144,6 +168,43 @@ func StartN(t testing.TB, n int, opts Options) *Cluster {
 	return c
 }
 
+// clusterSettings are the KRaft settings of n nodes of which the first
+// controllers are combined nodes (nil maps when controllers is 0). The
+// controller ports are reserved by binding and releasing them: they must
+// be known before any node starts (controller.quorum.voters).
+func clusterSettings(t testing.TB, n, controllers int) []map[string]string {
+	out := make([]map[string]string, n)
+	if controllers <= 0 {
+		return out
+	}
+	controllers = min(controllers, n)
+	ports := make([]int, controllers)
+	var voters []string
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("servertest: reserve a controller port: %v", err)
+		}
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ports[i]))
+	}
+	for i := range out {
+		m := maps.Clone(ClusterDefaults)
+		m["controller.listener.names"] = "CONTROLLER"
+		m["controller.quorum.voters"] = strings.Join(voters, ",")
+		if i < controllers {
+			m["process.roles"] = "broker,controller"
+			m["listeners"] = fmt.Sprintf("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:%d", ports[i])
+		} else {
+			m["process.roles"] = "broker"
+			m["listeners"] = "PLAINTEXT://127.0.0.1:0"
+		}
+		out[i] = m
+	}
+	return out
+}
+
 // Addrs are the brokers' Kafka listener addresses.
 func (c *Cluster) Addrs() []string {
 	out := make([]string, len(c.Brokers))
@@ -160,11 +221,18 @@ func (c *Cluster) Client(opts ...kgo.Opt) *kgo.Client {
 	return b.client(c.Addrs(), opts)
 }
 
-// Close stops every broker (idempotent).
+// Close stops every broker (idempotent), all at once: a cluster's
+// controllers then still form a quorum while each broker unregisters.
 func (c *Cluster) Close() {
+	var wg sync.WaitGroup
 	for _, b := range c.Brokers {
-		b.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.Close()
+		}()
 	}
+	wg.Wait()
 }
 
 func newBroker(t testing.TB, opts Options, index int) *Broker {
@@ -197,8 +265,19 @@ func (b *Broker) settings() map[string]string {
 	return vals
 }
 
-// withPort replaces the port of listener "PROTOCOL://host:port".
-func withPort(listener, port string) string {
+// withPort replaces the port of the first listener of
+// "NAME://host:port,...".
+func withPort(listeners, port string) string {
+	first, rest, more := strings.Cut(listeners, ",")
+	out := withPortOne(first, port)
+	if more {
+		out += "," + rest
+	}
+	return out
+}
+
+// withPortOne replaces the port of listener "NAME://host:port".
+func withPortOne(listener, port string) string {
 	proto, hostPort, ok := strings.Cut(listener, "://")
 	if !ok {
 		proto, hostPort = "", listener
@@ -238,7 +317,7 @@ func (b *Broker) start() error {
 	}
 	b.NodeID = int32(cfg.Int("node.id"))
 	began := time.Now()
-	srv, err := server.New(cfg, b.logger())
+	srv, err := server.NewWithOptions(cfg, b.logger(), server.Options{StoreTiming: StoreTiming})
 	if err != nil {
 		return fmt.Errorf("server.New: %w", err)
 	}
