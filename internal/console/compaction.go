@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/cleaner"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // maxCompactionRows bounds the partitions the compaction page draws.
@@ -38,7 +39,21 @@ func (c *Console) compaction(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusOK, "compaction", "Compaction", "compaction", d)
 		return
 	}
-	sts := c.cfg.Compaction.Status(d.Topic)
+	ctx, cancel := reqCtx(r)
+	defer cancel()
+	// Only the topics the user may describe (with an authorizer, what its
+	// Metadata shows it).
+	visible, err := c.kafkaFor(ctx).topicOps(ctx, nil)
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, err)
+		return
+	}
+	var sts []cleaner.PartitionStatus
+	for _, st := range c.cfg.Compaction.Status(d.Topic) {
+		if _, ok := visible[st.Topic]; ok {
+			sts = append(sts, st)
+		}
+	}
 	// Users' topics first, the internal ones (__consumer_offsets, ...)
 	// after them; each in the cleaner's topic/partition order.
 	sort.SliceStable(sts, func(i, j int) bool {
@@ -84,10 +99,25 @@ func (c *Console) cleanNow(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), cleanNowTimeout)
 	defer cancel()
-	err := c.cfg.Compaction.CleanNow(ctx, topic, int32(part))
 	what := topic
 	if part >= 0 {
 		what = fmt.Sprintf("%s/%d", topic, part)
+	}
+	// Kafka has no API for a cleaning round; the console asks for ALTER
+	// on the topic (what changing a topic, as CreatePartitions, needs),
+	// checked by the broker's authorizer for this user.
+	ops, err := c.kafkaFor(ctx).topicOps(ctx, []string{topic})
+	if err != nil {
+		c.redirect(w, r, back, flash{Error: true, Text: fmt.Sprintf("cleaning %s: %v", what, err)})
+		return
+	}
+	if o, ok := ops[topic]; ok && !allows(o, kmsg.ACLOperationAlter) {
+		c.redirect(w, r, back, flash{Error: true, Text: fmt.Sprintf("cleaning %s: TOPIC_AUTHORIZATION_FAILED: user %s may not alter topic %s", what, userOf(ctx), topic)})
+		return
+	} else if !ok {
+		err = cleaner.ErrNotFound // unknown, or not visible to this user
+	} else {
+		err = c.cfg.Compaction.CleanNow(ctx, topic, int32(part))
 	}
 	switch {
 	case errors.Is(err, cleaner.ErrNotFound):

@@ -33,8 +33,9 @@ type Compaction interface {
 // Config is what a Console is built from.
 type Config struct {
 	// Dial opens a connection to this broker's Kafka protocol server, in
-	// process (protocol.Server.ServeInProcess over a net.Pipe).
-	Dial func(ctx context.Context) (net.Conn, error)
+	// process (protocol.Server.ServeInProcess over a net.Pipe), whose
+	// requests the broker authorizes as User:<user>.
+	Dial func(ctx context.Context, user string) (net.Conn, error)
 	// Credentials are the broker's SCRAM users (logins).
 	Credentials Credentials
 	// Compaction is the cleaner (nil: the compaction page says so).
@@ -49,6 +50,10 @@ type Config struct {
 	// ListenAddr is the HTTP listener's configured address: a loopback
 	// host serves without login, any other address requires one.
 	ListenAddr string
+	// Authorizer says the broker authorizes requests (authorizer.class.name):
+	// then every page requires a login, on loopback too, so that each
+	// action is authorized as the SCRAM user who takes it.
+	Authorizer bool
 	// SampleInterval is the history sampling period (0: 10 s).
 	SampleInterval time.Duration
 	Logger         *slog.Logger
@@ -59,7 +64,9 @@ type Config struct {
 type Console struct {
 	cfg          Config
 	logger       *slog.Logger
-	kafka        *kafka
+	clients      *clients
+	sampler      *kafka // the history sampler's client (User:strata-console)
+	none         *kafka // a client whose every request fails (no principal)
 	cluster      ClusterSource
 	pages        *pages
 	auth         *auth
@@ -97,25 +104,35 @@ func New(cfg Config) (*Console, error) {
 		cfg.Cluster = LocalCluster{NodeID: cfg.NodeID}
 	}
 	logger := cfg.Logger.With("component", "console")
-	k, err := newKafka(cfg.Dial)
+	pool := newClients(cfg.Dial)
+	k, err := pool.get(samplerUser)
 	if err != nil {
+		return nil, err
+	}
+	none, err := newKafka(func(context.Context) (net.Conn, error) {
+		return nil, errors.New("console: no Kafka client for this request")
+	})
+	if err != nil {
+		pool.close()
 		return nil, err
 	}
 	pg, err := loadPages()
 	if err != nil {
-		k.close()
+		pool.close()
+		none.close()
 		return nil, err
 	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
-		k.close()
+		pool.close()
+		none.close()
 		return nil, fmt.Errorf("console: session key: %w", err)
 	}
 	c := &Console{
-		cfg: cfg, logger: logger, kafka: k, cluster: cfg.Cluster, pages: pg,
+		cfg: cfg, logger: logger, clients: pool, sampler: k, none: none, cluster: cfg.Cluster, pages: pg,
 		auth:         newAuth(key, cfg.Credentials),
 		hist:         newHistory(),
-		requireLogin: !IsLoopback(cfg.ListenAddr),
+		requireLogin: cfg.Authorizer || !IsLoopback(cfg.ListenAddr),
 		slots:        make(chan struct{}, maxConcurrentRequests),
 	}
 	c.routes()
@@ -130,7 +147,7 @@ func New(cfg Config) (*Console, error) {
 }
 
 // RequiresLogin reports whether pages need a login (a non-loopback
-// listener).
+// listener, or a broker with an authorizer).
 func (c *Console) RequiresLogin() bool { return c.requireLogin }
 
 // Close stops the sampler and closes the Kafka client.
@@ -138,7 +155,8 @@ func (c *Console) Close() {
 	c.once.Do(func() {
 		c.stop()
 		c.wg.Wait()
-		c.kafka.close()
+		c.clients.close()
+		c.none.close()
 	})
 }
 
@@ -186,8 +204,17 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
-	r = r.WithContext(withSession(r.Context(), sess))
-	c.mux.ServeHTTP(w, r)
+	ctx := withSession(r.Context(), sess)
+	if ok {
+		// The Kafka client of the principal this request acts as.
+		k, err := c.clients.get(userOf(ctx))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		ctx = context.WithValue(ctx, kafkaKey{}, k)
+	}
+	c.mux.ServeHTTP(w, r.WithContext(ctx))
 }
 
 func (c *Console) routes() {
@@ -214,6 +241,22 @@ func (c *Console) routes() {
 		c.fail(w, r, http.StatusNotFound, fmt.Errorf("no page at %s", r.URL.Path))
 	})
 	c.mux = m
+}
+
+type kafkaKey struct{}
+
+// kafkaFor returns the Kafka client of the principal a request acts as
+// (its logged-in user, or User:ANONYMOUS without login). Only the login
+// page and log out run without one, and they send no Kafka request; the
+// fallback is the least trusted principal.
+func (c *Console) kafkaFor(ctx context.Context) *kafka {
+	if k, _ := ctx.Value(kafkaKey{}).(*kafka); k != nil {
+		return k
+	}
+	if k, err := c.clients.get(anonymousUser); err == nil {
+		return k
+	}
+	return c.none
 }
 
 // requestTimeout bounds the Kafka requests of one page.

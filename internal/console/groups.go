@@ -28,15 +28,15 @@ type groupRow struct {
 func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	listed, err := c.kafka.adm.ListGroups(ctx)
+	listed, err := c.kafkaFor(ctx).adm.ListGroups(ctx)
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, fmt.Errorf("list groups: %w", err))
 		return
 	}
 	names := listed.Groups()
 	sort.Strings(names)
-	members := c.kafka.memberCounts(ctx, listed)
-	lags, err := c.kafka.lags(ctx, names...)
+	members := c.kafkaFor(ctx).memberCounts(ctx, listed)
+	lags, err := c.kafkaFor(ctx).lags(ctx, names...)
 	if err != nil {
 		lags = nil
 	}
@@ -193,7 +193,7 @@ func (c *Console) group(w http.ResponseWriter, r *http.Request) {
 	group := r.PathValue("group")
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	d, err := c.kafka.describeGroup(ctx, group)
+	d, err := c.kafkaFor(ctx).describeGroup(ctx, group)
 	if errors.Is(err, errNoGroup) {
 		c.fail(w, r, http.StatusNotFound, fmt.Errorf("no group %q", group))
 		return
@@ -202,7 +202,7 @@ func (c *Console) group(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadGateway, err)
 		return
 	}
-	lags, err := c.kafka.lags(ctx, group)
+	lags, err := c.kafkaFor(ctx).lags(ctx, group)
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, err)
 		return
@@ -225,7 +225,7 @@ func (c *Console) resetTopics(ctx context.Context, offs []groupLag) []string {
 			out = append(out, o.Topic)
 		}
 	}
-	if md, err := c.kafka.metadata(ctx); err == nil {
+	if md, err := c.kafkaFor(ctx).metadata(ctx); err == nil {
 		var rest []string
 		for name, t := range md.Topics {
 			if !seen[name] && !t.IsInternal {
@@ -421,7 +421,7 @@ func (c *Console) resetPreview(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	gd, err := c.kafka.describeGroup(ctx, group)
+	gd, err := c.kafkaFor(ctx).describeGroup(ctx, group)
 	if err != nil && !errors.Is(err, errNoGroup) {
 		c.fail(w, r, http.StatusBadGateway, err)
 		return
@@ -429,7 +429,7 @@ func (c *Console) resetPreview(w http.ResponseWriter, r *http.Request) {
 	if errors.Is(err, errNoGroup) {
 		gd.State, gd.Stopped = "Dead", true // committing creates the group, as the CLI does
 	}
-	plan, err := c.kafka.planReset(ctx, group, rr)
+	plan, err := c.kafkaFor(ctx).planReset(ctx, group, rr)
 	if err != nil {
 		c.redirect(w, r, back+"#reset", flash{Error: true, Text: err.Error()})
 		return
@@ -458,7 +458,7 @@ func (c *Console) resetExecute(w http.ResponseWriter, r *http.Request) {
 	preview := back + "/reset?" + rr.query().Encode()
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	gd, err := c.kafka.describeGroup(ctx, group)
+	gd, err := c.kafkaFor(ctx).describeGroup(ctx, group)
 	if err != nil && !errors.Is(err, errNoGroup) {
 		c.redirect(w, r, preview, flash{Error: true, Text: err.Error()})
 		return
@@ -467,7 +467,7 @@ func (c *Console) resetExecute(w http.ResponseWriter, r *http.Request) {
 		c.redirect(w, r, preview, flash{Error: true, Text: fmt.Sprintf("group %q has active members (state %s): stop its consumers first", group, gd.State)})
 		return
 	}
-	plan, err := c.kafka.planReset(ctx, group, rr)
+	plan, err := c.kafkaFor(ctx).planReset(ctx, group, rr)
 	if err != nil {
 		c.redirect(w, r, preview, flash{Error: true, Text: err.Error()})
 		return
@@ -488,7 +488,7 @@ func (c *Console) resetExecute(w http.ResponseWriter, r *http.Request) {
 		c.redirect(w, r, preview, flash{Error: true, Text: "nothing to reset"})
 		return
 	}
-	resps, err := c.kafka.adm.CommitOffsets(ctx, group, os)
+	resps, err := c.kafkaFor(ctx).adm.CommitOffsets(ctx, group, os)
 	if err == nil {
 		err = resps.Error()
 	}
@@ -504,7 +504,7 @@ func (c *Console) deleteGroup(w http.ResponseWriter, r *http.Request) {
 	group := r.PathValue("group")
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	resp, err := c.kafka.adm.DeleteGroup(ctx, group)
+	resp, err := c.kafkaFor(ctx).adm.DeleteGroup(ctx, group)
 	if err == nil {
 		err = resp.Err
 		if err != nil {

@@ -171,6 +171,7 @@ func (c *Console) sampleLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		c.SampleNow(ctx)
+		c.clients.evictIdle()
 		t.Reset(c.cfg.SampleInterval)
 	}
 }
@@ -186,12 +187,12 @@ func (c *Console) SampleNow(ctx context.Context) {
 	vals := map[string]float64{}
 	cur := c.gatherCounters(now)
 	var lagSampled bool
-	if groups, err := c.kafka.adm.ListGroups(ctx); err == nil {
+	if groups, err := c.sampler.adm.ListGroups(ctx); err == nil {
 		names := groups.Groups()
 		if len(names) > maxLagGroups {
 			names = names[:maxLagGroups]
 		}
-		if lags, err := c.kafka.lags(ctx, names...); err == nil {
+		if lags, err := c.sampler.lags(ctx, names...); err == nil {
 			lagSampled = true
 			for g, rows := range lags {
 				if l := totalLag(rows); l >= 0 {

@@ -392,3 +392,35 @@ func parallel(fns ...func()) {
 	}
 	wg.Wait()
 }
+
+// topicOps returns the operations this client's principal may perform on
+// each topic it may see (Metadata v8+ with include_topic_authorized_operations,
+// KIP-430: a bit per Kafka AclOperation code); nil topics asks for every
+// topic. A topic the principal may not describe is absent, as Metadata
+// leaves it out. Without an authorizer the broker sets every bit.
+func (k *kafka) topicOps(ctx context.Context, topics []string) (map[string]int32, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.IncludeTopicAuthorizedOperations = true
+	if topics != nil {
+		req.Topics = []kmsg.MetadataRequestTopic{}
+		for _, t := range topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(t)
+			req.Topics = append(req.Topics, rt)
+		}
+	}
+	resp, err := req.RequestWith(ctx, k.cl)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	out := map[string]int32{}
+	for _, t := range resp.Topics {
+		if t.Topic != nil && t.ErrorCode == 0 {
+			out[*t.Topic] = t.AuthorizedOperations
+		}
+	}
+	return out, nil
+}
+
+// allows reports whether an authorized-operations bit set grants op.
+func allows(ops int32, op kmsg.ACLOperation) bool { return ops&(1<<uint(op)) != 0 }

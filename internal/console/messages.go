@@ -170,7 +170,7 @@ func (mq messageQuery) values() url.Values {
 func (c *Console) topicMeta(r *http.Request, name string) (kadm.TopicDetail, int, error) {
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	md, err := c.kafka.metadata(ctx, name)
+	md, err := c.kafkaFor(ctx).metadata(ctx, name)
 	if err != nil {
 		return kadm.TopicDetail{}, http.StatusBadGateway, err
 	}
@@ -201,12 +201,12 @@ func (c *Console) messages(w http.ResponseWriter, r *http.Request) {
 		if len(mq.parts) > 1 {
 			per = (mq.limit + len(mq.parts) - 1) / len(mq.parts)
 		}
-		if cur, err = c.kafka.startCursor(ctx, name, mq.parts, mq.from, mq.offset, mq.ts, per); err != nil {
+		if cur, err = c.kafkaFor(ctx).startCursor(ctx, name, mq.parts, mq.from, mq.offset, mq.ts, per); err != nil {
 			c.fail(w, r, http.StatusBadGateway, err)
 			return
 		}
 	}
-	res, err := c.kafka.readPage(ctx, md, browse{Topic: name, Partitions: mq.parts, Limit: mq.limit, KeyFilter: mq.key}, cur)
+	res, err := c.kafkaFor(ctx).readPage(ctx, md, browse{Topic: name, Partitions: mq.parts, Limit: mq.limit, KeyFilter: mq.key}, cur)
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, err)
 		return
@@ -296,12 +296,12 @@ func (c *Console) tail(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	cur := mq.cur
 	if !mq.curSet {
-		if cur, err = c.kafka.startCursor(ctx, name, mq.parts, "end", 0, time.Time{}, 0); err != nil {
+		if cur, err = c.kafkaFor(ctx).startCursor(ctx, name, mq.parts, "end", 0, time.Time{}, 0); err != nil {
 			writeJSON(http.StatusBadGateway, tailResponse{Error: err.Error()})
 			return
 		}
 	}
-	res, err := c.kafka.readPage(ctx, md, browse{Topic: name, Partitions: mq.parts, Limit: mq.limit, KeyFilter: mq.key, MaxWait: time.Second}, cur)
+	res, err := c.kafkaFor(ctx).readPage(ctx, md, browse{Topic: name, Partitions: mq.parts, Limit: mq.limit, KeyFilter: mq.key, MaxWait: time.Second}, cur)
 	if err != nil {
 		writeJSON(http.StatusBadGateway, tailResponse{Error: err.Error()})
 		return
@@ -359,7 +359,7 @@ func (c *Console) produce(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	rec, err := c.kafka.produce(ctx, md, pr)
+	rec, err := c.kafkaFor(ctx).produce(ctx, md, pr)
 	if err != nil {
 		c.redirect(w, r, back, flash{Error: true, Text: err.Error()})
 		return

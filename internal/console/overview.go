@@ -58,9 +58,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		dirErr       error
 	)
 	parallel(
-		func() { md, mdErr = c.kafka.metadata(ctx) },
+		func() { md, mdErr = c.kafkaFor(ctx).metadata(ctx) },
 		func() { cs, csErr = c.cluster.ClusterState(ctx) },
-		func() { _, dirs, dirErr = c.kafka.sizes(ctx, nil) },
+		func() { _, dirs, dirErr = c.kafkaFor(ctx).sizes(ctx, nil) },
 	)
 	if err := errors.Join(mdErr, csErr); err != nil {
 		c.fail(w, r, http.StatusBadGateway, err)

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -33,7 +32,7 @@ func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	q := strings.TrimSpace(r.URL.Query().Get("q"))
 	showInternal := r.URL.Query().Get("internal") == "1"
-	md, err := c.kafka.metadata(ctx)
+	md, err := c.kafkaFor(ctx).metadata(ctx)
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, err)
 		return
@@ -90,8 +89,8 @@ func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
 	)
 	if len(set) > 0 {
 		parallel(
-			func() { sizes, _, _ = c.kafka.sizes(ctx, set) },
-			func() { cfgs, _ = c.kafka.topicConfigs(ctx, names, listConfigNames) },
+			func() { sizes, _, _ = c.kafkaFor(ctx).sizes(ctx, set) },
+			func() { cfgs, _ = c.kafkaFor(ctx).topicConfigs(ctx, names, listConfigNames) },
 		)
 	}
 	rt := c.hist.lastRates()
@@ -169,6 +168,9 @@ type topicData struct {
 	ID         string
 	Partitions []partitionInfo
 	Configs    []configEntry
+	// ConfigsErr says why the configs could not be read (say, no
+	// DESCRIBE_CONFIGS for this user): the rest of the page still shows.
+	ConfigsErr string
 	Groups     []topicGroup
 	Size       int64
 	Records    int64
@@ -186,7 +188,7 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("topic")
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	md, err := c.kafka.metadata(ctx, name)
+	md, err := c.kafkaFor(ctx).metadata(ctx, name)
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, err)
 		return
@@ -209,22 +211,25 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 		lags           map[string][]groupLag
 	)
 	parallel(
-		func() { start, end, offErr = c.kafka.offsets(ctx, name) },
-		func() { sizes, _, _ = c.kafka.sizes(ctx, set) },
-		func() { d.Configs, cfgErr = c.kafka.describeTopicConfigs(ctx, name) },
+		func() { start, end, offErr = c.kafkaFor(ctx).offsets(ctx, name) },
+		func() { sizes, _, _ = c.kafkaFor(ctx).sizes(ctx, set) },
+		func() { d.Configs, cfgErr = c.kafkaFor(ctx).describeTopicConfigs(ctx, name) },
 		func() {
-			if groups, err := c.kafka.adm.ListGroups(ctx); err == nil {
+			if groups, err := c.kafkaFor(ctx).adm.ListGroups(ctx); err == nil {
 				names := groups.Groups()
 				if len(names) > maxLagGroups {
 					names = names[:maxLagGroups]
 				}
-				lags, _ = c.kafka.lags(ctx, names...)
+				lags, _ = c.kafkaFor(ctx).lags(ctx, names...)
 			}
 		},
 	)
-	if err := errors.Join(offErr, cfgErr); err != nil {
-		c.fail(w, r, http.StatusBadGateway, err)
+	if offErr != nil {
+		c.fail(w, r, http.StatusBadGateway, offErr)
 		return
+	}
+	if cfgErr != nil {
+		d.ConfigsErr = cfgErr.Error()
 	}
 	for _, p := range t.Partitions.Sorted() {
 		pi := partitionInfo{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR,
@@ -292,7 +297,7 @@ func (c *Console) alterConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	if err := c.kafka.alterTopicConfig(ctx, topic, name, value); err != nil {
+	if err := c.kafkaFor(ctx).alterTopicConfig(ctx, topic, name, value); err != nil {
 		c.redirect(w, r, back, flash{Error: true, Text: fmt.Sprintf("%s not changed: %v", name, err)})
 		return
 	}

@@ -13,9 +13,13 @@ import (
 // an ordinary Kafka request.
 func (s *Server) mountConsole() error {
 	c, err := console.New(console.Config{
-		Dial: func(context.Context) (net.Conn, error) {
+		// Each connection acts as the console user it is dialled for
+		// (the logged-in SCRAM user, User:ANONYMOUS without a login, or
+		// the sampler's User:strata-console), so the authorizer checks
+		// a console action as that user's own client's.
+		Dial: func(_ context.Context, user string) (net.Conn, error) {
 			client, server := net.Pipe()
-			if err := s.proto.ServeInProcess(server, "strata-console"); err != nil {
+			if err := s.proto.ServeInProcess(server, user); err != nil {
 				client.Close()
 				return nil, err
 			}
@@ -27,6 +31,7 @@ func (s *Server) mountConsole() error {
 		Cluster:     consoleCluster{s},
 		NodeID:      s.broker.NodeID(),
 		ListenAddr:  s.cfg.Get("strata.metrics.listener"),
+		Authorizer:  s.sec.authorizer != nil,
 		Logger:      s.logger,
 	})
 	if err != nil {

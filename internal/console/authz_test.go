@@ -1,0 +1,119 @@
+package console_test
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+)
+
+// TestAuthorizer: on a broker with an authorizer the console requires a
+// login on loopback too, and every page acts as the logged-in user
+// (User:<login>): alice, with READ and DESCRIBE on topic "public" only,
+// sees only that topic (in the list, a topic page, the compaction page),
+// and her produce, config edit and clean now are refused with Kafka's
+// authorization error; admin (a super user) does all three.
+func TestAuthorizer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	b, base := startBroker(t, map[string]string{
+		"node.id":                   "1",
+		"process.roles":             "broker,controller",
+		"listeners":                 fmt.Sprintf("SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:%d", port),
+		"controller.listener.names": "CONTROLLER",
+		"controller.quorum.voters":  fmt.Sprintf("1@127.0.0.1:%d", port),
+		"sasl.enabled.mechanisms":   "PLAIN",
+		"listener.name.sasl_plaintext.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";`,
+		"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"super.users":           "User:admin",
+	})
+	if !consoleOf(t, b).RequiresLogin() {
+		t.Fatal("a console on loopback with an authorizer does not require login")
+	}
+	adm := kadm.NewClient(b.Client(kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())))
+	compact := "compact"
+	mustCreate(t, adm, "public", 1, map[string]*string{"cleanup.policy": &compact})
+	mustCreate(t, adm, "secret", 1, map[string]*string{"cleanup.policy": &compact})
+	acl := kadm.NewACLs().Topics("public").Allow("User:alice").Operations(kadm.OpRead, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral)
+	res, err := adm.CreateACLs(ctxT(t), acl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	addScramUser(t, adm, "alice", "alice pw")
+	addScramUser(t, adm, "admin", "admin pw")
+
+	w := newWeb(t, base)
+	if body := w.mustGet("/topics"); !strings.Contains(body, `action="/login"`) {
+		t.Fatal("loopback console with an authorizer: no login page")
+	}
+	code, body := w.post("/login", url.Values{"user": {"alice"}, "password": {"alice pw"}, "next": {"/topics"}})
+	if code != 200 || !strings.Contains(body, `<span class="user">alice</span>`) {
+		t.Fatalf("alice's login: %d\n%s", code, body)
+	}
+	if !strings.Contains(body, `href="/topics/public"`) || strings.Contains(body, `href="/topics/secret"`) {
+		t.Errorf("alice's topic list:\n%s", body)
+	}
+	// The overview and the group list degrade to what she may see.
+	w.mustGet("/")
+	w.mustGet("/groups")
+	if code, _ := w.get("/topics/secret"); code == 200 {
+		t.Error("alice reads the page of a topic she may not describe")
+	}
+	if body := w.mustGet("/compaction"); !strings.Contains(body, "public") || strings.Contains(body, "secret") {
+		t.Errorf("alice's compaction page:\n%s", body)
+	}
+	w.mustGet("/topics/public/messages")
+	_, body = w.post("/topics/public/produce", url.Values{"partition": {"0"}, "key": {"k"}, "value": {"by alice"}})
+	// (CLUSTER_AUTHORIZATION_FAILED: without WRITE on a topic the
+	// idempotent producer has no IDEMPOTENT_WRITE, KIP-679.)
+	if msg, isErr := flashOf(body); !isErr || !strings.Contains(msg, "AUTHORIZATION_FAILED") {
+		t.Errorf("alice's produce: %q", msg)
+	}
+	if body := w.mustGet("/topics/public"); !strings.Contains(body, "TOPIC_AUTHORIZATION_FAILED") || strings.Contains(body, `name="value"`) {
+		t.Errorf("alice's topic page (partitions, no configs):\n%s", body)
+	}
+	_, body = w.post("/topics/public/configs", url.Values{"name": {"retention.ms"}, "op": {"set"}, "value": {"3600000"}})
+	if msg, isErr := flashOf(body); !isErr || !strings.Contains(msg, "AUTHORIZATION_FAILED") {
+		t.Errorf("alice's config edit: %q", msg)
+	}
+	w.mustGet("/compaction")
+	_, body = w.post("/compaction/clean", url.Values{"topic": {"public"}})
+	if msg, isErr := flashOf(body); !isErr || !strings.Contains(msg, "TOPIC_AUTHORIZATION_FAILED") {
+		t.Errorf("alice's clean now: %q", msg)
+	}
+
+	w = newWeb(t, base)
+	w.mustGet("/login")
+	if code, body := w.post("/login", url.Values{"user": {"admin"}, "password": {"admin pw"}, "next": {"/topics"}}); code != 200 || !strings.Contains(body, `href="/topics/secret"`) {
+		t.Fatalf("admin's login and topics: %d", code)
+	}
+	w.mustGet("/topics/public/messages")
+	_, body = w.post("/topics/public/produce", url.Values{"partition": {"0"}, "key": {"k"}, "value": {"by admin"}})
+	if msg, isErr := flashOf(body); isErr || !strings.Contains(body, ">by admin</pre>") {
+		t.Errorf("admin's produce: %q", msg)
+	}
+	w.mustGet("/topics/public")
+	_, body = w.post("/topics/public/configs", url.Values{"name": {"retention.ms"}, "op": {"set"}, "value": {"3600000"}})
+	if msg, isErr := flashOf(body); isErr {
+		t.Errorf("admin's config edit: %q", msg)
+	}
+	w.mustGet("/compaction")
+	_, body = w.post("/compaction/clean", url.Values{"topic": {"public"}})
+	if msg, isErr := flashOf(body); isErr {
+		t.Errorf("admin's clean now: %q", msg)
+	}
+}

@@ -1,0 +1,123 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// Principals the console acts as when no one is logged in.
+const (
+	// anonymousUser is a loopback console's user without a login:
+	// User:ANONYMOUS, what Kafka calls a PLAINTEXT connection's principal
+	// (KafkaPrincipal.ANONYMOUS), so the console gets what a client on a
+	// loopback PLAINTEXT listener would.
+	anonymousUser = "ANONYMOUS"
+	// samplerUser is the history sampler's own principal (User:strata-console):
+	// with an authorizer, it needs DESCRIBE on the groups and topics whose
+	// lag it plots (or a place in super.users).
+	samplerUser = "strata-console"
+)
+
+// Client pool bounds: a user's client closes after clientIdle without a
+// page, and at most maxClients users have one at a time.
+const (
+	clientIdle = 10 * time.Minute
+	maxClients = 64
+)
+
+// errTooManyUsers is answered when maxClients users are active at once.
+var errTooManyUsers = errors.New("too many console users at once: try again in a few minutes")
+
+// clients holds one Kafka client per principal the console acts as, so
+// every request a page sends is authorized as its logged-in user
+// (User:<login>) by the broker's authorizer, exactly as that user's own
+// client would be.
+type clients struct {
+	dial func(ctx context.Context, user string) (net.Conn, error)
+
+	mu     sync.Mutex
+	m      map[string]*pooled
+	closed bool
+}
+
+type pooled struct {
+	k    *kafka
+	used time.Time
+}
+
+func newClients(dial func(ctx context.Context, user string) (net.Conn, error)) *clients {
+	return &clients{dial: dial, m: map[string]*pooled{}}
+}
+
+// get returns user's client, making it on first use.
+func (p *clients) get(user string) (*kafka, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errors.New("console: closed")
+	}
+	now := time.Now()
+	if e := p.m[user]; e != nil {
+		e.used = now
+		return e.k, nil
+	}
+	if len(p.m) >= maxClients {
+		p.evictLocked(now)
+		if len(p.m) >= maxClients {
+			return nil, errTooManyUsers
+		}
+	}
+	k, err := newKafka(func(ctx context.Context) (net.Conn, error) { return p.dial(ctx, user) })
+	if err != nil {
+		return nil, fmt.Errorf("console: client for user %q: %w", user, err)
+	}
+	p.m[user] = &pooled{k: k, used: now}
+	return k, nil
+}
+
+// evictIdle closes the clients unused for clientIdle (the sampler's stays).
+func (p *clients) evictIdle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.evictLocked(time.Now())
+}
+
+func (p *clients) evictLocked(now time.Time) {
+	for u, e := range p.m {
+		if u != samplerUser && now.Sub(e.used) > clientIdle {
+			e.k.close()
+			delete(p.m, u)
+		}
+	}
+}
+
+// users returns how many clients are open.
+func (p *clients) users() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.m)
+}
+
+// close closes every client; get fails afterwards.
+func (p *clients) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for u, e := range p.m {
+		e.k.close()
+		delete(p.m, u)
+	}
+}
+
+// userOf is the principal name a request acts as: its logged-in user, or
+// anonymousUser on a console without login.
+func userOf(ctx context.Context) string {
+	if u := sessionFrom(ctx).user; u != "" {
+		return u
+	}
+	return anonymousUser
+}
