@@ -33,8 +33,8 @@ func TestAuthorizer(t *testing.T) {
 		"controller.quorum.voters":  fmt.Sprintf("1@127.0.0.1:%d", port),
 		"sasl.enabled.mechanisms":   "PLAIN",
 		"listener.name.sasl_plaintext.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";`,
-		"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-		"super.users":           "User:admin",
+		"authorizer.class.name":                               "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"super.users":                                         "User:admin",
 	})
 	if !consoleOf(t, b).RequiresLogin() {
 		t.Fatal("a console on loopback with an authorizer does not require login")
