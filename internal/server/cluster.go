@@ -29,16 +29,21 @@ import (
 // Topics live in the metadata store: the broker's local replicas follow
 // it (cluster_topics.go), and topic administration goes through it.
 type cluster struct {
-	node    *etcdnode.Node
-	cli     *clientv3.Client
-	store   *meta.Store
-	cache   *meta.Cache
-	session *meta.Session
-	admin   *controller.Admin
-	epoch   int64
-	active  atomic.Bool
-	stop    context.CancelFunc
-	done    chan struct{}
+	node   *etcdnode.Node
+	cli    *clientv3.Client
+	store  *meta.Store
+	cache  *meta.Cache
+	admin  *controller.Admin
+	active atomic.Bool
+	stop   context.CancelFunc
+	done   chan struct{}
+
+	// reg is the broker's current registration: replaced when the
+	// session's lease is found expired and the broker registers again
+	// with a new epoch (keepRegistered).
+	reg     atomic.Pointer[registration]
+	regStop context.CancelFunc
+	regDone chan struct{}
 
 	// The reconciler (cluster_topics.go): applied is the revision the
 	// local replicas reflect; appliedCh is closed at each new one.
@@ -54,6 +59,19 @@ type cluster struct {
 	bg       sync.WaitGroup
 	ensuring sync.Map
 }
+
+// registration is one registration of the broker: its session (lease)
+// and broker epoch.
+type registration struct {
+	session *meta.Session
+	epoch   int64
+}
+
+// session is the broker's current session.
+func (c *cluster) session() *meta.Session { return c.reg.Load().session }
+
+// epoch is the broker's current registration epoch.
+func (c *cluster) epoch() int64 { return c.reg.Load().epoch }
 
 // clusterConfigured reports whether the KRaft settings were given (a node
 // with none of them runs as before: zero configuration).
@@ -151,9 +169,11 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 	}
 	session := time.Duration(s.cfg.Int64("broker.session.timeout.ms")) * time.Millisecond
 	hb := time.Duration(s.cfg.Int64("broker.heartbeat.interval.ms")) * time.Millisecond
-	if c.session, err = meta.NewSession(ctx, c.cli, session, hb, s.logger); err != nil {
+	sess, err := meta.NewSession(ctx, c.cli, session, hb, s.logger)
+	if err != nil {
 		return fail(err)
 	}
+	c.reg.Store(&registration{session: sess})
 	c.admin = &controller.Admin{Store: c.store, Cache: c.cache, Policy: s.policy, MaxReplicationFactor: 1}
 	c.bgCtx, c.bgStop = context.WithCancel(context.Background())
 	// The local replicas match the metadata before the broker registers
@@ -169,9 +189,14 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 		defer cancel()
 		return c.store.AllocateProducerIDs(actx, n, 0)
 	})
-	if c.epoch, err = s.register(ctx, c, session, host, port); err != nil {
+	epoch, err := s.register(ctx, c, sess, host, port)
+	if err != nil {
 		return fail(err)
 	}
+	c.reg.Store(&registration{session: sess, epoch: epoch})
+	kctx, kcancel := context.WithCancel(context.Background())
+	c.regStop, c.regDone = kcancel, make(chan struct{})
+	go s.keepRegistered(kctx, c, host, port)
 	rctx, rcancel := context.WithCancel(context.Background())
 	c.rstop, c.rdone = rcancel, make(chan struct{})
 	go s.reconcile(rctx, c)
@@ -190,7 +215,7 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 		return fail(fmt.Errorf("register controller metrics: %w", err))
 	}
 	s.cluster = c
-	s.logger.Info("registered in the cluster metadata", "node", me, "broker_epoch", c.epoch,
+	s.logger.Info("registered in the cluster metadata", "node", me, "broker_epoch", epoch,
 		"controller", c.node != nil, "cluster_id", id)
 	return nil
 }
@@ -263,15 +288,15 @@ func (s *Server) adoptLocalTopics(ctx context.Context, c *cluster) error {
 // registration of the node id may still be inside its session (a crashed
 // previous run on another directory, or a live duplicate), and refusing
 // once the session timeout has passed.
-func (s *Server) register(ctx context.Context, c *cluster, session time.Duration, host string, port int32) (int64, error) {
+func (s *Server) register(ctx context.Context, c *cluster, sess *meta.Session, host string, port int32) (int64, error) {
 	machine, _ := os.Hostname()
 	abs, _ := filepath.Abs(s.cfg.List("log.dirs")[0])
 	b := meta.Broker{ID: int32(s.cfg.Int("node.id")), Incarnation: strconv.FormatInt(time.Now().UnixNano(), 36),
 		DirectoryID: machine + ":" + abs, Rack: s.cfg.Get("broker.rack"), Controller: s.cfg.HasRole(config.RoleController),
 		Listeners: []meta.Endpoint{{Name: s.listener.Name, Host: host, Port: port, Protocol: s.listener.Protocol}}}
-	deadline := time.Now().Add(session + time.Second)
+	deadline := time.Now().Add(sess.TTL() + time.Second)
 	for {
-		epoch, err := c.store.Register(ctx, b, c.session.Lease())
+		epoch, err := c.store.Register(ctx, b, sess.Lease())
 		var dup *meta.DuplicateBrokerError
 		if !errors.As(err, &dup) || time.Now().After(deadline) {
 			if dup != nil {
@@ -303,12 +328,16 @@ func (c *cluster) close(ctx context.Context, logger *slog.Logger) error {
 		c.bgStop()
 		c.bg.Wait()
 	}
-	if c.session != nil {
+	if c.regStop != nil {
+		c.regStop()
+		<-c.regDone
+	}
+	if r := c.reg.Load(); r != nil {
 		// Revoking the lease removes the registration at once; without a
 		// quorum (the other controllers stopped first) it is left to
 		// expire, which is no error of this node's shutdown.
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if err := c.session.Close(rctx); err != nil && logger != nil {
+		if err := r.session.Close(rctx); err != nil && logger != nil {
 			logger.Info("broker session not revoked; the registration expires after the session timeout", "err", err)
 		}
 		cancel()
@@ -331,5 +360,57 @@ func (s *Server) BrokerEpoch() int64 {
 	if s.cluster == nil {
 		return 0
 	}
-	return s.cluster.epoch
+	return s.cluster.epoch()
+}
+
+// keepRegistered registers the broker again, with a new session and so a
+// new broker epoch (KIP-903), whenever its session's lease is found
+// expired: definitive evidence that the controller has taken its
+// leaderships away (docs/cluster.md "Quorum loss"). Until the new
+// registration, the view shows its partitions without this broker as
+// leader, so it does not lead them. It stops when ctx ends.
+func (s *Server) keepRegistered(ctx context.Context, c *cluster, host string, port int32) {
+	defer close(c.regDone)
+	for {
+		old := c.reg.Load()
+		select {
+		case <-ctx.Done():
+			return
+		case <-old.session.Lost():
+		}
+		s.logger.Warn("broker session lease expired: registering again with a new broker epoch", "old_broker_epoch", old.epoch)
+		for ctx.Err() == nil {
+			epoch, sess, err := s.reregister(ctx, c, host, port)
+			if err == nil {
+				c.reg.Store(&registration{session: sess, epoch: epoch})
+				s.logger.Info("registered again in the cluster metadata", "broker_epoch", epoch)
+				break
+			}
+			s.logger.Warn("registering again failed; retrying", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// reregister grants a new session and registers the broker with it.
+func (s *Server) reregister(ctx context.Context, c *cluster, host string, port int32) (int64, *meta.Session, error) {
+	ttl := time.Duration(s.cfg.Int64("broker.session.timeout.ms")) * time.Millisecond
+	hb := time.Duration(s.cfg.Int64("broker.heartbeat.interval.ms")) * time.Millisecond
+	rctx, cancel := context.WithTimeout(ctx, ttl+5*time.Second)
+	defer cancel()
+	sess, err := meta.NewSession(rctx, c.cli, ttl, hb, s.logger)
+	if err != nil {
+		return 0, nil, err
+	}
+	epoch, err := s.register(rctx, c, sess, host, port)
+	if err != nil {
+		cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Second)
+		sess.Close(cctx)
+		ccancel()
+		return 0, nil, err
+	}
+	return epoch, sess, nil
 }

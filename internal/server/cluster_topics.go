@@ -78,7 +78,7 @@ func (s *Server) applyView(ctx context.Context, c *cluster, v *meta.View) error 
 		if id, _ := uuid.Parse(t.ID); s.broker.TopicByID(id) != nil {
 			continue // not deleted (ApplyTopics reported why)
 		}
-		if aerr := c.store.AckDeletion(ctx, t.ID, me, c.session.Lease()); aerr != nil {
+		if aerr := c.store.AckDeletion(ctx, t.ID, me, c.session().Lease()); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
 	}

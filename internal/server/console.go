@@ -67,11 +67,11 @@ func (c consoleCluster) ClusterState(ctx context.Context) (console.ClusterState,
 	}
 	st := console.ClusterState{
 		Mode:             "KRaft combined node (process.roles=broker,controller): metadata in the controller quorum",
-		Brokers:          map[int32]console.BrokerState{id: {Epoch: cl.epoch, State: "registered"}},
+		Brokers:          map[int32]console.BrokerState{id: {Epoch: cl.epoch(), State: "registered"}},
 		ActiveController: -1,
 	}
-	if cl.session != nil && cl.session.Fenced() {
-		st.Brokers[id] = console.BrokerState{Epoch: cl.epoch, State: "fenced (session expired)"}
+	if cl.session().Fenced() {
+		st.Brokers[id] = console.BrokerState{Epoch: cl.epoch(), State: "fenced (session not renewed)"}
 	}
 	for _, v := range s.cfg.Voters() {
 		st.Controllers = append(st.Controllers, int32(v.ID))

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/server"
 	"github.com/strata-io/strata/internal/servertest"
 )
 
@@ -278,6 +279,56 @@ func TestClusterBrokerDown(t *testing.T) {
 	}
 	cl := c.Client(kgo.DefaultProduceTopic("on4"))
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("back")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClusterLeaseLost: a broker whose session lease is found gone (it
+// expired while the broker was paused or cut off; here revoked) has lost
+// its registration and with it its leaderships (definitive evidence,
+// docs/cluster.md "Fencing"): it registers again with a new broker epoch
+// and leads its partitions again at a newer leader epoch; produce works
+// throughout retries.
+func TestClusterLeaseLost(t *testing.T) {
+	c := startCluster(t, 2, map[string]string{"broker.heartbeat.interval.ms": "200"})
+	ctx := ctxT(t)
+	b2 := c.Brokers[1]
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "on2", -1, -1
+	ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	ra.Replicas = []int32{2}
+	rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 10000
+	if r := request(t, c.Brokers[0].Addr(), req).(*kmsg.CreateTopicsResponse); r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %+v", r.Topics[0])
+	}
+	epochOf := func() (int32, int32, error) {
+		md := request(t, c.Brokers[0].Addr(), &kmsg.MetadataRequest{Version: 12, Topics: []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("on2")}}}).(*kmsg.MetadataResponse)
+		p := md.Topics[0].Partitions[0]
+		return p.Leader, p.LeaderEpoch, kerr.ErrorForCode(p.ErrorCode)
+	}
+	_, before, _ := epochOf()
+	oldEpoch := b2.Server().BrokerEpoch()
+	if err := server.RevokeSession(ctx, b2.Server()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "registered again", func() error {
+		if e := b2.Server().BrokerEpoch(); e <= oldEpoch {
+			return fmt.Errorf("broker epoch %d (was %d)", e, oldEpoch)
+		}
+		return nil
+	})
+	eventually(t, "leading again at a newer epoch", func() error {
+		leader, epoch, err := epochOf()
+		if err != nil || leader != 2 || epoch <= before {
+			return fmt.Errorf("leader %d epoch %d (was %d): %v", leader, epoch, before, err)
+		}
+		return nil
+	})
+	cl := c.Client(kgo.DefaultProduceTopic("on2"))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,0 +1,10 @@
+package server
+
+import "context"
+
+// RevokeSession revokes the broker's current session lease in the
+// metadata store, as its expiry would (tests of re-registration).
+func RevokeSession(ctx context.Context, s *Server) error {
+	_, err := s.cluster.cli.Revoke(ctx, s.cluster.session().Lease())
+	return err
+}
