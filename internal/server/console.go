@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 
+	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/console"
 )
 
@@ -65,10 +66,24 @@ func (c consoleCluster) ClusterState(ctx context.Context) (console.ClusterState,
 	if cl == nil {
 		return console.LocalCluster{NodeID: id}.ClusterState(ctx)
 	}
+	mode := "KRaft combined node (process.roles=broker,controller): metadata in the controller quorum"
+	if !s.cfg.HasRole(config.RoleController) {
+		mode = "KRaft broker (process.roles=broker): metadata in the controller quorum"
+	}
 	st := console.ClusterState{
-		Mode:             "KRaft combined node (process.roles=broker,controller): metadata in the controller quorum",
+		Mode:             mode,
 		Brokers:          map[int32]console.BrokerState{id: {Epoch: cl.epoch(), State: "registered"}},
 		ActiveController: -1,
+	}
+	// Every broker registered in the cluster metadata (the cache's view):
+	// its registration epoch; a registration lasts as long as its session.
+	if cl.cache != nil {
+		if v := cl.cache.View(); v != nil {
+			for bid, b := range v.Brokers {
+				st.Brokers[bid] = console.BrokerState{Epoch: b.Epoch, State: "registered"}
+			}
+			st.ActiveController = v.Controller
+		}
 	}
 	if cl.session().Fenced() {
 		st.Brokers[id] = console.BrokerState{Epoch: cl.epoch(), State: "fenced (session not renewed)"}
