@@ -506,3 +506,197 @@ func newClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	t.Cleanup(cl.Close)
 	return cl
 }
+
+// TestClusterFourNodes: three combined nodes and a broker-only fourth, on
+// random loopback ports. A topic created through the broker-only node
+// spreads over the four; a config set through another broker is seen by
+// all. kill -9 of the active controller: another takes over (Metadata's
+// controller id moves to a live controller) and CreateTopics works (the
+// times are logged, not asserted). Stopping and restarting every node
+// keeps every topic, config and record. Refused with a message: a second
+// broker with a registered node.id, a log directory of another cluster,
+// and a controller whose voter entry disagrees with its metadata store.
+func TestClusterFourNodes(t *testing.T) {
+	base := t.TempDir()
+	ports := randomPorts(t, 3)
+	kafka4 := freePorts(t, 1)[0]
+	var nodes []*node
+	for i := 1; i <= 4; i++ {
+		dir := filepath.Join(base, fmt.Sprintf("n%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var args []string
+		if i <= 3 {
+			args = combinedArgs(i, ports, dir, "--strata.log.format", "json")
+		} else {
+			args = brokerArgs(i, kafka4, ports, dir, "--strata.log.format", "json")
+		}
+		nodes = append(nodes, &node{id: int32(i), dir: dir, args: args})
+	}
+	start := time.Now()
+	phase := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
+	startNodes(t, nodes...)
+	phase("four nodes listening")
+	ctx := ctxFor(t, 4*time.Minute)
+	seeds := func() []string {
+		var out []string
+		for _, n := range nodes {
+			if n.Alive() {
+				out = append(out, n.Kafka)
+			}
+		}
+		return out
+	}
+
+	adm4 := kadm.NewClient(newClient(t, kgo.SeedBrokers(nodes[3].Kafka)))
+	if r, err := adm4.CreateTopic(ctx, 8, 1, nil, "four"); err != nil || r.Err != nil {
+		t.Fatalf("create through the broker-only node: %v %v", err, r.Err)
+	}
+	waitFor(t, ctx, "partitions led by all four", func() error {
+		md := metadata(t, ctx, nodes[0].Kafka, "four")
+		per := map[int32]int{}
+		for _, p := range md.Topics[0].Partitions {
+			if p.ErrorCode != 0 {
+				return kerr.ErrorForCode(p.ErrorCode)
+			}
+			per[p.Leader]++
+		}
+		if len(md.Brokers) != 4 || len(per) != 4 {
+			return fmt.Errorf("%d brokers, leaders %v", len(md.Brokers), per)
+		}
+		return nil
+	})
+	adm2 := kadm.NewClient(newClient(t, kgo.SeedBrokers(nodes[1].Kafka)))
+	if r, err := adm2.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: kmsg.StringPtr("7200000")}}, "four"); err != nil || r[0].Err != nil {
+		t.Fatalf("alter configs: %v %+v", err, r)
+	}
+	checkRetention := func(n *node) {
+		t.Helper()
+		waitFor(t, ctx, fmt.Sprintf("retention.ms on broker %d", n.id), func() error {
+			rc, err := kadm.NewClient(newClient(t, kgo.SeedBrokers(n.Kafka))).DescribeTopicConfigs(ctx, "four")
+			if err != nil {
+				return err
+			}
+			for _, c := range rc[0].Configs {
+				if c.Key == "retention.ms" {
+					if c.MaybeValue() != "7200000" || c.Source != kmsg.ConfigSourceDynamicTopicConfig {
+						return fmt.Errorf("retention.ms = %s (%v)", c.MaybeValue(), c.Source)
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("no retention.ms in %+v", rc[0].Configs)
+		})
+	}
+	for _, n := range nodes {
+		checkRetention(n)
+	}
+	prod := newClient(t, kgo.SeedBrokers(seeds()...), kgo.DefaultProduceTopic("four"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p := int32(0); p < 8; p++ {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte(fmt.Sprintf("v-%d", p))}).FirstErr(); err != nil {
+			t.Fatalf("produce to %d: %v", p, err)
+		}
+	}
+	prod.Close()
+	phase("topic created, configured and written")
+
+	// kill -9 of the active controller.
+	ctl := metadata(t, ctx, nodes[3].Kafka).ControllerID
+	if ctl < 1 || ctl > 3 {
+		t.Fatalf("controller id %d is not a controller", ctl)
+	}
+	killed := time.Now()
+	nodes[ctl-1].Kill()
+	phase(fmt.Sprintf("active controller %d killed", ctl))
+	waitFor(t, ctx, "another controller", func() error {
+		md := metadata(t, ctx, nodes[3].Kafka)
+		if md.ControllerID == ctl || md.ControllerID < 1 || md.ControllerID > 3 {
+			return fmt.Errorf("controller id %d", md.ControllerID)
+		}
+		return nil
+	})
+	t.Logf("controller failover: another controller reported %.1fs after kill -9 (broker.session.timeout.ms=9000)", time.Since(killed).Seconds())
+	waitFor(t, ctx, "CreateTopics after the failover", func() error {
+		r, err := adm4.CreateTopic(ctx, 1, 1, nil, "after-failover")
+		if err == nil && r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			err = r.Err
+		}
+		return err
+	})
+	t.Logf("CreateTopics works %.1fs after the active controller's kill -9", time.Since(killed).Seconds())
+	nodes[ctl-1].restart(t)
+	phase("killed controller restarted")
+
+	// A second broker with node.id 4 (another log directory) is refused
+	// once its session timeout has passed.
+	dup := filepath.Join(base, "dup")
+	os.MkdirAll(dup, 0o755)
+	if p, err := tryStartProc(t, dup, brokerArgs(4, freePorts(t, 1)[0], ports, dup, "--broker.session.timeout.ms", "2000",
+		"--broker.heartbeat.interval.ms", "500")...); err == nil {
+		t.Fatalf("a second node.id 4 started: %s", p.Line)
+	} else if !strings.Contains(err.Error(), "node.id 4 is already registered") {
+		t.Fatalf("a second node.id 4: want a refusal naming the registered node.id, got %v", err)
+	}
+	// A log directory written by another cluster (a single node's).
+	other := filepath.Join(base, "other")
+	os.MkdirAll(other, 0o755)
+	single := startBroker(t, other, "--node.id", "5")
+	if code := single.Term(); code != 0 {
+		t.Fatalf("single node exit %d", code)
+	}
+	if p, err := tryStartProc(t, other, brokerArgs(5, freePorts(t, 1)[0], ports, other)...); err == nil {
+		t.Fatalf("a node with another cluster's log directory started: %s", p.Line)
+	} else if !strings.Contains(err.Error(), "belong to cluster") {
+		t.Fatalf("another cluster's directory: want a refusal naming the cluster ids, got %v", err)
+	}
+	// Controller 3 restarted with its voter entry at another address.
+	if code := nodes[2].Term(); code != 0 {
+		t.Fatalf("node 3 exit %d", code)
+	}
+	moved := slices.Clone(ports)
+	moved[2].controller = freePorts(t, 1)[0]
+	if p, err := tryStartProc(t, nodes[2].dir, combinedArgs(3, moved, nodes[2].dir)...); err == nil {
+		t.Fatalf("controller 3 at a new address started: %s", p.Line)
+	} else if !strings.Contains(err.Error(), "the voter list disagrees with the cluster") {
+		t.Fatalf("controller 3 at a new address: want a refusal naming the voter list, got %v", err)
+	}
+	nodes[2].restart(t)
+	phase("refusals checked")
+
+	// Stop every node, start them all again: everything is back.
+	for _, n := range nodes {
+		if code := n.Term(); code != 0 {
+			t.Errorf("node %d exit %d after SIGTERM", n.id, code)
+		}
+	}
+	startNodes(t, nodes...)
+	phase("every node restarted")
+	for _, n := range nodes {
+		checkRetention(n)
+	}
+	waitFor(t, ctx, "topics back", func() error {
+		md := metadata(t, ctx, nodes[0].Kafka, "four", "after-failover")
+		for _, tp := range md.Topics {
+			if tp.ErrorCode != 0 {
+				return fmt.Errorf("%s: %v", *tp.Topic, kerr.ErrorForCode(tp.ErrorCode))
+			}
+			for _, p := range tp.Partitions {
+				if p.ErrorCode != 0 {
+					return fmt.Errorf("%s-%d: %v", *tp.Topic, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+				}
+			}
+		}
+		return nil
+	})
+	cons := newClient(t, kgo.SeedBrokers(seeds()...), kgo.ConsumeTopics("four"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := map[string]bool{}
+	for len(got) < 8 {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("after restarting every node, read %v", got)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got[string(r.Value)] = true })
+	}
+	phase("every record back")
+}
