@@ -162,7 +162,15 @@ func (b *Broker) load(progress *LoadProgress) error {
 	clean := map[string]bool{}
 	for _, d := range b.dirs {
 		clean[d.path] = takeCleanShutdownMarker(b.fs, d.path)
-		b.syncers[d.path] = storage.NewSyncer(b.logger)
+		s := storage.NewSyncer(b.logger)
+		b.syncers[d.path] = s
+		// The write-ahead journal that makes acks=all over many partitions
+		// one fsync per round (strata.log.journal.bytes; docs/storage.md).
+		if size := b.cfg.Int64("strata.log.journal.bytes"); size > 0 && b.durableAcks {
+			if err := s.OpenJournal(b.fs, d.path, size); err != nil {
+				return fmt.Errorf("log dir %s: %w", d.path, err)
+			}
+		}
 	}
 	m, err := loadMeta(b.fs, b.dirs[0].path)
 	if err != nil {
@@ -236,6 +244,12 @@ func (b *Broker) load(progress *LoadProgress) error {
 	logged.Wait()
 	if err != nil {
 		return err
+	}
+	// Every log replayed what the journal held for it: void it.
+	for _, d := range b.dirs {
+		if err := b.syncers[d.path].StartJournal(); err != nil {
+			return fmt.Errorf("log dir %s: %w", d.path, err)
+		}
 	}
 	for _, d := range b.dirs {
 		if err := removeCleanShutdownMarker(b.fs, d.path); err != nil {

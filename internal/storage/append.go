@@ -408,10 +408,7 @@ func (l *Log) rollLocked() error {
 		if err != nil {
 			return l.fail(fmt.Errorf("roll: fdatasync segment %d: %w", old.base, err))
 		}
-		if l.mark.leo > l.synced.leo {
-			l.synced = l.mark
-			l.recoveryPoint.Store(l.mark.leo)
-		}
+		l.setSynced(l.mark, true)
 	case l.dirty:
 		l.closing = append(l.closing, oldFile)
 	default:
@@ -431,6 +428,9 @@ func (l *Log) rollLocked() error {
 	l.mark = writeMark{leo: l.mark.leo, base: ns.base, pos: 0}
 	if l.synced.leo == l.mark.leo {
 		l.synced = l.mark
+	}
+	if l.flushed.leo == l.mark.leo {
+		l.flushed = l.mark
 	}
 	l.ps.expire(l.now().UnixMilli(), l.opts.ProducerIDExpiration.Milliseconds())
 	if err := l.writeSnapshot(ns.base); err != nil { // also fsyncs the directory

@@ -251,8 +251,17 @@ func (l *Log) AppendAsFollower(records []byte) (AppendResult, error) {
 		if l.mark.leo != l.logStart || first.LastOffset() < l.mark.leo {
 			return res, fmt.Errorf("append replicated batches to %s: first offset %d below the log end %d: %w", l.dir, first.BaseOffset(), l.mark.leo, ErrUnexpectedOffset)
 		}
-		if err := l.truncateFullyLocked(first.BaseOffset()); err != nil {
+		// An empty log restarting below its start: a cut, which the journal
+		// must learn of first (beginCut takes the syncer's round lock, which
+		// comes before l.mu).
+		l.mu.Unlock()
+		err := l.TruncateFullyAndStartAt(first.BaseOffset())
+		l.mu.Lock()
+		if err != nil {
 			return res, err
+		}
+		if l.closed || l.failed != nil || first.BaseOffset() != l.mark.leo {
+			return res, fmt.Errorf("append replicated batches to %s: the log changed while it restarted at %d: %w", l.dir, first.BaseOffset(), ErrUnexpectedOffset)
 		}
 	}
 	nowT := l.now()
@@ -325,6 +334,7 @@ func (l *Log) AppendAsFollower(records []byte) (AppendResult, error) {
 // goes, the log start and end become offset, the producer state, leader
 // epoch history and transaction index start empty.
 func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	defer l.syncer.beginCut(l)()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed || l.failed != nil {
@@ -339,6 +349,9 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	}
 	if err := l.flushLocked(); err != nil {
 		return err
+	}
+	if err := l.syncer.journalCut(l, offset); err != nil {
+		return l.fail(err)
 	}
 	if err := l.closeActiveFiles(l.active, true, false); err != nil {
 		return l.fail(err)

@@ -65,6 +65,7 @@ type Log struct {
 	dir       string
 	topic     string
 	partition int32
+	topicID   [16]byte // from partition.metadata
 	fsys      vfs.FS
 	logger    *slog.Logger
 	now       func() time.Time
@@ -90,9 +91,10 @@ type Log struct {
 	segs          []*segment
 	active        *segment
 	mark          writeMark // end of written data
-	synced        writeMark // end of fsynced data
+	synced        writeMark // end of durable data: fsynced in the segments or in the journal
+	flushed       writeMark // end of data fsynced in the segment files (the recovery point)
 	logStart      int64
-	recoveryPoint atomic.Int64
+	recoveryPoint atomic.Int64 // flushed.leo
 	ckptRecovery  int64 // recovery point last set in the log dir checkpoint
 	ps            *producerState
 	epochs        epochCache
@@ -149,8 +151,43 @@ func (l *Log) LogEndOffset() int64 { return l.v.Load().leo }
 // HighWatermark is the end of the readable (durable) prefix.
 func (l *Log) HighWatermark() int64 { return l.v.Load().hw }
 
-// RecoveryPoint is the offset below which data is known fsynced.
+// RecoveryPoint is the offset below which data is known fsynced in the
+// segment files.
 func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
+
+// setSynced records m as durable (under l.mu); flushed also when the
+// segment files themselves were fsynced up to it.
+func (l *Log) setSynced(m writeMark, flushed bool) {
+	if m.leo > l.synced.leo || (m.leo == l.synced.leo && m.base > l.synced.base) {
+		l.synced = m
+	}
+	if flushed && (m.leo > l.flushed.leo || (m.leo == l.flushed.leo && m.base > l.flushed.base)) {
+		l.flushed = m
+		l.recoveryPoint.Store(m.leo)
+	}
+}
+
+// markFlushed records that a journal checkpoint made the segment bytes
+// up to m durable.
+func (l *Log) markFlushed(m writeMark) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || l.failed != nil || m.leo <= l.flushed.leo {
+		return
+	}
+	l.setSynced(m, true)
+	if len(l.closing) == 0 {
+		l.setRecoveryPoint(l.flushed.leo, false)
+	}
+}
+
+// failFlush fails the log: a journal checkpoint could not make its bytes
+// durable in its segments.
+func (l *Log) failFlush(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fail(err)
+}
 
 // Size is the total bytes of all segment files of the log.
 func (l *Log) Size() int64 {
@@ -304,7 +341,8 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	// group-commit round, Flush, a roll) fsyncs it and its parent first, so
 	// creating a thousand partitions costs no fsync per partition.
 	l.dirsUnsynced = errNotExist(statErr)
-	if err := l.writePartitionMetadata(topicID); err != nil {
+	var err error
+	if l.topicID, err = l.writePartitionMetadata(topicID); err != nil {
 		return err
 	}
 	ents, err := l.fsys.ReadDir(l.dir)
@@ -370,6 +408,24 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 		// nothing and needs nothing written.
 		l.changed = changed
 		dirChanged = dirChanged || changed
+		// Acknowledged bytes the segments lost but the log dir's journal
+		// kept go back into them (then checked and fsynced like any bytes
+		// past the recovery point).
+		if recs := l.syncer.journalFor(l).recordsFor(l); len(recs) > 0 {
+			from := leo
+			wrote, err := l.replayJournal(recs, leo)
+			if err != nil {
+				return err
+			}
+			if wrote {
+				rebuild := l.rebuildTxnFrom
+				if leo, _, err = l.recover(from); err != nil {
+					return err
+				}
+				l.rebuildTxnFrom = min(rebuild, l.rebuildTxnFrom)
+				l.changed, dirChanged = true, true
+			}
+		}
 	}
 	if ls > leo {
 		// Kafka §3.2 step 5: everything below the log start is gone.
@@ -389,8 +445,7 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	}
 	act := l.active
 	l.mark = writeMark{leo: leo, base: act.base, pos: act.size.Load()}
-	l.synced = l.mark
-	l.recoveryPoint.Store(leo)
+	l.setSynced(l.mark, true)
 	if dirChanged {
 		if err := l.fsys.SyncDir(l.dir); err != nil {
 			return err
@@ -549,27 +604,29 @@ func (l *Log) setRecoveryPoint(rp int64, now bool) error {
 	return nil
 }
 
-func (l *Log) writePartitionMetadata(topicID [16]byte) error {
+// writePartitionMetadata checks or writes partition.metadata and returns
+// the partition's topic id.
+func (l *Log) writePartitionMetadata(topicID [16]byte) ([16]byte, error) {
 	name := filepath.Join(l.dir, PartitionMetaFile)
 	data, err := vfs.ReadFile(l.fsys, name)
 	if err == nil {
 		old, perr := ParsePartitionMetadata(data)
 		if perr == nil {
 			if old != topicID && topicID != ([16]byte{}) {
-				return fmt.Errorf("partition.metadata topic id %x differs from %x: %w", old, topicID, kerr.InconsistentTopicID)
+				return old, fmt.Errorf("partition.metadata topic id %x differs from %x: %w", old, topicID, kerr.InconsistentTopicID)
 			}
-			return nil
+			return old, nil
 		}
 		l.logger.Warn("rewriting unreadable partition.metadata", "err", perr)
 	} else if !errNotExist(err) {
-		return err
+		return topicID, err
 	}
 	if l.dirsUnsynced {
 		// A new directory: durable with it (a torn or lost file is written
 		// again at the next start).
-		return writeFileNoSync(l.fsys, name, FormatPartitionMetadata(topicID))
+		return topicID, writeFileNoSync(l.fsys, name, FormatPartitionMetadata(topicID))
 	}
-	return vfs.WriteFileAtomic(l.fsys, name, FormatPartitionMetadata(topicID), 0o644)
+	return topicID, vfs.WriteFileAtomic(l.fsys, name, FormatPartitionMetadata(topicID), 0o644)
 }
 
 // syncDirsLocked fsyncs a new partition directory and its parent once,
@@ -844,16 +901,19 @@ func (l *Log) WaitDurable(ctx context.Context, upTo int64) error {
 type syncPrep struct {
 	mark   writeMark
 	ckpt   int64          // active segment base when prepared
+	log    *Log
+	jfile  *SegmentFile   // active segment whose bytes from jfrom go to the journal (a reference)
+	jfrom  int64
 	files  []*SegmentFile // to fsync, one reference each
 	closed []*SegmentFile // the subset taken from l.closing
 	dirs   []string       // new partition directory and its parent to fsync (see load)
 	fsys   vfs.FS
 }
 
-func (l *Log) prepareSync() syncPrep {
+func (l *Log) prepareSync(journal bool) syncPrep {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	p := syncPrep{mark: l.mark, fsys: l.fsys}
+	p := syncPrep{mark: l.mark, fsys: l.fsys, log: l}
 	if l.closed || l.active == nil {
 		return p
 	}
@@ -867,14 +927,23 @@ func (l *Log) prepareSync() syncPrep {
 			p.closed = append(p.closed, f)
 		}
 	}
-	if l.dirty && l.active.file != nil && l.active.file.tryAcquire() {
+	switch {
+	case journal && l.cfg.Load().Durable && len(l.closing) == 0 &&
+		l.synced.base == l.active.base && l.mark.base == l.active.base && l.mark.pos > l.synced.pos &&
+		l.active.file != nil && l.active.file.tryAcquire():
+		// The new bytes go to the journal; the segment file stays
+		// dirty (l.dirty) until a direct sync or a checkpoint.
+		p.jfile, p.jfrom = l.active.file, l.synced.pos
+	case l.dirty && l.active.file != nil && l.active.file.tryAcquire():
 		p.files = append(p.files, l.active.file)
 		l.dirty = false
 	}
 	return p
 }
 
-func (l *Log) finishSync(p syncPrep, err error) {
+// finishSync applies a round's outcome: journaled rounds make the bytes
+// durable (the high watermark moves), direct ones also flushed.
+func (l *Log) finishSync(p syncPrep, err error, journaled bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err != nil {
@@ -894,12 +963,13 @@ func (l *Log) finishSync(p syncPrep, err error) {
 		}
 	}
 	if p.mark.leo > l.synced.leo {
-		l.synced = p.mark
-		l.recoveryPoint.Store(p.mark.leo)
+		l.setSynced(p.mark, !journaled)
 		l.publish()
+	} else if !journaled {
+		l.setSynced(p.mark, true)
 	}
 	if len(l.closing) == 0 && !l.closed && l.failed == nil {
-		l.setRecoveryPoint(l.synced.leo, false) // in memory; see setRecoveryPoint
+		l.setRecoveryPoint(l.flushed.leo, false) // in memory; see setRecoveryPoint
 	}
 }
 
@@ -917,7 +987,7 @@ func (l *Log) flushLocked() error {
 	if l.failed != nil {
 		return fmt.Errorf("%s: %v: %w", l.dir, l.failed, kerr.KafkaStorageError)
 	}
-	if l.synced.leo == l.mark.leo && len(l.closing) == 0 {
+	if l.flushed.leo == l.mark.leo && len(l.closing) == 0 {
 		// Nothing written since the last fsync: nothing to flush.
 		l.dirty = false
 		l.lastFlush = l.now()
@@ -937,9 +1007,9 @@ func (l *Log) flushLocked() error {
 	l.releaseClosing()
 	l.dirty = false
 	l.lastFlush = l.now()
-	if l.mark.leo > l.synced.leo {
-		l.synced = l.mark
-		l.recoveryPoint.Store(l.mark.leo)
+	moved := l.mark.leo > l.synced.leo
+	l.setSynced(l.mark, true)
+	if moved {
 		l.publish()
 	}
 	if err := l.setRecoveryPoint(l.mark.leo, false); err != nil {

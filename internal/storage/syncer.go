@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"sync"
 
 	"github.com/strata-io/strata/internal/vfs"
@@ -24,6 +25,88 @@ type Syncer struct {
 
 	ckMu  sync.Mutex
 	ckpts map[ckKey]*dirCheckpoints // root checkpoint files per log dir
+
+	// roundMu: one group-commit round (or journal barrier) at a time.
+	roundMu sync.Mutex
+	// jrnl is the log dir's write-ahead journal (OpenJournal), nil when
+	// every round fsyncs the segment files directly.
+	jrnl *journal
+}
+
+// OpenJournal gives the syncer the write-ahead journal of log dir dir
+// (files of fileBytes each, created when missing; see journal.go): rounds
+// that would fsync many segment files then write and fsync the journal
+// once instead. Call it before opening the dir's logs, which replay what
+// the journal holds for them when they recover, and StartJournal once they
+// are all open.
+func (s *Syncer) OpenJournal(fsys vfs.FS, dir string, fileBytes int64) error {
+	if s.jrnl != nil {
+		return errors.New("journal already open")
+	}
+	j, err := openJournal(fsys, filepath.Clean(dir), fileBytes, s.logger)
+	if err != nil {
+		return err
+	}
+	s.jrnl = j
+	if n := len(j.recs); n > 0 {
+		s.logger.Info("journal holds records to replay", "dir", dir, "partitions", n)
+	}
+	return nil
+}
+
+// StartJournal ends the recovery of the journal's log dir (every log is
+// open): what the journal held is voided and rounds may use it.
+func (s *Syncer) StartJournal() error {
+	if s.jrnl == nil {
+		return nil
+	}
+	s.roundMu.Lock()
+	defer s.roundMu.Unlock()
+	return s.jrnl.start()
+}
+
+// JournalStats returns the journal's counters (zero without a journal).
+func (s *Syncer) JournalStats() JournalStats {
+	if s.jrnl == nil {
+		return JournalStats{}
+	}
+	return s.jrnl.Stats()
+}
+
+// journalFor returns the journal when it belongs to the log dir of l.
+func (s *Syncer) journalFor(l *Log) *journal {
+	if s.jrnl == nil || s.jrnl.fsys != l.fsys || s.jrnl.dir != filepath.Dir(filepath.Clean(l.dir)) {
+		return nil
+	}
+	return s.jrnl
+}
+
+// beginCut prepares a cut of l (TruncateTo, TruncateFullyAndStartAt):
+// when l's bytes may be in the journal, it holds the round lock (no round
+// journals l's bytes until the cut is done) and makes room for the cut's
+// record, which the caller writes with journalCut under l.mu. The returned
+// func ends it.
+func (s *Syncer) beginCut(l *Log) func() {
+	j := s.journalFor(l)
+	if j == nil || !j.started {
+		return func() {}
+	}
+	s.roundMu.Lock()
+	for j.isReady() && !j.reserve(truncRecordSize(l)) && j.err() == nil {
+		j.wait() // the other file's checkpoint frees it
+	}
+	return s.roundMu.Unlock
+}
+
+// journalCut journals (fsynced) that l is cut at offset, so that no record
+// of l written before is replayed after a crash (beginCut first; l.mu
+// held; l's bytes so far fsynced in its segments).
+func (s *Syncer) journalCut(l *Log, offset int64) error {
+	j := s.journalFor(l)
+	if j == nil || !j.started || j.err() != nil || !j.isReady() {
+		return nil // nothing journaled since the start: nothing to void
+	}
+	return j.writeTruncate(l, offset)
 }
 
 // DefaultDirFileCache is how many closed segments (open descriptor plus
@@ -58,6 +141,16 @@ func (s *Syncer) Close() error {
 		return nil
 	}
 	var errs []error
+	if s.jrnl != nil {
+		// Every journaled byte becomes durable in its segment (one
+		// SyncFS), then the journal is voided: a clean start replays
+		// nothing.
+		s.jrnl.wait()
+		if err := s.jrnl.barrier(); err != nil {
+			errs = append(errs, err)
+		}
+		s.jrnl.close()
+	}
 	for _, c := range s.registries() {
 		if err := c.applyDeferred(); err != nil {
 			errs = append(errs, err)
@@ -212,6 +305,8 @@ func (s *Syncer) fsys(preps []syncPrep, who []int) vfs.FS { return preps[who[0]]
 const maxParallelSyncs = 16
 
 func (s *Syncer) round() {
+	s.roundMu.Lock()
+	defer s.roundMu.Unlock()
 	s.mu.Lock()
 	if len(s.pending) == 0 {
 		s.mu.Unlock()
@@ -225,11 +320,16 @@ func (s *Syncer) round() {
 	s.rounds++
 	s.mu.Unlock()
 
+	useJournal := s.jrnl != nil && s.jrnl.started && len(logs) >= journalMinFiles
 	preps := make([]syncPrep, len(logs))
 	for i, l := range logs {
-		preps[i] = l.prepareSync()
+		preps[i] = l.prepareSync(useJournal && s.journalFor(l) != nil)
 	}
 	errs := make([]error, len(logs))
+	journaled := make([]bool, len(logs))
+	if useJournal {
+		s.journalRound(preps, errs, journaled)
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxParallelSyncs)
@@ -280,7 +380,65 @@ func (s *Syncer) round() {
 	}
 	wg.Wait()
 	for i, l := range logs {
-		l.finishSync(preps[i], errs[i])
+		l.finishSync(preps[i], errs[i], journaled[i])
 	}
 	s.persistRecoveryPoints()
+}
+
+// journalRound makes the new bytes of the logs prepared for the journal
+// durable with one journal write and fsync. When too few logs qualify or
+// the journal has no room, their active segment files go back to the
+// round's direct fsyncs.
+func (s *Syncer) journalRound(preps []syncPrep, errs []error, journaled []bool) {
+	var total int64
+	n := 0
+	for i := range preps {
+		if p := &preps[i]; p.jfile != nil {
+			total += recordSize(p.log, p.mark.pos-p.jfrom)
+			n++
+		}
+	}
+	j := s.jrnl
+	if n < journalMinFiles || !j.reserve(total) {
+		for i := range preps {
+			if p := &preps[i]; p.jfile != nil {
+				p.files = append(p.files, p.jfile)
+				p.jfile = nil
+			}
+		}
+		return
+	}
+	buf := j.buf[:0]
+	marks := make([]jmark, 0, n)
+	for i := range preps {
+		p := &preps[i]
+		if p.jfile == nil {
+			continue
+		}
+		size := p.mark.pos - p.jfrom
+		start := len(buf)
+		buf = appendJrecHeader(buf, j.gen, p.log, p.mark.base, p.jfrom, size)
+		buf = append(buf, make([]byte, size)...)
+		if _, err := p.jfile.f.ReadAt(buf[len(buf)-int(size):], p.jfrom); err != nil {
+			// Cannot copy: this log's file is fsynced directly.
+			buf = buf[:start]
+			p.files = append(p.files, p.jfile)
+			p.jfile = nil
+			continue
+		}
+		sealJrec(buf, start)
+		marks = append(marks, jmark{p.log, p.mark})
+	}
+	err := j.write(buf, len(marks), marks)
+	if cap(buf) <= 64<<20 {
+		j.buf = buf[:0]
+	}
+	for i := range preps {
+		if p := &preps[i]; p.jfile != nil {
+			p.jfile.Release()
+			p.jfile = nil
+			errs[i] = err
+			journaled[i] = true
+		}
+	}
 }

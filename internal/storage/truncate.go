@@ -17,6 +17,7 @@ import (
 // producer state, the leader epoch history and the .txnindex entries are
 // rolled back with it.
 func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
+	defer l.syncer.beginCut(l)()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed || l.failed != nil {
@@ -32,6 +33,11 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 	// Pending syncs first, so no closed segment is left half-durable.
 	if err := l.flushLocked(); err != nil {
 		return l.mark.leo, err
+	}
+	// The journal learns of the cut before the cut is durable: records of
+	// bytes about to be cut are never replayed.
+	if err := l.syncer.journalCut(l, offset); err != nil {
+		return l.mark.leo, l.fail(err)
 	}
 	i := floorSegment(l.segs, offset)
 	target := l.segs[i]
@@ -101,6 +107,9 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 	l.forgetBatchEnds(end)
 	if l.synced.leo > end {
 		l.synced = l.mark
+	}
+	if l.flushed.leo > end {
+		l.flushed = l.mark
 	}
 	l.recoveryPoint.Store(min(l.recoveryPoint.Load(), end))
 	if err := l.setRecoveryPoint(min(l.ckptRecovery, end), true); err != nil {

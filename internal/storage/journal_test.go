@@ -1,0 +1,272 @@
+package storage
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/vfs"
+)
+
+// journalDir opens n partitions "/data/j-<i>" of one log dir with a syncer
+// using a journal of fileSize bytes per file, recovering them (and
+// replaying the journal) unless clean, then starts the journal.
+func journalDir(t testing.TB, fsys vfs.FS, n int, cfg Config, fileSize int64, clean bool) (*Syncer, []*Log) {
+	t.Helper()
+	if err := fsys.MkdirAll("/data", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := NewSyncer(quiet)
+	if err := s.OpenJournal(fsys, "/data", fileSize); err != nil {
+		t.Fatal(err)
+	}
+	logs := make([]*Log, n)
+	for i := range logs {
+		l, err := Open(fmt.Sprintf("/data/j-%d", i), [16]byte{9, byte(i)}, cfg, clean, Options{FS: fsys, Syncer: s, Logger: quiet})
+		if err != nil {
+			t.Fatalf("open partition %d: %v", i, err)
+		}
+		logs[i] = l
+	}
+	if err := s.StartJournal(); err != nil {
+		t.Fatal(err)
+	}
+	// The files are prepared when a round first wants them; tests want
+	// the journal from the first round.
+	s.jrnl.reserve(0)
+	s.jrnl.wait()
+	if !s.jrnl.isReady() {
+		t.Fatalf("journal not ready: %v", s.jrnl.err())
+	}
+	return s, logs
+}
+
+// checkAcked reads every partition back and checks that it is a gap-free
+// sequence of valid batches holding every acknowledged batch byte for byte.
+func checkAcked(t *testing.T, what string, logs []*Log, acked map[int][]ackedBatch) {
+	t.Helper()
+	for i, l := range logs {
+		got := readAll(t, l, l.LogStartOffset())
+		byBase := map[int64]record.Batch{}
+		next := int64(-1)
+		for _, b := range got {
+			if next >= 0 && b.BaseOffset() != next {
+				t.Fatalf("%s: partition %d: gap or overlap: batch at %d after end %d", what, i, b.BaseOffset(), next)
+			}
+			next = b.LastOffset() + 1
+			byBase[b.BaseOffset()] = b
+		}
+		for _, a := range acked[i] {
+			b, ok := byBase[a.base]
+			if !ok {
+				t.Fatalf("%s: partition %d: acknowledged batch at %d lost (end %d, %d acked)", what, i, a.base, l.LogEndOffset(), len(acked[i]))
+			}
+			if len(b) != len(a.bytes) || string(b[12:]) != string(a.bytes[12:]) || int64(binary.BigEndian.Uint64(b)) != a.base {
+				t.Fatalf("%s: partition %d: batch at %d differs", what, i, a.base)
+			}
+		}
+	}
+}
+
+func closeAll(t testing.TB, s *Syncer, logs []*Log) {
+	t.Helper()
+	for _, l := range logs {
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestJournalPowerLossManyPartitions: writers append with acks=all to
+// random partitions among a thousand, so group-commit rounds go through
+// the journal (small files: it rotates and checkpoints all the time, and
+// segments roll); power-cut images (exact and torn) taken at random
+// moments each recover, replaying the journal, with every batch
+// acknowledged before the cut back byte for byte.
+func TestJournalPowerLossManyPartitions(t *testing.T) {
+	parts, writers, appends := 1000, 8, 150
+	if testing.Short() {
+		parts, appends = 200, 60
+	}
+	rng := rand.New(rand.NewPCG(uint64(parts), 11))
+	fsys := vfs.NewCrashFS()
+	cfg := testConfig()
+	cfg.SegmentBytes = 3000
+	s, logs := journalDir(t, fsys, parts, cfg, 64<<10, false)
+	var mu sync.Mutex
+	acked := map[int][]ackedBatch{}
+	type image struct {
+		fs    *vfs.CrashFS
+		acked map[int][]ackedBatch
+	}
+	var images []image
+	snapshot := func() map[int][]ackedBatch {
+		out := make(map[int][]ackedBatch, len(acked))
+		for k, v := range acked {
+			out[k] = append([]ackedBatch(nil), v...)
+		}
+		return out
+	}
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 5))
+			for i := range appends {
+				p := r.IntN(parts)
+				b := mkBatch(t, 1+r.IntN(4), fmt.Sprintf("w%d-%d", w, i), int64(i))
+				res, err := logs[p].Append(b, AppendOptions{LeaderEpoch: 2})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := logs[p].WaitDurable(context.Background(), res.LastOffset+1); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				acked[p] = append(acked[p], ackedBatch{res.BaseOffset, b})
+				switch rng.IntN(300) {
+				case 0:
+					images = append(images, image{fsys.Crash(), snapshot()})
+				case 1:
+					images = append(images, image{fsys.CrashTorn(func(n int) int { return rng.IntN(n + 1) }), snapshot()})
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	images = append(images, image{fsys.Crash(), snapshot()})
+	st := s.JournalStats()
+	if st.Rounds == 0 || st.Checkpoints == 0 {
+		t.Fatalf("the journal was not exercised: %+v", st)
+	}
+	t.Logf("journal: %+v, %d group-commit rounds in all, %d power-cut images", st, s.Rounds(), len(images))
+	closeAll(t, s, logs)
+	replayed := uint64(0)
+	for k, im := range images {
+		s2, logs2 := journalDir(t, im.fs, parts, cfg, 64<<10, false)
+		replayed += s2.JournalStats().Replayed
+		checkAcked(t, fmt.Sprintf("image %d", k), logs2, im.acked)
+		closeAll(t, s2, logs2)
+	}
+	if replayed == 0 {
+		t.Errorf("no image needed the journal: the test proves nothing")
+	}
+	// A clean shutdown voids the journal: nothing to replay.
+	s3, logs3 := journalDir(t, fsys, parts, cfg, 64<<10, true)
+	if n := s3.JournalStats().Replayed; n != 0 {
+		t.Errorf("clean start replayed %d records", n)
+	}
+	checkAcked(t, "clean start", logs3, acked)
+	closeAll(t, s3, logs3)
+}
+
+// TestJournalCutNotReplayed: bytes cut by TruncateTo (a follower's
+// truncation) are never replayed from the journal, while bytes appended
+// after the cut are; the same for TruncateFullyAndStartAt.
+func TestJournalCutNotReplayed(t *testing.T) {
+	const parts = 8
+	fsys := vfs.NewCrashFS()
+	cfg := testConfig()
+	cfg.SegmentBytes = 1 << 20
+	s, logs := journalDir(t, fsys, parts, cfg, 1<<20, false)
+	acked := map[int][]ackedBatch{}
+	var mu sync.Mutex
+	round := func(tag string) {
+		var wg sync.WaitGroup
+		for p := range parts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				b := mkBatch(t, 2, tag, 1)
+				res := mustAppend(t, logs[p], b)
+				if err := logs[p].WaitDurable(context.Background(), res.LastOffset+1); err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				acked[p] = append(acked[p], ackedBatch{res.BaseOffset, b})
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+	}
+	for i := range 6 {
+		round(fmt.Sprint("a", i))
+	}
+	if s.JournalStats().Rounds == 0 {
+		t.Fatal("rounds did not use the journal")
+	}
+	// Partition 0 cut at 6 (3 batches kept), partition 1 restarted at 100.
+	if end, err := logs[0].TruncateTo(6); err != nil || end != 6 {
+		t.Fatalf("truncate: %d %v", end, err)
+	}
+	acked[0] = acked[0][:3]
+	if err := logs[1].TruncateFullyAndStartAt(100); err != nil {
+		t.Fatal(err)
+	}
+	acked[1] = nil
+	for i := range 3 {
+		round(fmt.Sprint("b", i))
+	}
+	want0, want1 := logs[0].LogEndOffset(), logs[1].LogEndOffset()
+	img := fsys.Crash()
+	closeAll(t, s, logs)
+	s2, logs2 := journalDir(t, img, parts, cfg, 1<<20, false)
+	defer closeAll(t, s2, logs2)
+	checkAcked(t, "after the cuts", logs2, acked)
+	if logs2[0].LogEndOffset() != want0 || logs2[1].LogEndOffset() != want1 || logs2[1].LogStartOffset() != 100 {
+		t.Fatalf("ends after a crash: %d and %d (start %d), want %d and %d (start 100)",
+			logs2[0].LogEndOffset(), logs2[1].LogEndOffset(), logs2[1].LogStartOffset(), want0, want1)
+	}
+}
+
+// TestJournalOneFsyncPerRound: a round over many partitions fsyncs the
+// journal once, not every segment.
+func TestJournalOneFsyncPerRound(t *testing.T) {
+	const parts = 64
+	fsys := vfs.NewCrashFS()
+	s, logs := journalDir(t, fsys, parts, testConfig(), 1<<20, false)
+	defer closeAll(t, s, logs)
+	// First writes: the new partition directories get their fsyncs.
+	for _, l := range logs {
+		res := mustAppend(t, l, mkBatch(t, 1, "first", 1))
+		if err := l.WaitDurable(context.Background(), res.LastOffset+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ops := countOps(fsys)
+	before := s.JournalStats().Rounds
+	// Appends pile up while a round is held back, as they do while a
+	// round's fsync is under way.
+	s.roundMu.Lock()
+	var wg sync.WaitGroup
+	for _, l := range logs {
+		res := mustAppend(t, l, mkBatch(t, 1, "x", 1))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.WaitDurable(context.Background(), res.LastOffset+1); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	s.roundMu.Unlock()
+	wg.Wait()
+	rounds := s.JournalStats().Rounds - before
+	got := ops.take()
+	fsys.SetHook(nil)
+	if rounds == 0 || got["sync"] > int(rounds)+parts/journalMinFiles {
+		t.Fatalf("%d partitions made durable with %d fsyncs in %d journal rounds (ops %v)", parts, got["sync"], rounds, got)
+	}
+	t.Logf("%d partitions: %d fsyncs, %d journal rounds", parts, got["sync"], rounds)
+}
