@@ -353,6 +353,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if err := l.syncer.journalCut(l, offset); err != nil {
 		return l.fail(err)
 	}
+	l.cuts++
 	if err := l.closeActiveFiles(l.active, true, false); err != nil {
 		return l.fail(err)
 	}

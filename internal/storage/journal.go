@@ -57,6 +57,7 @@ const (
 	jrnlKindBatches   = 1
 	jrnlKindTruncate  = 2
 	jrnlFixedHeader   = 4 + 4 + 8 + 1 + 16 + 4 + 2 + 8 + 8
+	jrnlVoidMarker    = 4 + 4 + 8
 	// DefaultJournalFileBytes is the size of each of the two journal
 	// files of a log dir.
 	DefaultJournalFileBytes = 64 << 20
@@ -121,7 +122,15 @@ type journal struct {
 }
 
 // jlogs maps a log to the furthest mark of its bytes in a journal file.
-type jlogs map[*Log]writeMark
+type jlogs map[*Log]jreach
+
+// jreach is how far a log's journaled bytes reach, and the log's cut
+// count when they were journaled (Log.cuts): after a cut the mark no
+// longer names bytes of the log.
+type jreach struct {
+	mark writeMark
+	cuts uint64
+}
 
 // JournalStats counts what a log dir's journal did.
 type JournalStats struct {
@@ -262,6 +271,14 @@ func readJournalFile(f vfs.File, i int) ([]struct {
 			return nil, 0, fmt.Errorf("read journal %s: %w", f.Name(), err)
 		}
 		length := int64(binary.BigEndian.Uint32(hdr[:]))
+		if length == 0 && pos == 0 {
+			// A void marker: no records, only the generation it keeps.
+			var g [8]byte
+			if _, err := f.ReadAt(g[:], 8); err == nil && crc32.Checksum(g[:], crcTable) == binary.BigEndian.Uint32(hdr[4:]) {
+				gen = binary.BigEndian.Uint64(g[:])
+			}
+			break
+		}
 		if length < jrnlFixedHeader-4 || pos+4+length > size {
 			break
 		}
@@ -394,8 +411,8 @@ func (j *journal) start() error {
 	j.ready = j.sized[0] && j.sized[1]
 	j.mu.Unlock()
 	for i, f := range j.files {
-		if st, err := f.Stat(); err != nil || st.Size() >= 8 {
-			if err := j.void(i); err != nil {
+		if st, err := f.Stat(); err != nil || st.Size() >= jrnlVoidMarker {
+			if err := j.void(i, j.gen); err != nil {
 				return err
 			}
 		}
@@ -406,12 +423,23 @@ func (j *journal) start() error {
 	return nil
 }
 
-// void zeroes the first record of file i and fsyncs it: nothing in the
-// file is read at the next open.
-func (j *journal) void(i int) error {
-	var zero [8]byte
+// void overwrites the first record of file i with a void marker and
+// fsyncs it: nothing in the file is read at the next open. The marker
+// keeps gen (at least the generation of every record the file held), so
+// that the generations of a later run stay above those of the stale
+// records left behind the marker: a file's reader stops at the first
+// record of another generation, and must never take a stale record for
+// one of the current generation (a stale truncation record would void
+// newer records of its partition).
+//
+// Marker layout: length u32 = 0, crc u32 (CRC-32C of the generation),
+// generation u64.
+func (j *journal) void(i int, gen uint64) error {
+	var marker [jrnlVoidMarker]byte
+	binary.BigEndian.PutUint64(marker[8:], gen)
+	binary.BigEndian.PutUint32(marker[4:], crc32.Checksum(marker[8:], crcTable))
 	f := j.files[i]
-	if _, err := f.WriteAt(zero[:], 0); err != nil {
+	if _, err := f.WriteAt(marker[:], 0); err != nil {
 		return fmt.Errorf("void journal %s: %w", f.Name(), err)
 	}
 	if err := f.Sync(); err != nil {
@@ -457,7 +485,7 @@ func (j *journal) reserve(n int64) bool {
 	j.cur, j.pos = other, 0
 	j.gen++
 	j.ckpts.Add(1)
-	go j.checkpoint(full, logs) // owner: the journal; waited for by wait
+	go j.checkpoint(full, j.gen-1, logs) // owner: the journal; waited for by wait
 	return true
 }
 
@@ -480,8 +508,8 @@ func (j *journal) write(round []byte, records int, logs []jmark) error {
 		j.covered[j.cur] = c
 	}
 	for _, m := range logs {
-		if old, ok := c[m.l]; !ok || m.mark.leo > old.leo {
-			c[m.l] = m.mark
+		if old, ok := c[m.l]; !ok || m.cuts != old.cuts || m.mark.leo > old.mark.leo {
+			c[m.l] = jreach{m.mark, m.cuts}
 		}
 	}
 	j.stats.Rounds++
@@ -495,6 +523,7 @@ func (j *journal) write(round []byte, records int, logs []jmark) error {
 type jmark struct {
 	l    *Log
 	mark writeMark
+	cuts uint64 // l.cuts when prepared
 }
 
 // isReady reports whether the files are prepared (rounds may use them).
@@ -523,11 +552,11 @@ func (j *journal) fail(err error) error {
 
 // checkpoint makes every segment byte that file i covered durable with
 // one SyncFS, moves the logs' flushed marks past them, and voids the file.
-func (j *journal) checkpoint(i int, logs jlogs) {
+func (j *journal) checkpoint(i int, gen uint64, logs jlogs) {
 	defer j.ckpts.Done()
 	err := j.flushCovered(logs)
 	if err == nil {
-		err = j.void(i)
+		err = j.void(i, gen)
 	}
 	j.mu.Lock()
 	j.busy[i] = false
@@ -554,8 +583,8 @@ func (j *journal) flushCovered(logs jlogs) error {
 		}
 		return err
 	}
-	for l, m := range logs {
-		l.markFlushed(m)
+	for l, r := range logs {
+		l.markFlushed(r.mark, r.cuts)
 	}
 	return nil
 }
@@ -571,9 +600,9 @@ func (j *journal) barrier() error {
 	j.mu.Lock()
 	logs := jlogs{}
 	for i := range j.covered {
-		for l, m := range j.covered[i] {
-			if old, ok := logs[l]; !ok || m.leo > old.leo {
-				logs[l] = m
+		for l, r := range j.covered[i] {
+			if old, ok := logs[l]; !ok || r.cuts > old.cuts || (r.cuts == old.cuts && r.mark.leo > old.mark.leo) {
+				logs[l] = r
 			}
 		}
 		j.covered[i] = nil
@@ -583,7 +612,7 @@ func (j *journal) barrier() error {
 		return err
 	}
 	for i := range j.files {
-		if err := j.void(i); err != nil {
+		if err := j.void(i, j.gen); err != nil {
 			return j.fail(err)
 		}
 	}

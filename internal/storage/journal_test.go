@@ -251,7 +251,10 @@ func TestJournalOneFsyncPerRound(t *testing.T) {
 	s.roundMu.Lock()
 	var wg sync.WaitGroup
 	for _, l := range logs {
-		res := mustAppend(t, l, mkBatch(t, 1, "x", 1))
+		res, err := l.Append(mkBatch(t, 1, "x", 1), AppendOptions{LeaderEpoch: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

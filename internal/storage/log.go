@@ -95,7 +95,8 @@ type Log struct {
 	flushed       writeMark // end of data fsynced in the segment files (the recovery point)
 	logStart      int64
 	recoveryPoint atomic.Int64 // flushed.leo
-	ckptRecovery  int64 // recovery point last set in the log dir checkpoint
+	cuts          uint64       // truncations so far (TruncateTo, TruncateFullyAndStartAt); see markFlushed
+	ckptRecovery  int64        // recovery point last set in the log dir checkpoint
 	ps            *producerState
 	epochs        epochCache
 	recEpochs     []EpochEntry // epochs seen by recovery (load only)
@@ -169,10 +170,12 @@ func (l *Log) setSynced(m writeMark, flushed bool) {
 
 // markFlushed records that a journal checkpoint made the segment bytes
 // up to m durable.
-func (l *Log) markFlushed(m writeMark) {
+// cuts is l.cuts when the bytes were journaled: a mark from before a cut
+// (TruncateTo) names bytes the log no longer has, and is ignored.
+func (l *Log) markFlushed(m writeMark, cuts uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || l.failed != nil || m.leo <= l.flushed.leo {
+	if l.closed || l.failed != nil || cuts != l.cuts || m.leo <= l.flushed.leo || m.leo > l.mark.leo {
 		return
 	}
 	l.setSynced(m, true)
@@ -900,9 +903,11 @@ func (l *Log) WaitDurable(ctx context.Context, upTo int64) error {
 // syncPrep is what one group-commit round syncs for a log.
 type syncPrep struct {
 	mark   writeMark
-	ckpt   int64          // active segment base when prepared
+	ckpt   int64  // active segment base when prepared
+	cuts   uint64 // l.cuts when prepared
+	inJrnl bool   // the bytes are durable in the journal already: nothing to do
 	log    *Log
-	jfile  *SegmentFile   // active segment whose bytes from jfrom go to the journal (a reference)
+	jfile  *SegmentFile // active segment whose bytes from jfrom go to the journal (a reference)
 	jfrom  int64
 	files  []*SegmentFile // to fsync, one reference each
 	closed []*SegmentFile // the subset taken from l.closing
@@ -910,10 +915,14 @@ type syncPrep struct {
 	fsys   vfs.FS
 }
 
-func (l *Log) prepareSync(journal bool) syncPrep {
+// prepareSync takes what a round must make durable for l. journal: the
+// round writes the journal (l's new bytes go there); journaling: l's log
+// dir has a started journal, so bytes already made durable by it need no
+// fsync of their segment (its checkpoint flushes them).
+func (l *Log) prepareSync(journal, journaling bool) syncPrep {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	p := syncPrep{mark: l.mark, fsys: l.fsys, log: l}
+	p := syncPrep{mark: l.mark, fsys: l.fsys, log: l, cuts: l.cuts}
 	if l.closed || l.active == nil {
 		return p
 	}
@@ -934,6 +943,11 @@ func (l *Log) prepareSync(journal bool) syncPrep {
 		// The new bytes go to the journal; the segment file stays
 		// dirty (l.dirty) until a direct sync or a checkpoint.
 		p.jfile, p.jfrom = l.active.file, l.synced.pos
+	case journaling && len(l.closing) == 0 && l.synced == l.mark:
+		// Nothing new since the journal made the bytes durable (a
+		// WaitDurable asked again): the journal's checkpoint will flush
+		// the segment.
+		p.inJrnl = true
 	case l.dirty && l.active.file != nil && l.active.file.tryAcquire():
 		p.files = append(p.files, l.active.file)
 		l.dirty = false
@@ -961,6 +975,9 @@ func (l *Log) finishSync(p syncPrep, err error, journaled bool) {
 				break
 			}
 		}
+	}
+	if p.inJrnl {
+		return
 	}
 	if p.mark.leo > l.synced.leo {
 		l.setSynced(p.mark, !journaled)

@@ -323,7 +323,8 @@ func (s *Syncer) round() {
 	useJournal := s.jrnl != nil && s.jrnl.started && len(logs) >= journalMinFiles
 	preps := make([]syncPrep, len(logs))
 	for i, l := range logs {
-		preps[i] = l.prepareSync(useJournal && s.journalFor(l) != nil)
+		jl := s.jrnl != nil && s.jrnl.started && s.journalFor(l) != nil
+		preps[i] = l.prepareSync(useJournal && jl, jl)
 	}
 	errs := make([]error, len(logs))
 	journaled := make([]bool, len(logs))
@@ -427,7 +428,7 @@ func (s *Syncer) journalRound(preps []syncPrep, errs []error, journaled []bool) 
 			continue
 		}
 		sealJrec(buf, start)
-		marks = append(marks, jmark{p.log, p.mark})
+		marks = append(marks, jmark{p.log, p.mark, p.cuts})
 	}
 	err := j.write(buf, len(marks), marks)
 	if cap(buf) <= 64<<20 {

@@ -39,6 +39,7 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 	if err := l.syncer.journalCut(l, offset); err != nil {
 		return l.mark.leo, l.fail(err)
 	}
+	l.cuts++
 	i := floorSegment(l.segs, offset)
 	target := l.segs[i]
 	pos, end, err := l.cutPoint(target, offset)
