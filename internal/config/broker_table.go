@@ -40,8 +40,8 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 		"How often idle partitions are checked against segment.ms, so a segment that gets no more appends still rolls (Kafka rolls only on append)."),
 	def("strata.durable.acks", TypeBoolean, "true", anyValue,
 		"When true, acks=all produce requests are answered only after their data is fsynced (group commit), and the high watermark covers only fsynced data."),
-	def("strata.log.journal.bytes", TypeLong, "67108864", atLeast(0),
-		"Size of each of the two write-ahead journal files of a log dir: a group-commit round over many partitions writes their new bytes to the journal and fsyncs it once instead of fsyncing every segment (see docs/storage.md). 0 turns the journal off. Used with strata.durable.acks=true."),
+	def("strata.log.journal.bytes", TypeLong, "67108864", zeroOrAtLeast(1<<20),
+		"Size of each of the two write-ahead journal files of a log dir (created and zero-filled the first time a group-commit round spans many partitions): such a round writes the partitions' new bytes to the journal and fsyncs it once instead of fsyncing every segment file, and recovery replays it into the segments (see docs/storage.md). 0 turns the journal off. Only used with strata.durable.acks=true."),
 	// Topic defaults.
 	def("auto.create.topics.enable", TypeBoolean, "true", anyValue,
 		"Create a topic when a client asks for metadata of, or produces to, a topic that does not exist."),

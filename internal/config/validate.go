@@ -107,6 +107,20 @@ var oneReplica = check{
 	},
 }
 
+// zeroOrAtLeast accepts 0 (off) or integers >= min.
+func zeroOrAtLeast(min int64) check {
+	return check{
+		allowed: fmt.Sprintf("0, or [%d,...]", min),
+		reason: func(v string) string {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			if n != 0 && n < min {
+				return fmt.Sprintf("must be 0 (off) or at least %d", min)
+			}
+			return ""
+		},
+	}
+}
+
 // between accepts integers in [min, max].
 func between(min, max int64) check {
 	return check{

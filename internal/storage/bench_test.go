@@ -430,3 +430,94 @@ func BenchmarkOpenManyPartitions(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*parts), "µs/partition")
 }
+
+// BenchmarkAppendDurableManyPartitions is acks=all over many partitions
+// of one log dir: 64 writers each append a batch of 8 records of 512 B to
+// a random partition among `parts` and wait for it to be durable (like
+// the in-flight requests of producers spread over a topic), with the
+// write-ahead journal (one fsync per round) and without (one fsync per
+// partition written in the round). Compare the sub-benchmarks of one run:
+//
+//	go test ./internal/storage/ -run '^$' -bench AppendDurableManyPartitions -benchtime 20000x
+func BenchmarkAppendDurableManyPartitions(b *testing.B) {
+	for _, parts := range []int{1, 1000} {
+		for _, journal := range []bool{false, true} {
+			if parts == 1 && journal {
+				continue // a one-partition round never uses the journal
+			}
+			b.Run(fmt.Sprintf("parts=%d/journal=%v", parts, journal), func(b *testing.B) {
+				benchManyPartitions(b, parts, journal)
+			})
+		}
+	}
+}
+
+func benchManyPartitions(b *testing.B, parts int, journal bool) {
+	dir := b.TempDir()
+	s := NewSyncer(quiet)
+	if journal {
+		if err := s.OpenJournal(vfs.Default(), dir, DefaultJournalFileBytes); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cfg := benchConfig(true, false)
+	cfg.SegmentBytes = 64 << 20
+	logs := make([]*Log, parts)
+	for i := range logs {
+		l, err := Open(filepath.Join(dir, fmt.Sprintf("p-%d", i)), [16]byte{1}, cfg, false, Options{Syncer: s, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		logs[i] = l
+	}
+	if err := s.StartJournal(); err != nil {
+		b.Fatal(err)
+	}
+	if journal { // prepare the files before timing
+		s.jrnl.reserve(0)
+		s.jrnl.wait()
+	}
+	defer func() {
+		for _, l := range logs {
+			l.CloseDeferSync()
+		}
+		s.Close()
+	}()
+	recs := make([]record.Record, 8)
+	for i := range recs {
+		recs[i] = record.Record{Value: make([]byte, 512)}
+	}
+	batch := recordtest.Batch(record.BatchHeader{PartitionLeaderEpoch: -1, BaseTimestamp: 1, ProducerID: -1, BaseSequence: -1}, recs...)
+	b.SetBytes(int64(len(batch)))
+	const writers = 64
+	per := (b.N + writers - 1) / writers
+	rounds0 := s.Rounds()
+	settle(b)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			own := append([]byte(nil), batch...)
+			x := uint32(w*7919 + 1)
+			for range per {
+				x ^= x << 13
+				x ^= x >> 17
+				x ^= x << 5
+				l := logs[int(x)%parts]
+				record.Batch(own).SetBaseOffset(0)
+				res, err := l.Append(own, AppendOptions{})
+				if err == nil {
+					err = l.WaitDurable(context.Background(), res.LastOffset+1)
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/float64(max(1, s.Rounds()-rounds0)), "batches/round")
+}

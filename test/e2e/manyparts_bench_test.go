@@ -37,7 +37,8 @@ func envInt(name string, def int) int {
 // same run, end-to-end latency at 5,000 records/s, RSS and open files,
 // clean shutdown (SIGTERM), start after it, and start after kill -9 in the
 // middle of an acks=all produce. Runs of STRATA_MANYPARTS_SECONDS (10)
-// seconds per load step. It prints one table; compare ratios within a run.
+// seconds per load step; STRATA_MANYPARTS_ARGS adds broker flags. It
+// prints one table; compare ratios within a run.
 //
 //	go test ./test/e2e/ -run '^$' -bench ManyPartitions -benchtime 1x -timeout 60m -v
 func BenchmarkManyPartitions(b *testing.B) {
@@ -53,6 +54,9 @@ func BenchmarkManyPartitions(b *testing.B) {
 	dir := b.TempDir()
 	mport := freePort(b)
 	extra := []string{"--strata.metrics.listener", fmt.Sprintf("127.0.0.1:%d", mport)}
+	// STRATA_MANYPARTS_ARGS: more broker flags (say
+	// "--strata.log.journal.bytes 0" to compare without the journal).
+	extra = append(extra, strings.Fields(os.Getenv("STRATA_MANYPARTS_ARGS"))...)
 	ctx := ctxFor(b, 2*time.Hour)
 	var rows []string
 	row := func(format string, args ...any) {
