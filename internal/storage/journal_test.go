@@ -135,7 +135,7 @@ func TestJournalPowerLossManyPartitions(t *testing.T) {
 				}
 				mu.Lock()
 				acked[p] = append(acked[p], ackedBatch{res.BaseOffset, b})
-				switch rng.IntN(300) {
+				switch rng.IntN(600) {
 				case 0:
 					images = append(images, image{fsys.Crash(), snapshot()})
 				case 1:
