@@ -700,3 +700,83 @@ func TestClusterFourNodes(t *testing.T) {
 	}
 	phase("every record back")
 }
+
+// TestClusterAdoptsSingleNodeDir: a log directory written by a
+// zero-configuration single node (topics, records, a group's committed
+// offsets, a SCRAM user) is adopted when the node starts again with the
+// KRaft settings of a one-controller cluster: same topic ids, every record
+// and offset, the user; and the cluster goes on (new topic, produce).
+func TestClusterAdoptsSingleNodeDir(t *testing.T) {
+	dir := t.TempDir()
+	ctx := ctxFor(t, 2*time.Minute)
+	single := startBroker(t, dir)
+	adm := newAdmin(t, single.Kafka)
+	if r, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{"retention.ms": kmsg.StringPtr("7200000")}, "old"); err != nil || r.Err != nil {
+		t.Fatalf("create: %v %v", err, r.Err)
+	}
+	oldID := metadata(t, ctx, single.Kafka, "old").Topics[0].TopicID
+	prod := newClient(t, kgo.SeedBrokers(single.Kafka), kgo.DefaultProduceTopic("old"))
+	for i := 0; i < 30; i++ {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prod.Close()
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "old", Partition: 1, At: 7, LeaderEpoch: -1})
+	if r, err := adm.CommitOffsets(ctx, "g", offs); err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r.Error())
+	}
+	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "secret"}}); err != nil {
+		t.Fatalf("scram: %v", err)
+	}
+	if code := single.Term(); code != 0 {
+		t.Fatalf("single node exit %d", code)
+	}
+
+	ports := randomPorts(t, 1)
+	n := &node{id: 1, dir: dir, args: combinedArgs(1, ports, dir, "--strata.log.format", "json")}
+	startNodes(t, n)
+	adm = newAdmin(t, n.Kafka)
+	md := metadata(t, ctx, n.Kafka, "old")
+	if tp := md.Topics[0]; tp.ErrorCode != 0 || tp.TopicID != oldID || len(tp.Partitions) != 3 {
+		t.Fatalf("adopted topic: %+v (id was %x)", tp, oldID)
+	}
+	rc, err := adm.DescribeTopicConfigs(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rc[0].Configs {
+		if c.Key == "retention.ms" && c.MaybeValue() != "7200000" {
+			t.Fatalf("retention.ms after adoption: %s", c.MaybeValue())
+		}
+	}
+	total := 0
+	for p := int32(0); p < 3; p++ {
+		total += len(fetchAll(t, ctx, n.Kafka, "old", p))
+	}
+	if total != 30 {
+		t.Fatalf("%d records after adoption, want 30", total)
+	}
+	fo, err := adm.FetchOffsets(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := fo.Lookup("old", 1); !ok || o.At != 7 {
+		t.Fatalf("committed offset after adoption: %+v %v", o, ok)
+	}
+	us, err := adm.DescribeUserSCRAMs(ctx, "alice")
+	if err != nil || us["alice"].Err != nil || len(us["alice"].CredInfos) != 1 {
+		t.Fatalf("SCRAM user after adoption: %v %+v", err, us)
+	}
+	if r, err := adm.CreateTopic(ctx, 2, 1, nil, "new"); err != nil || r.Err != nil {
+		t.Fatalf("create after adoption: %v %v", err, r.Err)
+	}
+	prod = newClient(t, kgo.SeedBrokers(n.Kafka), kgo.DefaultProduceTopic("new"))
+	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if code := n.Term(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
