@@ -336,3 +336,30 @@ func TestRequestPercentageQuota(t *testing.T) {
 		t.Fatalf("client id without a quota: throttle %d, %v", resp.ThrottleMillis, err)
 	}
 }
+
+// On a PLAINTEXT listener every client is User:ANONYMOUS (Kafka's
+// DefaultKafkaPrincipalBuilder): named a super user it may do anything;
+// otherwise, with no ACL and allow.everyone.if.no.acl.found=false, it may
+// not create a topic.
+func TestPlaintextIsAnonymous(t *testing.T) {
+	start := func(supers string) *servertest.Broker {
+		port := freePort(t)
+		return servertest.Start(t, servertest.Options{Settings: map[string]string{
+			"node.id":                   "1",
+			"process.roles":             "broker,controller",
+			"listeners":                 fmt.Sprintf("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:%d", port),
+			"controller.listener.names": "CONTROLLER",
+			"controller.quorum.voters":  fmt.Sprintf("1@127.0.0.1:%d", port),
+			"authorizer.class.name":     "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+			"super.users":               supers,
+		}})
+	}
+	ctx := ctxT(t)
+	if _, err := kadm.NewClient(start("User:ANONYMOUS").Client()).CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatalf("User:ANONYMOUS as a super user: %v", err)
+	}
+	_, err := kadm.NewClient(start("User:admin").Client()).CreateTopic(ctx, 1, 1, nil, "t")
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("User:ANONYMOUS without ACLs creates a topic: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+}
