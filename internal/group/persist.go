@@ -97,20 +97,14 @@ func buildTxnBatch(now time.Time, pid int64, epoch int16, recs []record.Record) 
 }
 
 func build(now time.Time, recs []record.Record, pid int64, epoch int16, attrs int16) ([]byte, error) {
-	for i := range recs {
-		recs[i].OffsetDelta = int32(i)
-	}
-	ts := now.UnixMilli()
 	h := record.BatchHeader{
-		Attributes:      attrs,
-		LastOffsetDelta: int32(len(recs) - 1),
-		BaseTimestamp:   ts,
-		MaxTimestamp:    ts,
-		ProducerID:      pid,
-		ProducerEpoch:   epoch,
-		BaseSequence:    -1,
+		Attributes:    attrs,
+		BaseTimestamp: now.UnixMilli(),
+		ProducerID:    pid,
+		ProducerEpoch: epoch,
+		BaseSequence:  -1,
 	}
-	b, err := record.Build(h, recs)
+	b, err := record.BuildNumbered(h, recs)
 	if err != nil {
 		return nil, fmt.Errorf("build __consumer_offsets batch: %w", err)
 	}

@@ -43,6 +43,21 @@ func Build(h BatchHeader, recs []Record) ([]byte, error) {
 	return out, nil
 }
 
+// BuildNumbered is Build for records as a producer or a coordinator writes
+// them: it numbers recs in place (OffsetDelta i), sets LastOffsetDelta to
+// len(recs)-1 and MaxTimestamp to BaseTimestamp plus the largest
+// TimestampDelta; the other header fields are h's.
+func BuildNumbered(h BatchHeader, recs []Record) ([]byte, error) {
+	var maxDelta int64
+	for i := range recs {
+		recs[i].OffsetDelta = int32(i)
+		maxDelta = max(maxDelta, recs[i].TimestampDelta)
+	}
+	h.LastOffsetDelta = int32(len(recs) - 1)
+	h.MaxTimestamp = h.BaseTimestamp + maxDelta
+	return Build(h, recs)
+}
+
 // putHeader writes every header field except the CRC into b[:HeaderSize].
 func putHeader(b []byte, h *BatchHeader) {
 	be.PutUint64(b[posBaseOffset:], uint64(h.BaseOffset))

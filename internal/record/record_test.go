@@ -372,3 +372,30 @@ func TestControlRecords(t *testing.T) {
 		t.Fatal("ControlType names")
 	}
 }
+
+// TestBuildNumbered: the records are numbered from 0 and the header's
+// last offset delta and max timestamp follow them; the batch validates and
+// reads back.
+func TestBuildNumbered(t *testing.T) {
+	recs := []Record{{Key: []byte("a"), OffsetDelta: 7}, {Key: []byte("b"), TimestampDelta: 30}, {Key: []byte("c"), TimestampDelta: 5}}
+	b, err := BuildNumbered(BatchHeader{BaseTimestamp: 1000, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(b); err != nil {
+		t.Fatal(err)
+	}
+	h := Batch(b).Header()
+	if h.LastOffsetDelta != 2 || h.MaxTimestamp != 1030 || h.NumRecords != 3 {
+		t.Fatalf("header %+v", h)
+	}
+	got, err := Batch(b).Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range got {
+		if r.OffsetDelta != int32(i) || !bytes.Equal(r.Key, recs[i].Key) {
+			t.Fatalf("record %d: %+v", i, r)
+		}
+	}
+}

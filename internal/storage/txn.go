@@ -100,12 +100,10 @@ func (l *Log) AppendMarker(pid int64, epoch int16, coordinatorEpoch int32, commi
 	if commit {
 		typ = record.ControlCommit
 	}
-	now := l.now().UnixMilli()
-	b, err := record.Build(record.BatchHeader{
+	b, err := record.BuildNumbered(record.BatchHeader{
 		PartitionLeaderEpoch: leaderEpoch,
 		Attributes:           record.AttrTransactional | record.AttrControl,
-		BaseTimestamp:        now,
-		MaxTimestamp:         now,
+		BaseTimestamp:        l.now().UnixMilli(),
 		ProducerID:           pid,
 		ProducerEpoch:        epoch,
 		BaseSequence:         -1,

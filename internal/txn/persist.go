@@ -55,19 +55,13 @@ func stateValue(tr transit) []byte {
 // from 0 (the log assigns the real ones), as Kafka's
 // MemoryRecords.withRecords does for the transaction log.
 func buildBatch(now time.Time, recs []record.Record) ([]byte, error) {
-	for i := range recs {
-		recs[i].OffsetDelta = int32(i)
-	}
-	ts := now.UnixMilli()
 	h := record.BatchHeader{
-		LastOffsetDelta: int32(len(recs) - 1),
-		BaseTimestamp:   ts,
-		MaxTimestamp:    ts,
-		ProducerID:      -1,
-		ProducerEpoch:   -1,
-		BaseSequence:    -1,
+		BaseTimestamp: now.UnixMilli(),
+		ProducerID:    -1,
+		ProducerEpoch: -1,
+		BaseSequence:  -1,
 	}
-	b, err := record.Build(h, recs)
+	b, err := record.BuildNumbered(h, recs)
 	if err != nil {
 		return nil, fmt.Errorf("build __transaction_state batch: %w", err)
 	}

@@ -18,14 +18,7 @@ var NoProducer = record.BatchHeader{PartitionLeaderEpoch: -1, ProducerID: -1, Pr
 // BaseTimestamp plus the largest TimestampDelta; the codec is h's. It
 // panics on an encoding error (test inputs are constants).
 func Batch(h record.BatchHeader, recs ...record.Record) record.Batch {
-	var maxDelta int64
-	for i := range recs {
-		recs[i].OffsetDelta = int32(i)
-		maxDelta = max(maxDelta, recs[i].TimestampDelta)
-	}
-	h.LastOffsetDelta = int32(len(recs) - 1)
-	h.MaxTimestamp = h.BaseTimestamp + maxDelta
-	b, err := record.Build(h, recs)
+	b, err := record.BuildNumbered(h, recs)
 	if err != nil {
 		panic(fmt.Sprintf("recordtest: %v", err))
 	}
