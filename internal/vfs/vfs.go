@@ -4,7 +4,9 @@
 // cleaner's checkpoint, the log dir lock), so that tests can swap the real
 // disk for a double that loses every byte not yet fsynced at a simulated
 // power cut (see crashfs.go). The OS implementation is a thin wrapper over
-// package os. Small files are replaced with WriteFileAtomic.
+// package os. Small files are replaced with WriteFileAtomic. The one
+// exception is a cluster node's metadata store (internal/etcdnode): etcd
+// does its own I/O in metadata.log.dir.
 package vfs
 
 import (
