@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/storage"
 )
@@ -21,12 +22,12 @@ import (
 // the comments). Zero durations take Kafka's defaults.
 type Config struct {
 	NodeID                int32
-	NumPartitions         int32            // transaction.state.log.num.partitions (50)
-	MaxTimeout            time.Duration    // transaction.max.timeout.ms (900000)
-	IDExpiration          time.Duration    // transactional.id.expiration.ms (604800000)
-	AbortTimedOutInterval time.Duration    // transaction.abort.timed.out.transaction.cleanup.interval.ms (10000)
-	RemoveExpiredInterval time.Duration    // transaction.remove.expired.transaction.cleanup.interval.ms (3600000)
-	Clock                 func() time.Time // nil = time.Now
+	NumPartitions         int32         // transaction.state.log.num.partitions (50)
+	MaxTimeout            time.Duration // transaction.max.timeout.ms (900000)
+	IDExpiration          time.Duration // transactional.id.expiration.ms (604800000)
+	AbortTimedOutInterval time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms (10000)
+	RemoveExpiredInterval time.Duration // transaction.remove.expired.transaction.cleanup.interval.ms (3600000)
+	Clock                 clock.Clock   // the time source; nil = clock.Real()
 	// Partitioned makes the coordinator serve only the __transaction_state
 	// partitions handed to it with LoadPartition (a cluster: the leader of
 	// a transactional id's partition is its coordinator); the others
@@ -116,7 +117,7 @@ func NewCoordinator(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.R
 		cfg.RemoveExpiredInterval = time.Hour
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = time.Now
+		cfg.Clock = clock.Real()
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -142,7 +143,7 @@ func NewCoordinator(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.R
 	return c, nil
 }
 
-func (c *Coordinator) nowMs() int64 { return c.cfg.Clock().UnixMilli() }
+func (c *Coordinator) nowMs() int64 { return c.cfg.Clock.Now().UnixMilli() }
 
 // partition returns the __transaction_state partition of id.
 func (c *Coordinator) partition(id string) int32 { return PartitionFor(id, c.cfg.NumPartitions) }
@@ -199,7 +200,7 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Respon
 
 // appendTransit writes tr for id to its __transaction_state partition.
 func (c *Coordinator) appendTransit(id string, tr transit) error {
-	b, err := buildBatch(c.cfg.Clock(), []record.Record{{Key: stateKey(id), Value: stateValue(tr)}})
+	b, err := buildBatch(c.cfg.Clock.Now(), []record.Record{{Key: stateKey(id), Value: stateValue(tr)}})
 	if err != nil {
 		return err
 	}

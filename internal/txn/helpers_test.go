@@ -185,7 +185,7 @@ const testPartitions = 3
 func newHarness(t testing.TB) *harness {
 	t.Helper()
 	clk := newFakeClock()
-	cfg := Config{NodeID: 1, NumPartitions: testPartitions, MaxTimeout: time.Minute, IDExpiration: time.Hour, Clock: clk.Now}
+	cfg := Config{NodeID: 1, NumPartitions: testPartitions, MaxTimeout: time.Minute, IDExpiration: time.Hour, Clock: clk}
 	h := &harness{t: t, d: openDeps(t, t.TempDir(), testPartitions), clk: clk, cfg: cfg}
 	h.start()
 	t.Cleanup(func() {

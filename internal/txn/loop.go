@@ -139,7 +139,7 @@ func (c *Coordinator) writeTombstones(p int32, ms []*txnMeta) error {
 	for i, m := range ms {
 		recs[i] = record.Record{Key: stateKey(m.id)}
 	}
-	b, err := buildBatch(c.cfg.Clock(), recs)
+	b, err := buildBatch(c.cfg.Clock.Now(), recs)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func TestCoordinatorFollowsPartitionLeadership(t *testing.T) {
 	t.Cleanup(d.close)
 	mk := func(node int32) *harness {
 		cfg := Config{NodeID: node, NumPartitions: testPartitions, MaxTimeout: time.Minute, IDExpiration: time.Hour,
-			Clock: clk.Now, Partitioned: true}
+			Clock: clk, Partitioned: true}
 		c, err := NewCoordinator(cfg, d, nil, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -111,7 +111,7 @@ func TestCoordinatorLoadInProgress(t *testing.T) {
 	clk := newFakeClock()
 	d := openDeps(t, t.TempDir(), testPartitions)
 	t.Cleanup(d.close)
-	cfg := Config{NodeID: 1, NumPartitions: testPartitions, MaxTimeout: time.Minute, Clock: clk.Now, Partitioned: true}
+	cfg := Config{NodeID: 1, NumPartitions: testPartitions, MaxTimeout: time.Minute, Clock: clk, Partitioned: true}
 	c, err := NewCoordinator(cfg, d, nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ func newCrashHarness(t *testing.T) (*harness, *vfs.CrashFS) {
 	t.Helper()
 	fsys := vfs.NewCrashFS()
 	clk := newFakeClock()
-	cfg := Config{NodeID: 1, NumPartitions: testPartitions, MaxTimeout: time.Minute, IDExpiration: time.Hour, Clock: clk.Now}
+	cfg := Config{NodeID: 1, NumPartitions: testPartitions, MaxTimeout: time.Minute, IDExpiration: time.Hour, Clock: clk}
 	d := &testDeps{t: t, dir: "/data", n: testPartitions, missing: map[TopicPartition]bool{}, fsys: fsys, clean: true}
 	d.nextPID.Store(1000)
 	d.open()
