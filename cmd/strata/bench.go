@@ -54,6 +54,7 @@ func newBenchCmd() *cobra.Command {
 					return err
 				}
 				cfg := *c
+				cfg.ExactPartitions = cmd.Flags().Changed("partitions")
 				cfg.Brokers = o.seeds()
 				cfg.TLS = tlsCfg
 				cfg.SASL = mech

@@ -27,6 +27,10 @@ func TestBenchCLI(t *testing.T) {
 	if !strings.Contains(out, `"mode": "e2e"`) || !strings.Contains(out, `"records": 200`) || !strings.Contains(out, `"p99_9"`) {
 		t.Errorf("bench e2e: %s", out)
 	}
+	// --partitions on an existing topic with another count is not ignored.
+	fails(t, bin, "strata: topic \"bt\" already exists with 2 partitions, not --partitions 12 (it applies only when bench creates the topic): bench another --topic, or grow this one with strata topic add-partitions bt --to 12\n",
+		"bench", "produce", "-n", "1", "-p", "12", "-t", "bt", "-q", b)
+	ok(t, bin, "", "bench", "produce", "-n", "1", "-p", "2", "-t", "bt", "-q", b)
 	fails(t, bin, "strata: invalid compression \"brotli\": use none, gzip, snappy, lz4 or zstd\n", "bench", "produce", "--compression", "brotli", "-n", "1", b)
 	fails(t, bin, "strata: record size must be at least 8 bytes\n", "bench", "e2e", "-s", "4", "-n", "1", b)
 	r = run(t, bin, "", "bench", "produce", "-n", "1", "--brokers", "127.0.0.1:1")

@@ -107,6 +107,9 @@ Exit status: 0 sound, 1 problems found, 2 usage error.`,
 			if st, err := os.Stat(args[0]); err != nil || !st.IsDir() {
 				usageExit(cmd, fmt.Errorf("log verify: %s is not a directory", args[0]))
 			}
+			if brokerRunning(args[0]) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: a broker is running on %s (it holds the directory's .lock): its active segments change while they are read, so a problem at their tail may be a write in progress; stop the broker for an exact verdict\n", args[0])
+			}
 			var opts logtool.VerifyOptions
 			if isTerminal(os.Stderr) {
 				opts.Progress = func(done, total int) { progressBar(os.Stderr, done, total) }

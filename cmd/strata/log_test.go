@@ -1,6 +1,8 @@
 package main
 
 import (
+	"golang.org/x/sys/unix"
+
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -79,6 +81,24 @@ func TestLogCLI(t *testing.T) {
 		t.Fatalf("verify sound dir: status %d\n%s", code, out)
 	}
 
+	// A directory whose .lock a broker holds gets a warning, and the
+	// verdict still.
+	lock, err := os.Create(filepath.Join(root, ".lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := logTestRun(t, bin, "log", "verify", root)
+	if code != 0 || !strings.Contains(out, ": OK") || !strings.HasPrefix(stderr, "warning: a broker is running on "+root+" (it holds the directory's .lock)") {
+		t.Errorf("verify of a live dir: status %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	lock.Close()
+	if _, stderr, _ := logTestRun(t, bin, "log", "verify", root); stderr != "" {
+		t.Errorf("verify once the lock is released: %q", stderr)
+	}
+
 	out, _, code = logTestRun(t, bin, "log", "dump", "--print-records", logPath)
 	if code != 0 || !strings.Contains(out, "compression: gzip") || !strings.Contains(out, `| offset: 3 timestamp: 1000 key: "" value: null`) {
 		t.Fatalf("dump: status %d\n%s", code, out)
@@ -114,7 +134,7 @@ func TestLogCLI(t *testing.T) {
 	data, _ := os.ReadFile(logPath)
 	data[70] ^= 0xff
 	os.WriteFile(logPath, append(data, data[:30]...), 0o644)
-	out, stderr, code := logTestRun(t, bin, "log", "verify", root)
+	out, stderr, code = logTestRun(t, bin, "log", "verify", root)
 	if code != 1 || !strings.Contains(out, logPath+": position 0: invalid batch at offset 0") || !strings.Contains(out, "CRC mismatch") ||
 		!strings.Contains(out, "torn tail at position") || !strings.Contains(out, "2 PROBLEMS") || !strings.Contains(stderr, "2 problems found") {
 		t.Fatalf("verify damaged dir: status %d\n%s\n%s", code, out, stderr)

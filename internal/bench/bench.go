@@ -27,6 +27,10 @@ type Config struct {
 	Brokers     []string
 	Topic       string
 	Partitions  int32         // partitions of the topic when it is created (it is created if missing)
+	// ExactPartitions refuses a topic that already exists with another
+	// partition count than Partitions (the CLI sets it when --partitions
+	// is given, so the flag is never silently ignored).
+	ExactPartitions bool
 	RecordSize  int           // value bytes per record
 	Count       int64         // records to send/read; 0 = run for Duration
 	Duration    time.Duration // used when Count is 0
@@ -172,7 +176,7 @@ func newClient(ctx context.Context, c *Config, opts ...kgo.Opt) (*kgo.Client, er
 
 // ensureTopic creates the topic if it does not exist and returns its
 // partition count.
-func ensureTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32) (int32, error) {
+func ensureTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int32, exact bool) (int32, error) {
 	adm := kadm.NewClient(cl)
 	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, topic)
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
@@ -189,7 +193,12 @@ func ensureTopic(ctx context.Context, cl *kgo.Client, topic string, partitions i
 	if td.Err != nil {
 		return 0, fmt.Errorf("describe topic %q: %w", topic, td.Err)
 	}
-	return int32(len(td.Partitions)), nil
+	n := int32(len(td.Partitions))
+	if exact && n != partitions {
+		return 0, fmt.Errorf("topic %q already exists with %d partitions, not --partitions %d (it applies only when bench creates the topic): bench another --topic, or grow this one with strata topic add-partitions %s --to %d",
+			topic, n, partitions, topic, partitions)
+	}
+	return n, nil
 }
 
 // counters are shared by the load loop, callbacks and the progress line.
@@ -368,7 +377,7 @@ func Produce(ctx context.Context, c Config) (Result, error) {
 		return Result{}, err
 	}
 	defer cl.Close()
-	if _, err := ensureTopic(ctx, cl, c.Topic, c.Partitions); err != nil {
+	if _, err := ensureTopic(ctx, cl, c.Topic, c.Partitions, c.ExactPartitions); err != nil {
 		return Result{}, err
 	}
 	ctr := &counters{}
@@ -473,7 +482,7 @@ func E2E(ctx context.Context, c Config) (Result, error) {
 		return Result{}, err
 	}
 	defer pcl.Close()
-	parts, err := ensureTopic(ctx, pcl, c.Topic, c.Partitions)
+	parts, err := ensureTopic(ctx, pcl, c.Topic, c.Partitions, c.ExactPartitions)
 	if err != nil {
 		return Result{}, err
 	}

@@ -216,6 +216,11 @@ func (b *Broker) load(progress *LoadProgress) error {
 		perDir[j.p.baseDir]++
 	}
 	b.logRecoveryPlan(clean, perDir)
+	for _, d := range b.dirs {
+		if perDir[d.path] == 0 {
+			clean[d.path] = true // nothing in it to recover
+		}
+	}
 	start := time.Now()
 	progress.total.Store(int64(len(jobs)))
 	progress.recovering.Store(!allClean(clean))
@@ -275,9 +280,14 @@ func allClean(clean map[string]bool) bool {
 // are opened after a clean shutdown (recovery skipped) or recovered.
 func (b *Broker) logRecoveryPlan(clean map[string]bool, perDir map[string]int) {
 	for _, d := range b.dirs {
-		if clean[d.path] {
+		switch {
+		case perDir[d.path] == 0:
+			// A new log dir (or one without partitions): no marker is
+			// expected and there is nothing to recover.
+			b.logger.Info("log dir has no partitions: nothing to recover", "dir", d.path)
+		case clean[d.path]:
 			b.logger.Info("skipping recovery: clean shutdown marker found", "dir", d.path, "partitions", perDir[d.path])
-		} else {
+		default:
 			b.logger.Info("recovering partitions: no clean shutdown marker", "dir", d.path, "partitions", perDir[d.path],
 				"threads", b.cfg.Int("num.recovery.threads.per.data.dir"))
 		}

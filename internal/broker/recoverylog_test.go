@@ -23,7 +23,16 @@ func TestRecoveryLogLines(t *testing.T) {
 		}
 		return b, buf.String()
 	}
-	b, _ := open()
+	b, log := open()
+	for _, want := range []string{
+		`msg="log dir has no partitions: nothing to recover" dir=` + dirA,
+		`msg="log dir has no partitions: nothing to recover" dir=` + dirB,
+		`clean_shutdown=true`,
+	} {
+		if !strings.Contains(log, want) || strings.Contains(log, "no clean shutdown marker") {
+			t.Errorf("fresh start: log lacks %q or mentions a marker:\n%s", want, log)
+		}
+	}
 	if _, err := b.CreateTopic(CreateTopicRequest{Name: "t", NumPartitions: 3, ReplicationFactor: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +40,7 @@ func TestRecoveryLogLines(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b, log := open()
+	b, log = open()
 	for _, want := range []string{
 		`msg="skipping recovery: clean shutdown marker found" dir=` + dirA + ` partitions=2`,
 		`msg="skipping recovery: clean shutdown marker found" dir=` + dirB + ` partitions=1`,
