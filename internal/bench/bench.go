@@ -24,21 +24,21 @@ import (
 
 // Config describes one benchmark run.
 type Config struct {
-	Brokers     []string
-	Topic       string
-	Partitions  int32         // partitions of the topic when it is created (it is created if missing)
+	Brokers    []string
+	Topic      string
+	Partitions int32 // partitions of the topic when it is created (it is created if missing)
 	// ExactPartitions refuses a topic that already exists with another
 	// partition count than Partitions (the CLI sets it when --partitions
 	// is given, so the flag is never silently ignored).
 	ExactPartitions bool
-	RecordSize  int           // value bytes per record
-	Count       int64         // records to send/read; 0 = run for Duration
-	Duration    time.Duration // used when Count is 0
-	Rate        float64       // target records per second; 0 = as fast as possible
-	Keys        int64         // distinct keys (uniformly random); 0 = null keys
-	Acks        string        // all, 1 or 0
-	Compression string        // none, gzip, snappy, lz4, zstd
-	Linger      time.Duration // producer linger
+	RecordSize      int           // value bytes per record
+	Count           int64         // records to send/read; 0 = run for Duration
+	Duration        time.Duration // used when Count is 0
+	Rate            float64       // target records per second; 0 = as fast as possible
+	Keys            int64         // distinct keys (uniformly random); 0 = null keys
+	Acks            string        // all, 1 or 0
+	Compression     string        // none, gzip, snappy, lz4, zstd
+	Linger          time.Duration // producer linger
 	// TLS, when set, makes every client connect with TLS (an SSL listener).
 	TLS *tls.Config
 	// SASL, when set, makes every client authenticate with it (a
