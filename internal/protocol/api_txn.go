@@ -17,3 +17,9 @@ func (s *Server) handleTxn(ctx context.Context, _ *conn, req kmsg.Request) (repl
 	}
 	return reply{msg: resp}, nil
 }
+
+// handleWriteTxnMarkers passes WriteTxnMarkers (key 27, v0-1) from another
+// broker's transaction coordinator to the broker's marker writer.
+func (s *Server) handleWriteTxnMarkers(ctx context.Context, _ *conn, req kmsg.Request) (reply, error) {
+	return reply{msg: s.cfg.TxnMarkers.WriteTxnMarkers(ctx, req.(*kmsg.WriteTxnMarkersRequest))}, nil
+}

@@ -51,6 +51,7 @@ var guards = map[int16]guardFn{
 	24: guardAddPartitionsToTxn,
 	25: guardAddOffsetsToTxn,
 	26: guardEndTxn,
+	27: guardWriteTxnMarkers,
 	28: guardTxnOffsetCommit,
 	32: guardDescribeConfigs,
 	33: guardAlterConfigs,

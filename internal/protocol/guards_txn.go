@@ -45,8 +45,18 @@ func guardInitProducerID(s *Server, ctx context.Context, c *conn, kreq kmsg.Requ
 // topic fails, nothing is added: the others answer OPERATION_NOT_ATTEMPTED.
 func guardAddPartitionsToTxn(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
 	req := kreq.(*kmsg.AddPartitionsToTxnRequest)
-	if s.cfg.Authorizer == nil || req.Version >= 4 {
+	if s.cfg.Authorizer == nil {
 		return next(ctx, c, kreq)
+	}
+	if req.Version >= 4 {
+		// The broker-to-broker form (KIP-890): CLUSTER_ACTION, else the
+		// whole request is CLUSTER_AUTHORIZATION_FAILED (KafkaApis).
+		if c.allowedCluster(authz.OpClusterAction) {
+			return next(ctx, c, kreq)
+		}
+		resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return reply{msg: resp}, nil
 	}
 	tf := c.topics(authz.OpWrite)
 	txnOK := c.allowed(authz.OpWrite, authz.ResourceTransactionalID, req.TransactionalID)
@@ -231,4 +241,31 @@ func guardListTransactions(s *Server, ctx context.Context, c *conn, kreq kmsg.Re
 	}
 	resp.TransactionStates = kept
 	return rep, nil
+}
+
+// guardWriteTxnMarkers: CLUSTER_ACTION on the cluster (a broker's
+// transaction coordinator), else every partition
+// CLUSTER_AUTHORIZATION_FAILED (KafkaApis.handleWriteTxnMarkersRequest).
+func guardWriteTxnMarkers(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	if s.cfg.Authorizer == nil || c.allowedCluster(authz.OpClusterAction) {
+		return next(ctx, c, kreq)
+	}
+	req := kreq.(*kmsg.WriteTxnMarkersRequest)
+	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	for _, m := range req.Markers {
+		rm := kmsg.NewWriteTxnMarkersResponseMarker()
+		rm.ProducerID = m.ProducerID
+		for _, t := range m.Topics {
+			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				rp.Partition, rp.ErrorCode = p, kerr.ClusterAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rm.Topics = append(rm.Topics, rt)
+		}
+		resp.Markers = append(resp.Markers, rm)
+	}
+	return reply{msg: resp}, nil
 }

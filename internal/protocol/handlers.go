@@ -47,6 +47,9 @@ func (s *Server) buildHandlers() map[int16]handler {
 			h[key] = handler{vr[0], vr[1], s.handleTxn}
 		}
 	}
+	if s.cfg.TxnMarkers != nil {
+		h[27] = handler{0, 1, s.handleWriteTxnMarkers}
+	}
 	if g := s.cfg.Group; g != nil {
 		for key, vr := range g.APIVersions() {
 			if _, taken := h[key]; taken {

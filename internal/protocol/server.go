@@ -30,6 +30,14 @@ type GroupHandler interface {
 	APIVersions() map[int16][2]int16
 }
 
+// TxnMarkerWriter writes transaction markers sent by other brokers'
+// transaction coordinators (server implements it in a cluster).
+type TxnMarkerWriter interface {
+	// WriteTxnMarkers writes every marker to the partitions this broker
+	// leads and answers each partition's error code.
+	WriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMarkersRequest) *kmsg.WriteTxnMarkersResponse
+}
+
 // TxnHandler serves the transaction-coordinator API keys (internal/txn)
 // and checks transactional produce requests.
 type TxnHandler interface {
@@ -62,7 +70,11 @@ type Config struct {
 	// Txn serves the transaction API keys; nil refuses transactional ids
 	// and leaves the keys unadvertised.
 	Txn    TxnHandler
-	Logger *slog.Logger
+	// TxnMarkers writes the transaction markers other brokers' transaction
+	// coordinators send (WriteTxnMarkers, key 27); nil leaves the key
+	// unserved (a single node writes its own markers).
+	TxnMarkers TxnMarkerWriter
+	Logger     *slog.Logger
 	// Registerer receives the protocol metrics (nil = none).
 	Registerer prometheus.Registerer
 	// DisableSendfile forces the copy-through-user-space fetch path

@@ -36,6 +36,13 @@ type Server struct {
 	cleaner *cleaner.Cleaner
 	group   *group.Coordinator
 	txn     *txn.Coordinator
+	// groupPartitions and txnPartitions are the coordinators' partition
+	// counts (offsets.topic.num.partitions and
+	// transaction.state.log.num.partitions, or the topics' own).
+	groupPartitions, txnPartitions int32
+	// coord is the coordinators' cluster side (coordinators.go; nil on a
+	// node without KRaft settings).
+	coord *coordinatorRun
 	proto   *protocol.Server
 	metrics *metrics.Server
 	console *console.Console
@@ -229,6 +236,7 @@ func (s *Server) Start() (err error) {
 		}()
 		s.sec.attach(s.cluster.store, s.cluster.cache)
 	}
+	s.newCoordinatorDialer()
 	if err := s.startGroup(host, port); err != nil {
 		ln.Close()
 		return err
@@ -237,6 +245,12 @@ func (s *Server) Start() (err error) {
 		ln.Close()
 		return err
 	}
+	s.startCoordinators()
+	defer func() {
+		if err != nil {
+			s.stopCoordinators()
+		}
+	}()
 	proto, err := protocol.New(protocol.Config{
 		Broker:           s.broker,
 		MaxRequestBytes:  int32(s.cfg.Int64("socket.request.max.bytes")),
@@ -255,6 +269,7 @@ func (s *Server) Start() (err error) {
 		PrincipalMapper:  s.sec.mapper,
 		Cluster:          s.clusterAPI(),
 		ListenerName:     s.listener.Name,
+		TxnMarkers:       s.txnMarkers(),
 	})
 	if err != nil {
 		ln.Close()
@@ -357,10 +372,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		s.closeConsole()
 		s.sec.close()
+		s.stopCoordinators()
 		if s.cluster != nil {
 			errs = append(errs, s.cluster.close(ctx, s.logger))
 		}
 		errs = append(errs, s.closeAll(ctx))
+		s.closeCoordinatorDialer()
 		s.stopErr = errors.Join(errs...)
 	})
 	return s.stopErr

@@ -9,8 +9,6 @@ import (
 	"github.com/strata-io/strata/internal/broker"
 	"github.com/strata-io/strata/internal/group"
 	"github.com/strata-io/strata/internal/storage"
-	"github.com/strata-io/strata/internal/txn"
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // offsetsTopic is Kafka's internal topic of group state.
@@ -69,12 +67,10 @@ func (o offsetsStore) AppendTxn(ctx context.Context, partition int32, batch []by
 }
 
 // verifyTxnOffsets checks that a TxnOffsetCommit's __consumer_offsets
-// partition was added to the producer's transaction (AddOffsetsToTxn).
+// partition was added to the producer's transaction (AddOffsetsToTxn),
+// with the transaction's coordinator here or on another broker.
 func (s *Server) verifyTxnOffsets(id string, pid int64, epoch int16, partition int32) error {
-	if s.txn == nil {
-		return fmt.Errorf("no transaction coordinator: %w", kerr.CoordinatorNotAvailable)
-	}
-	return s.txn.VerifyProduce(id, pid, epoch, txn.TopicPartition{Topic: offsetsTopic, Partition: partition})
+	return s.verifyTransaction(context.Background(), id, pid, epoch, offsetsTopic, partition)
 }
 
 // Log returns a __consumer_offsets partition's log.
@@ -107,13 +103,20 @@ func (s *Server) startGroup(host string, port int32) error {
 		Transactions:                  true,
 		VerifyTxn:                     s.verifyTxnOffsets,
 		HighWatermark:                 s.highWatermark,
+		Partitioned:                   s.cluster != nil,
 	}, offsetsStore{s.broker}, s.logger.With("component", "group"), s.reg)
 	if err != nil {
 		return fmt.Errorf("group coordinator: %w", err)
 	}
-	if err := g.Load(context.Background()); err != nil {
-		g.Close()
-		return fmt.Errorf("load group state: %w", err)
+	s.groupPartitions = s.internalPartitions(offsetsTopic)
+	if s.cluster == nil {
+		// A single node coordinates every partition; in a cluster the
+		// partitions this broker leads are loaded as it becomes their
+		// leader (coordinators.go).
+		if err := g.Load(context.Background()); err != nil {
+			g.Close()
+			return fmt.Errorf("load group state: %w", err)
+		}
 	}
 	s.group = g
 	return nil

@@ -52,13 +52,18 @@ func (s *Server) startTxn() error {
 		IDExpiration:          ms("transactional.id.expiration.ms"),
 		AbortTimedOutInterval: ms("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
 		RemoveExpiredInterval: ms("transaction.remove.expired.transaction.cleanup.interval.ms"),
+		Partitioned:           s.cluster != nil,
 	}, txnDeps{s}, s.logger.With("component", "txn"), s.reg)
 	if err != nil {
 		return fmt.Errorf("transaction coordinator: %w", err)
 	}
-	if err := c.Load(context.Background()); err != nil {
-		_ = c.Close()
-		return fmt.Errorf("transaction coordinator: load %s: %w", transactionTopic, err)
+	s.txnPartitions = s.internalPartitions(transactionTopic)
+	if s.cluster == nil {
+		// In a cluster: loaded per partition led (coordinators.go).
+		if err := c.Load(context.Background()); err != nil {
+			_ = c.Close()
+			return fmt.Errorf("transaction coordinator: load %s: %w", transactionTopic, err)
+		}
 	}
 	s.txn = c
 	return nil
@@ -69,11 +74,23 @@ func (s *Server) txnHandler() protocol.TxnHandler {
 	if s.txn == nil {
 		return nil
 	}
-	return txnProtocol{s.txn}
+	return txnProtocol{s.txn, s}
+}
+
+// txnMarkers serves WriteTxnMarkers from other brokers' coordinators (a
+// node in a cluster only).
+func (s *Server) txnMarkers() protocol.TxnMarkerWriter {
+	if s.cluster == nil {
+		return nil
+	}
+	return s
 }
 
 // txnProtocol adapts the coordinator to protocol.TxnHandler.
-type txnProtocol struct{ c *txn.Coordinator }
+type txnProtocol struct {
+	c *txn.Coordinator
+	s *Server
+}
 
 func (t txnProtocol) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	return t.c.Handle(ctx, req)
@@ -81,8 +98,10 @@ func (t txnProtocol) Handle(ctx context.Context, req kmsg.Request) (kmsg.Respons
 
 func (t txnProtocol) APIVersions() map[int16][2]int16 { return t.c.APIVersions() }
 
+// VerifyProduce verifies a transactional produce with the transaction's
+// coordinator, here or on another broker (KIP-890 part 1).
 func (t txnProtocol) VerifyProduce(id string, pid int64, epoch int16, topic string, partition int32) error {
-	return verifyProduceError(t.c.VerifyProduce(id, pid, epoch, txn.TopicPartition{Topic: topic, Partition: partition}))
+	return verifyProduceError(t.s.verifyTransaction(context.Background(), id, pid, epoch, topic, partition))
 }
 
 // verifyProduceError maps the coordinator's answer to what Kafka's
@@ -112,47 +131,27 @@ func (d txnDeps) PartitionExists(topic string, partition int32) bool {
 	return d.s.partitionExists(topic, partition)
 }
 
-// WriteMarkers appends every marker first and then waits for them, so one
-// group commit covers them all. A partition deleted meanwhile is skipped;
-// a marker refused because a newer producer epoch or coordinator epoch
-// was seen is superseded and skipped too (Kafka's marker handler drops
-// those). Markers on __consumer_offsets complete the group's pending
+// WriteMarkers writes a transaction's markers. On a single node every
+// marker is appended first and then waited for, so one group commit covers
+// them all (writeLocalMarkers); in a cluster they go to each partition's
+// leader (writeClusterMarkers). A partition deleted meanwhile is skipped;
+// a marker refused because a newer producer epoch or coordinator epoch was
+// seen is superseded and skipped too (Kafka's marker handler drops those).
+// Markers on __consumer_offsets complete the group's pending
 // transactional offsets once durable.
 func (d txnDeps) WriteMarkers(ctx context.Context, pid int64, epoch int16, coordinatorEpoch int32, commit bool, parts []txn.TopicPartition) error {
-	type written struct {
-		p   *broker.Partition
-		off int64
+	if d.s.cluster != nil {
+		return d.s.writeClusterMarkers(ctx, pid, epoch, coordinatorEpoch, commit, parts)
 	}
 	var errs []error
-	var done []written
-	for _, tp := range parts {
-		p, err := d.s.broker.Partition(tp.Topic, tp.Partition)
-		if err != nil {
-			if errors.Is(err, kerr.UnknownTopicOrPartition) {
-				continue
-			}
-			errs = append(errs, fmt.Errorf("marker for %s-%d: %w", tp.Topic, tp.Partition, err))
-			continue
-		}
-		off, err := p.AppendMarker(pid, epoch, coordinatorEpoch, commit)
-		if err != nil {
-			if errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.TransactionCoordinatorFenced) {
-				d.s.logger.Info("transaction marker superseded", "topic", tp.Topic, "partition", tp.Partition,
-					"producer_id", pid, "epoch", epoch, "err", err)
-				continue
-			}
-			errs = append(errs, fmt.Errorf("marker for %s-%d: %w", tp.Topic, tp.Partition, err))
-			continue
-		}
-		done = append(done, written{p, off})
-	}
-	for _, w := range done {
-		if err := w.p.WaitDurable(ctx, storage.AppendResult{LastOffset: w.off}); err != nil {
-			errs = append(errs, fmt.Errorf("marker for %s-%d: %w", w.p.Topic, w.p.Index, err))
-			continue
-		}
-		if w.p.Topic == offsetsTopic && d.s.group != nil {
-			d.s.group.CompleteTxn(w.p.Index, pid, commit)
+	for i, err := range d.s.writeLocalMarkers(ctx, pid, epoch, coordinatorEpoch, commit, parts) {
+		switch {
+		case err == nil, errors.Is(err, kerr.UnknownTopicOrPartition):
+		case markerSuperseded(err):
+			d.s.logger.Info("transaction marker superseded", "topic", parts[i].Topic, "partition", parts[i].Partition,
+				"producer_id", pid, "epoch", epoch, "err", err)
+		default:
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -169,22 +169,36 @@ var apiVersions = map[int16][2]int16{
 	66: {0, 2}, // ListTransactions
 }
 
+// clusterAPIVersions is apiVersions in a cluster: AddPartitionsToTxn v4,
+// the batched, verify-only form partition leaders on other brokers send
+// (KIP-890 part 1; Kafka 3.6+ advertises v0-4). Clients keep using v3 and
+// below (v4 needs CLUSTER_ACTION).
+var clusterAPIVersions = map[int16][2]int16{24: {0, 4}, 25: {0, 3}, 26: {0, 4}, 65: {0, 0}, 66: {0, 2}}
+
 // APIVersions returns the API keys Handle serves with their version
 // ranges (callers must not modify the map).
-func (c *Coordinator) APIVersions() map[int16][2]int16 { return apiVersions }
+func (c *Coordinator) APIVersions() map[int16][2]int16 {
+	if c.cfg.Partitioned {
+		return clusterAPIVersions
+	}
+	return apiVersions
+}
 
 // Handle answers one transaction request: InitProducerId (requests with a
 // transactional id), AddPartitionsToTxn v0-3, AddOffsetsToTxn v0-3,
 // EndTxn v0-4, DescribeTransactions v0 and ListTransactions v0-2. An
 // error means the request is not one of these (or an unsupported version).
 func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	if v, ok := apiVersions[req.Key()]; ok && (req.GetVersion() < v[0] || req.GetVersion() > v[1]) {
+	if v, ok := c.APIVersions()[req.Key()]; ok && (req.GetVersion() < v[0] || req.GetVersion() > v[1]) {
 		return nil, fmt.Errorf("txn: %s v%d: %w", kmsg.NameForKey(req.Key()), req.GetVersion(), kerr.UnsupportedVersion)
 	}
 	switch r := req.(type) {
 	case *kmsg.InitProducerIDRequest:
 		return c.handleInitProducerID(ctx, r), nil
 	case *kmsg.AddPartitionsToTxnRequest:
+		if r.Version >= 4 {
+			return c.handleAddPartitionsBatched(r), nil
+		}
 		return c.handleAddPartitions(r), nil
 	case *kmsg.AddOffsetsToTxnRequest:
 		return c.handleAddOffsets(r), nil

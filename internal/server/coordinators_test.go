@@ -1,0 +1,278 @@
+package server_test
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/servertest"
+)
+
+// coordinatorOf asks broker addr for the coordinator of key (type 0 group,
+// 1 transaction) until the internal topic exists.
+func coordinatorOf(t *testing.T, addr string, typ int8, key string) int32 {
+	t.Helper()
+	var node int32
+	eventually(t, "coordinator of "+key, func() error {
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.Version, req.CoordinatorType, req.CoordinatorKeys = 4, typ, []string{key}
+		co := request(t, addr, req).(*kmsg.FindCoordinatorResponse).Coordinators[0]
+		if err := kerr.ErrorForCode(co.ErrorCode); err != nil {
+			return err
+		}
+		node = co.NodeID
+		return nil
+	})
+	return node
+}
+
+// brokerByID returns the cluster's broker with node id id.
+func brokerByID(t *testing.T, c *servertest.Cluster, id int32) *servertest.Broker {
+	t.Helper()
+	for _, b := range c.Brokers {
+		if b.NodeID == id {
+			return b
+		}
+	}
+	t.Fatalf("no broker %d", id)
+	return nil
+}
+
+// TestClusterCoordinatorsFollowLeadership: on three brokers each group is
+// served by the leader of its __consumer_offsets partition only (the
+// others answer NOT_COORDINATOR, Kafka's rule), commits made there are
+// read back there, and after the coordinator's broker restarts (its
+// partitions are loaded again when it leads them again) the committed
+// offsets are intact.
+func TestClusterCoordinatorsFollowLeadership(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"offsets.topic.num.partitions": "6", "transaction.state.log.num.partitions": "3"})
+	ctx := ctxT(t)
+	if _, err := kadm.NewClient(c.Client()).CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	groups := map[int32]string{} // coordinator -> a group it coordinates
+	for i := 0; len(groups) < 3 && i < 200; i++ {
+		g := fmt.Sprintf("group-%d", i)
+		if n := coordinatorOf(t, c.Brokers[0].Addr(), 0, g); groups[n] == "" {
+			groups[n] = g
+		}
+	}
+	if len(groups) != 3 {
+		t.Fatalf("coordinators over %d brokers, want 3: %v", len(groups), groups)
+	}
+	for node, g := range groups {
+		// Commit through a client that finds the coordinator itself.
+		adm := kadm.NewClient(c.Client())
+		offs := kadm.Offsets{}
+		offs.AddOffset("t", 0, int64(100+node), -1)
+		eventually(t, "commit "+g, func() error {
+			r, err := adm.CommitOffsets(ctx, g, offs)
+			if err != nil {
+				return err
+			}
+			return r.Error()
+		})
+		for _, b := range c.Brokers {
+			req := kmsg.NewPtrOffsetFetchRequest()
+			req.Version = 8
+			rg := kmsg.NewOffsetFetchRequestGroup()
+			rg.Group = g
+			req.Groups = append(req.Groups, rg)
+			resp := request(t, b.Addr(), req).(*kmsg.OffsetFetchResponse)
+			code := resp.Groups[0].ErrorCode
+			switch {
+			case b.NodeID == node && code != 0:
+				t.Fatalf("coordinator %d of %s: %v", node, g, kerr.ErrorForCode(code))
+			case b.NodeID != node && code != kerr.NotCoordinator.Code:
+				t.Fatalf("broker %d (not the coordinator %d of %s): %v, want NOT_COORDINATOR", b.NodeID, node, g, kerr.ErrorForCode(code))
+			}
+		}
+	}
+	// The coordinator of one group restarts: it leads its partitions
+	// again and loads them; nothing committed is lost.
+	var node int32
+	for n := range groups {
+		node = n
+		break
+	}
+	g := groups[node]
+	brokerByID(t, c, node).Restart()
+	eventually(t, "offsets after the coordinator restarted", func() error {
+		r, err := kadm.NewClient(c.Client()).FetchOffsets(ctx, g)
+		if err != nil {
+			return err
+		}
+		if err := r.Error(); err != nil {
+			return err
+		}
+		if o, ok := r.Lookup("t", 0); !ok || o.At != int64(100+node) {
+			return fmt.Errorf("offset %+v, want %d", o, 100+node)
+		}
+		return nil
+	})
+}
+
+// TestClusterTransactionsAcrossBrokers: a transactional producer whose
+// coordinator is one broker writes to partitions led by all three: the
+// produce is verified with the coordinator on another broker
+// (AddPartitionsToTxn v4 VerifyOnly, KIP-890), the markers reach every
+// leader (WriteTxnMarkers), committed transactions are read whole by a
+// READ_COMMITTED consumer, aborted ones never, and every partition's last
+// stable offset reaches its high watermark (no transaction left hanging).
+// Then a consume-transform-produce pipeline (GroupTransactSession) moves
+// the committed records to another topic with its offsets committed in the
+// transaction (TxnOffsetCommit verified across brokers).
+func TestClusterTransactionsAcrossBrokers(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"offsets.topic.num.partitions": "6", "transaction.state.log.num.partitions": "3"})
+	ctx := ctxT(t)
+	adm := kadm.NewClient(c.Client())
+	for _, topic := range []string{"in", "out"} {
+		if _, err := adm.CreateTopic(ctx, 6, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const txnID = "etl-source"
+	prod := c.Client(kgo.TransactionalID(txnID), kgo.DefaultProduceTopic("in"),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	defer prod.Close()
+	write := func(round int, commit bool) {
+		t.Helper()
+		if err := prod.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 12; i++ {
+			prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("%d-%d", round, i))}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					t.Errorf("produce: %v", err)
+				}
+			})
+		}
+		if err := prod.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := prod.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(0, true)
+	write(1, false)
+	write(2, true)
+	coord := coordinatorOf(t, c.Brokers[0].Addr(), 1, txnID)
+	leaders := map[int32]bool{}
+	md, err := adm.Metadata(ctx, "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range md.Topics["in"].Partitions {
+		leaders[p.Leader] = true
+	}
+	if len(leaders) != 3 {
+		t.Fatalf("partitions of in led by %v, want all three brokers", leaders)
+	}
+	t.Logf("transaction coordinator: broker %d; partitions led by %v", coord, leaders)
+
+	// Every partition's last stable offset reaches its end.
+	eventually(t, "last stable offsets", func() error {
+		ends, err := adm.ListEndOffsets(ctx, "in")
+		if err != nil {
+			return err
+		}
+		committed, err := adm.ListCommittedOffsets(ctx, "in")
+		if err != nil {
+			return err
+		}
+		var errs []error
+		ends.Each(func(o kadm.ListedOffset) {
+			if lso, _ := committed.Lookup(o.Topic, o.Partition); lso.Offset != o.Offset {
+				errs = append(errs, fmt.Errorf("in-%d: LSO %d, end %d", o.Partition, lso.Offset, o.Offset))
+			}
+		})
+		return errors.Join(errs...)
+	})
+	got := readCommitted(t, c, "in", 24)
+	for _, v := range got {
+		if v[0] == '1' {
+			t.Fatalf("aborted record %q read committed", v)
+		}
+	}
+
+	// Consume-transform-produce: in -> out, offsets in the transaction.
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(c.Addrs()...), kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.TransactionalID("etl-pipe"), kgo.ConsumerGroup("etl"), kgo.ConsumeTopics("in"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DefaultProduceTopic("out"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	moved := 0
+	for moved < 24 {
+		fs := sess.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("pipeline moved %d of 24: %v", moved, err)
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Value: append([]byte("x"), r.Value...)}, nil)
+			n++
+		})
+		committed, err := sess.End(ctx, kgo.TryCommit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if committed {
+			moved += n
+		}
+	}
+	out := readCommitted(t, c, "out", 24)
+	if len(out) != 24 {
+		t.Fatalf("out holds %d committed records, want 24", len(out))
+	}
+	offs, err := adm.FetchOffsets(ctx, "etl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	offs.Each(func(o kadm.OffsetResponse) { total += o.At })
+	if ends, err := adm.ListEndOffsets(ctx, "in"); err != nil {
+		t.Fatal(err)
+	} else {
+		var end int64
+		ends.Each(func(o kadm.ListedOffset) { end += o.Offset })
+		// Each partition ends with the last transaction's COMMIT marker,
+		// which the committed position stops before.
+		if total != end-6 {
+			t.Fatalf("the pipeline's committed offsets sum to %d, the end offsets of in to %d (6 markers)", total, end)
+		}
+	}
+}
+
+// readCommitted reads want records of topic with READ_COMMITTED and
+// returns their values sorted.
+func readCommitted(t *testing.T, c *servertest.Cluster, topic string, want int) []string {
+	t.Helper()
+	ctx := ctxT(t)
+	cl := c.Client(kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	defer cl.Close()
+	var got []string
+	for len(got) < want {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %d of %d committed records of %s", len(got), want, topic)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	sort.Strings(got)
+	return got
+}
