@@ -42,6 +42,8 @@ type scramStore struct {
 	fsys  vfs.FS
 	path  string
 	users map[string]map[string]scramCredential
+	// remote, when set, is the store instead of the file.
+	remote ScramRemote
 }
 
 // loadScram reads the credential file of dir; a missing file is empty.
@@ -88,8 +90,59 @@ type ScramInfo struct {
 	Iterations int
 }
 
+// ScramRemote keeps the SCRAM credentials somewhere other than the local
+// file: the cluster metadata (server implements it over meta), so that a
+// user created through any broker authenticates on every broker.
+type ScramRemote interface {
+	// Lookup returns user's credential for a mechanism.
+	Lookup(mechanism, user string) (sasl.ScramCredential, bool)
+	// Load returns every user's credentials and the version of each user
+	// read (the compare of Store).
+	Load() (users map[string]map[string]sasl.ScramCredential, versions map[string]int64)
+	// Store replaces the credentials of the users in changed (none left:
+	// the user is removed), each compared with versions; an error wrapping
+	// ErrScramConflict means another broker changed one meanwhile.
+	Store(changed map[string]map[string]sasl.ScramCredential, versions map[string]int64) error
+}
+
+// ErrScramConflict is ScramRemote.Store's answer when a user's
+// credentials changed since they were loaded.
+var ErrScramConflict = errors.New("SCRAM credentials changed concurrently")
+
+// SetScramRemote moves the SCRAM credentials to r: lookups, descriptions
+// and alterations use it, the local file no longer (its users were
+// adopted into r by the caller).
+func (b *Broker) SetScramRemote(r ScramRemote) {
+	b.scram.mu.Lock()
+	b.scram.remote = r
+	b.scram.mu.Unlock()
+}
+
+// LocalScramUsers returns the credentials of the local file (for adoption
+// into a ScramRemote).
+func (b *Broker) LocalScramUsers() map[string]map[string]sasl.ScramCredential {
+	b.scram.mu.RLock()
+	defer b.scram.mu.RUnlock()
+	out := make(map[string]map[string]sasl.ScramCredential, len(b.scram.users))
+	for u, mechs := range b.scram.users {
+		out[u] = make(map[string]sasl.ScramCredential, len(mechs))
+		for m, c := range mechs {
+			out[u][m] = sasl.ScramCredential(c.cred())
+		}
+	}
+	return out
+}
+
+// cred is c as sasl's type.
+func (c scramCredential) cred() sasl.ScramCredential {
+	return sasl.ScramCredential{Salt: c.Salt, Iterations: c.Iterations, StoredKey: c.StoredKey, ServerKey: c.ServerKey}
+}
+
 // ScramCredential returns user's credential for a SCRAM mechanism.
 func (b *Broker) ScramCredential(mechanism, user string) (sasl.ScramCredential, bool) {
+	if r := b.scram.remoteStore(); r != nil {
+		return r.Lookup(mechanism, user)
+	}
 	b.scram.mu.RLock()
 	defer b.scram.mu.RUnlock()
 	c, ok := b.scram.users[user][mechanism]
@@ -101,10 +154,16 @@ func (b *Broker) ScramCredential(mechanism, user string) (sasl.ScramCredential, 
 
 // DescribeScram returns every user's credentials, mechanisms sorted.
 func (b *Broker) DescribeScram() map[string][]ScramInfo {
-	b.scram.mu.RLock()
-	defer b.scram.mu.RUnlock()
-	out := make(map[string][]ScramInfo, len(b.scram.users))
-	for u, mechs := range b.scram.users {
+	users := b.scram.users
+	if r := b.scram.remoteStore(); r != nil {
+		all, _ := r.Load()
+		users = fromSasl(all)
+	} else {
+		b.scram.mu.RLock()
+		defer b.scram.mu.RUnlock()
+	}
+	out := make(map[string][]ScramInfo, len(users))
+	for u, mechs := range users {
 		for m, c := range mechs {
 			out[u] = append(out[u], ScramInfo{Mechanism: m, Iterations: c.Iterations})
 		}
@@ -122,6 +181,9 @@ func (b *Broker) DescribeScram() map[string][]ScramInfo {
 // (tmp + fsync + rename) before AlterScram returns. A write failure is
 // returned for every user of the request.
 func (b *Broker) AlterScram(dels []ScramDeletion, ups []ScramUpsertion) map[string]error {
+	if r := b.scram.remoteStore(); r != nil {
+		return alterRemote(r, dels, ups)
+	}
 	results, err := b.scram.alter(dels, ups)
 	if err != nil {
 		b.logger.Error("persist SCRAM credentials", "err", err)
@@ -166,6 +228,86 @@ func AlterScramOffline(cfg *config.Broker, dels []ScramDeletion, ups []ScramUpse
 func (st *scramStore) alter(dels []ScramDeletion, ups []ScramUpsertion) (map[string]error, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	results, next := plan(st.users, dels, ups)
+	if err := st.write(next); err != nil {
+		// A failed write may have replaced the file all the same (the
+		// rename done, the directory fsync failed): put the old
+		// credentials back so the file keeps what the callers are told.
+		if rerr := st.write(st.users); rerr != nil {
+			err = fmt.Errorf("%w (restoring the previous credentials: %v)", err, rerr)
+		}
+		for u := range results {
+			if results[u] == nil {
+				results[u] = fmt.Errorf("persist SCRAM credentials: %v: %w", err, kerr.KafkaStorageError)
+			}
+		}
+		return results, err
+	}
+	st.users = next
+	return results, nil
+}
+
+// remoteStore returns the remote store, nil when the file is the store.
+func (st *scramStore) remoteStore() ScramRemote {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	return st.remote
+}
+
+// fromSasl converts credentials to the stored form.
+func fromSasl(users map[string]map[string]sasl.ScramCredential) map[string]map[string]scramCredential {
+	out := make(map[string]map[string]scramCredential, len(users))
+	for u, mechs := range users {
+		out[u] = make(map[string]scramCredential, len(mechs))
+		for m, c := range mechs {
+			out[u][m] = scramCredential{Salt: c.Salt, Iterations: c.Iterations, StoredKey: c.StoredKey, ServerKey: c.ServerKey}
+		}
+	}
+	return out
+}
+
+// alterRemote is AlterScram over a remote store: the alterations are
+// planned on the credentials read and written compared with them, again
+// from a fresh read when another broker changed a user meanwhile.
+func alterRemote(r ScramRemote, dels []ScramDeletion, ups []ScramUpsertion) map[string]error {
+	var err error
+	for range 20 {
+		users, versions := r.Load()
+		base := fromSasl(users)
+		results, next := plan(base, dels, ups)
+		changed := map[string]map[string]sasl.ScramCredential{}
+		for u, res := range results {
+			if res != nil {
+				continue
+			}
+			changed[u] = map[string]sasl.ScramCredential{}
+			for m, c := range next[u] {
+				changed[u][m] = c.cred()
+			}
+		}
+		if len(changed) == 0 {
+			return results
+		}
+		if err = r.Store(changed, versions); err == nil {
+			return results
+		}
+		if !errors.Is(err, ErrScramConflict) {
+			break
+		}
+	}
+	out := map[string]error{}
+	for _, d := range dels {
+		out[d.User] = fmt.Errorf("store SCRAM credentials in the cluster metadata: %v: %w", err, kerr.RequestTimedOut)
+	}
+	for _, u := range ups {
+		out[u.User] = fmt.Errorf("store SCRAM credentials in the cluster metadata: %v: %w", err, kerr.RequestTimedOut)
+	}
+	return out
+}
+
+// plan applies AlterScram's rules to base: each named user's outcome (nil
+// = applied) and the credentials after the applied alterations.
+func plan(base map[string]map[string]scramCredential, dels []ScramDeletion, ups []ScramUpsertion) (map[string]error, map[string]map[string]scramCredential) {
 	results := map[string]error{}
 	fail := func(user string, err error) {
 		if results[user] == nil {
@@ -197,7 +339,7 @@ func (st *scramStore) alter(dels []ScramDeletion, ups []ScramUpsertion) (map[str
 	}
 	for _, d := range dels {
 		check(d.User, d.Mechanism)
-		if _, ok := st.users[d.User][d.Mechanism]; !ok && sasl.IsScram(d.Mechanism) {
+		if _, ok := base[d.User][d.Mechanism]; !ok && sasl.IsScram(d.Mechanism) {
 			fail(d.User, fmt.Errorf("Attempt to delete a user credential that does not exist: %w", kerr.ResourceNotFound))
 		}
 	}
@@ -214,8 +356,8 @@ func (st *scramStore) alter(dels []ScramDeletion, ups []ScramUpsertion) (map[str
 			fail(u.User, fmt.Errorf("Salted password must not be empty: %w", kerr.UnacceptableCredential))
 		}
 	}
-	next := make(map[string]map[string]scramCredential, len(st.users))
-	for u, mechs := range st.users {
+	next := make(map[string]map[string]scramCredential, len(base))
+	for u, mechs := range base {
 		next[u] = make(map[string]scramCredential, len(mechs))
 		for m, c := range mechs {
 			next[u][m] = c
@@ -243,22 +385,7 @@ func (st *scramStore) alter(dels []ScramDeletion, ups []ScramUpsertion) (map[str
 		}
 		next[u.User][u.Mechanism] = scramCredential{Salt: c.Salt, Iterations: c.Iterations, StoredKey: c.StoredKey, ServerKey: c.ServerKey}
 	}
-	if err := st.write(next); err != nil {
-		// A failed write may have replaced the file all the same (the
-		// rename done, the directory fsync failed): put the old
-		// credentials back so the file keeps what the callers are told.
-		if rerr := st.write(st.users); rerr != nil {
-			err = fmt.Errorf("%w (restoring the previous credentials: %v)", err, rerr)
-		}
-		for u := range results {
-			if results[u] == nil {
-				results[u] = fmt.Errorf("persist SCRAM credentials: %v: %w", err, kerr.KafkaStorageError)
-			}
-		}
-		return results, err
-	}
-	st.users = next
-	return results, nil
+	return results, next
 }
 
 // write replaces the credential file with users (mode 0600).

@@ -19,6 +19,7 @@ import (
 //	<p>/quotas/<entity>                one client quota entity's quotas (security.go)
 //	<p>/deletions/<topic-id>/<node.id> a broker deleted its replicas of a topic being deleted (deletions.go)
 //	<p>/producer-ids                   the next producer id not yet allocated (deletions.go)
+//	<p>/scram/<user>                   one user's SCRAM credentials (scram.go)
 type Keys struct{ Prefix string }
 
 // DefaultKeys is the layout Strata uses.
@@ -63,6 +64,7 @@ const (
 	kindACL
 	kindQuota
 	kindDeletion
+	kindScram
 )
 
 // parse classifies key and returns its parts: broker or config scope id,
@@ -106,6 +108,12 @@ func (k Keys) parse(key string) (kind keyKind, id int32, name string, tp TopicPa
 		return kindACL, 0, "", tp, nil
 	case strings.HasPrefix(rest, "quotas/"):
 		return kindQuota, 0, "", tp, nil
+	case strings.HasPrefix(rest, "scram/"):
+		u, err := parseScramUser(strings.TrimPrefix(rest, "scram/"))
+		if err != nil {
+			return kindOther, 0, "", tp, err
+		}
+		return kindScram, 0, u, tp, nil
 	case strings.HasPrefix(rest, "deletions/"):
 		id, node, err := parseDeletion(strings.TrimPrefix(rest, "deletions/"))
 		if err != nil {

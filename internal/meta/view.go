@@ -45,6 +45,8 @@ type View struct {
 	// Deletions holds, per topic id being deleted, the brokers that
 	// deleted their replicas (deletions.go).
 	Deletions map[string]map[int32]bool
+	// Scram holds every user's SCRAM credentials (scram.go).
+	Scram map[string]ScramUser
 }
 
 type candidate struct {
@@ -57,7 +59,7 @@ func NewView() *View {
 	return &View{Brokers: map[int32]*Broker{}, Topics: map[string]*Topic{}, TopicsByID: map[string]*Topic{},
 		Parts: map[string][]Partition{}, BrokerConfigs: map[int32]map[string]string{}, Controller: -1,
 		candidates: map[string]candidate{}, ACLs: map[string]authz.ACL{}, Quotas: map[string]ClientQuota{},
-		Deletions: map[string]map[int32]bool{}}
+		Deletions: map[string]map[int32]bool{}, Scram: map[string]ScramUser{}}
 }
 
 // Live reports whether broker id is registered.
@@ -158,6 +160,8 @@ func (v *View) apply(k Keys, rev int64, evs []event) (*View, error) {
 			nv.QuotasRev = rev
 		case kindDeletion:
 			nv.Deletions = maps.Clone(v.Deletions)
+		case kindScram:
+			nv.Scram = maps.Clone(v.Scram)
 		}
 	}
 	partsCopied := map[string]bool{}
@@ -253,6 +257,10 @@ func (v *View) apply(k Keys, rev int64, evs []event) (*View, error) {
 			}
 		case kindQuota:
 			if err := nv.applyQuota(ev.key, ev.value, ev.modRev); err != nil {
+				return nil, err
+			}
+		case kindScram:
+			if err := nv.applyScram(name, ev.value, ev.modRev); err != nil {
 				return nil, err
 			}
 		case kindDeletion:

@@ -176,6 +176,9 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 	c.reg.Store(&registration{session: sess})
 	c.admin = &controller.Admin{Store: c.store, Cache: c.cache, Policy: s.policy, MaxReplicationFactor: 1}
 	c.bgCtx, c.bgStop = context.WithCancel(context.Background())
+	if err := s.attachScram(ctx, c); err != nil {
+		return fail(err)
+	}
 	// The local replicas match the metadata before the broker registers
 	// (and may be elected leader of its partitions).
 	c.appliedCh = make(chan struct{})
