@@ -310,7 +310,8 @@ type Replayer interface {
 	Replay(partition int32, fn func(batch []byte) error) error
 }
 
-// replayLog reads partition log l from its start to its high watermark.
+// replayLog reads partition log l from its start to its end (past the
+// high watermark: a new leader loads all its log holds, as Kafka).
 func replayLog(l *storage.Log, fn func(batch []byte) error) error {
-	return l.ScanBatches(func(b record.Batch) error { return fn(b) })
+	return l.ScanBatchesToEnd(func(b record.Batch) error { return fn(b) })
 }

@@ -16,9 +16,23 @@ const scanReadBytes = 1 << 20
 // still passed whole; fn may keep b. An error from fn stops the scan and
 // is returned as is.
 func (l *Log) ScanBatches(fn func(b record.Batch) error) error {
-	off, hw := l.LogStartOffset(), l.HighWatermark()
-	for off < hw {
-		res, err := l.Read(off, scanReadBytes, true)
+	return l.scan(l.HighWatermark(), l.Read, fn)
+}
+
+// ScanBatchesToEnd is ScanBatches up to the log end offset, past the high
+// watermark: a coordinator that just became the leader of its partition
+// loads everything its log holds, as Kafka's loaders read to the log end
+// (GroupMetadataManager.doLoadGroupsAndOffsets,
+// TransactionStateManager.loadTransactionMetadata): a new leader's high
+// watermark may still lag what the previous leader acknowledged.
+func (l *Log) ScanBatchesToEnd(fn func(b record.Batch) error) error {
+	return l.scan(l.LogEndOffset(), l.ReadUpToEnd, fn)
+}
+
+func (l *Log) scan(end int64, read func(offset, maxBytes int64, minOneBatch bool) (ReadResult, error), fn func(b record.Batch) error) error {
+	off := l.LogStartOffset()
+	for off < end {
+		res, err := read(off, scanReadBytes, true)
 		if err != nil {
 			return fmt.Errorf("scan %s at %d: %w", l.dir, off, err)
 		}

@@ -173,8 +173,9 @@ func (r *replayer) applyBatch(b record.Batch) {
 	}
 }
 
-// replayLog reads partition log l from its start to its high watermark
-// and hands each batch to fn.
+// replayLog reads partition log l from its start to its end (past the
+// high watermark: a new leader loads all its log holds, as Kafka) and
+// hands each batch to fn.
 func replayLog(l *storage.Log, fn func(b record.Batch)) error {
-	return l.ScanBatches(func(b record.Batch) error { fn(b); return nil })
+	return l.ScanBatchesToEnd(func(b record.Batch) error { fn(b); return nil })
 }
