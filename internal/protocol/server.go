@@ -69,7 +69,7 @@ type Config struct {
 	Group GroupHandler
 	// Txn serves the transaction API keys; nil refuses transactional ids
 	// and leaves the keys unadvertised.
-	Txn    TxnHandler
+	Txn TxnHandler
 	// TxnMarkers writes the transaction markers other brokers' transaction
 	// coordinators send (WriteTxnMarkers, key 27); nil leaves the key
 	// unserved (a single node writes its own markers).

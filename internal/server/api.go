@@ -42,7 +42,7 @@ type Server struct {
 	groupPartitions, txnPartitions int32
 	// coord is the coordinators' cluster side (coordinators.go; nil on a
 	// node without KRaft settings).
-	coord *coordinatorRun
+	coord   *coordinatorRun
 	proto   *protocol.Server
 	metrics *metrics.Server
 	console *console.Console

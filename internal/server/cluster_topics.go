@@ -316,7 +316,53 @@ func (s *Server) createInternalTopic(ctx context.Context, a clusterAPI, name str
 	if segBytes == "" {
 		segBytes = "104857600"
 	}
-	_, err := a.CreateTopic(ctx, broker.CreateTopicRequest{Name: name, NumPartitions: n, ReplicationFactor: 1, Internal: true,
-		Configs: map[string]*string{"cleanup.policy": &compact, "segment.bytes": &segBytes}}, nil)
+	configs := map[string]*string{"cleanup.policy": &compact, "segment.bytes": &segBytes}
+	rf := s.internalReplicationFactor(a, name)
+	if name == transactionTopic {
+		// Kafka sets __transaction_state's min.insync.replicas to
+		// transaction.state.log.min.isr (TransactionLog), capped here by
+		// the replication factor the topic gets.
+		minISR := strconv.FormatInt(min(settingOr(s, "transaction.state.log.min.isr", 2), int64(rf)), 10)
+		configs["min.insync.replicas"] = &minISR
+	}
+	_, err := a.CreateTopic(ctx, broker.CreateTopicRequest{Name: name, NumPartitions: n, ReplicationFactor: rf, Internal: true,
+		Configs: configs}, nil)
 	return err
+}
+
+// internalReplicationFactor is the replication factor an internal topic is
+// created with: offsets.topic.replication.factor /
+// transaction.state.log.replication.factor (Kafka's default 3), capped by
+// the brokers registered now and by the largest replication factor this
+// cluster accepts, with a log line saying so (Kafka refuses to create the
+// topic until enough brokers are up; a cluster smaller than the setting
+// would then have no coordinator at all).
+func (s *Server) internalReplicationFactor(a clusterAPI, name string) int16 {
+	setting := "offsets.topic.replication.factor"
+	if name == transactionTopic {
+		setting = "transaction.state.log.replication.factor"
+	}
+	want := settingOr(s, setting, 3)
+	rf := want
+	if live := int64(len(a.View().Brokers)); rf > live {
+		rf = max(live, 1)
+	}
+	if m := int64(a.c.admin.MaxReplicationFactor); m > 0 && rf > m {
+		rf = m
+	}
+	if rf != want {
+		s.logger.Warn("internal topic created with fewer replicas than its setting", "topic", name, "setting", setting,
+			"wanted", want, "replication_factor", rf, "registered_brokers", len(a.View().Brokers))
+	}
+	return int16(rf)
+}
+
+// settingOr is an integer setting, def when it is not set.
+func settingOr(s *Server, name string, def int64) int64 {
+	if v := s.cfg.Get(name); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	}
+	return def
 }
