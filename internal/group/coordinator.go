@@ -86,6 +86,12 @@ type Config struct {
 	// a group's partition is its coordinator); the others answer
 	// NOT_COORDINATOR. False: every partition, loaded by Load.
 	Partitioned bool
+	// Leads, with Partitioned, reports whether this broker leads
+	// __consumer_offsets partition p in the metadata: a partition led but
+	// not handed over yet answers COORDINATOR_LOAD_IN_PROGRESS rather than
+	// NOT_COORDINATOR (Kafka marks a partition loading as it becomes its
+	// leader). Nil: NOT_COORDINATOR.
+	Leads func(p int32) bool
 }
 
 // Coordinator is the group coordinator of this broker: of every group on a

@@ -28,7 +28,12 @@ const (
 // COORDINATOR_LOAD_IN_PROGRESS while the partition loads, 0 when served
 // (Kafka's GroupCoordinator.validateGroupStatus).
 func (c *Coordinator) status(groupID string) int16 {
-	return partCode(c.parts[PartitionFor(groupID, c.cfg.NumPartitions)].Load())
+	p := PartitionFor(groupID, c.cfg.NumPartitions)
+	st := c.parts[p].Load()
+	if st == partUnowned && c.cfg.Leads != nil && c.cfg.Leads(p) {
+		st = partLoading // led, about to be loaded
+	}
+	return partCode(st)
 }
 
 func partCode(st int32) int16 {

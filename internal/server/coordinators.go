@@ -230,6 +230,18 @@ func (s *Server) syncCoordinators(ctx context.Context, v *meta.View) (retry bool
 	return retry
 }
 
+// leadsFunc reports, in a cluster, whether this broker leads a partition
+// of topic in the current metadata (nil on a single node).
+func (s *Server) leadsFunc(topic string) func(p int32) bool {
+	if s.cluster == nil {
+		return nil
+	}
+	return func(p int32) bool {
+		_, part, ok := s.cluster.cache.View().Partition(topic, p)
+		return ok && part.State.Leader == s.broker.NodeID()
+	}
+}
+
 // waitAppliedRev waits until the local replicas reflect revision rev.
 func (c *cluster) waitAppliedRev(ctx context.Context, rev int64) error {
 	for {

@@ -104,6 +104,7 @@ func (s *Server) startGroup(host string, port int32) error {
 		VerifyTxn:                     s.verifyTxnOffsets,
 		HighWatermark:                 s.highWatermark,
 		Partitioned:                   s.cluster != nil,
+		Leads:                         s.leadsFunc(offsetsTopic),
 	}, offsetsStore{s.broker}, s.logger.With("component", "group"), s.reg)
 	if err != nil {
 		return fmt.Errorf("group coordinator: %w", err)

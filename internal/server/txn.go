@@ -53,6 +53,7 @@ func (s *Server) startTxn() error {
 		AbortTimedOutInterval: ms("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
 		RemoveExpiredInterval: ms("transaction.remove.expired.transaction.cleanup.interval.ms"),
 		Partitioned:           s.cluster != nil,
+		Leads:                 s.leadsFunc(transactionTopic),
 	}, txnDeps{s}, s.logger.With("component", "txn"), s.reg)
 	if err != nil {
 		return fmt.Errorf("transaction coordinator: %w", err)

@@ -33,6 +33,11 @@ type Config struct {
 	// a transactional id's partition is its coordinator); the others
 	// answer NOT_COORDINATOR. False: every partition, loaded by Load.
 	Partitioned bool
+	// Leads, with Partitioned, reports whether this broker leads
+	// __transaction_state partition p in the metadata: a partition led but
+	// not handed over yet answers COORDINATOR_LOAD_IN_PROGRESS rather than
+	// NOT_COORDINATOR. Nil: NOT_COORDINATOR.
+	Leads func(p int32) bool
 }
 
 // TopicPartition names one partition.

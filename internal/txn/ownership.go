@@ -30,8 +30,12 @@ func (c *Coordinator) availability(id string) *kerr.Error {
 	if c.closed.Load() {
 		return kerr.CoordinatorNotAvailable
 	}
-	switch c.parts[c.partition(id)].Load() {
+	p := c.partition(id)
+	switch c.parts[p].Load() {
 	case partUnowned:
+		if c.cfg.Leads != nil && c.cfg.Leads(p) {
+			return kerr.CoordinatorLoadInProgress // led, about to be loaded
+		}
 		return kerr.NotCoordinator
 	case partLoading:
 		return kerr.CoordinatorLoadInProgress
