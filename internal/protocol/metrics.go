@@ -21,6 +21,11 @@ type metrics struct {
 	bytesSent     prometheus.Counter
 	topicBytesIn  *prometheus.CounterVec
 	topicBytesOut *prometheus.CounterVec
+	// throttled and throttleSeconds count responses throttled by a client
+	// quota and the throttle time they carried, by the quota that decided
+	// it (Kafka's per-quota-type throttle-time metrics).
+	throttled       *prometheus.CounterVec
+	throttleSeconds *prometheus.CounterVec
 }
 
 // sendfileStats counts the zero-copy fetch path's system calls.
@@ -54,6 +59,12 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 		topicBytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_topic_bytes_out_total", Help: "Record bytes returned by fetch requests, by topic.",
 		}, []string{"topic"}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_quota_throttled_responses_total", Help: "Responses that carried a throttle time because a client quota was exceeded, by quota (produce, fetch, request, controller_mutation).",
+		}, []string{"quota"}),
+		throttleSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_quota_throttle_seconds_total", Help: "Throttle time given to clients over their quotas (throttle_time_ms, the connection muted meanwhile), by quota.",
+		}, []string{"quota"}),
 	}
 	sendfileCalls := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "strata_fetch_sendfile_calls_total", Help: "sendfile(2) calls made by the zero-copy fetch path.",
@@ -62,7 +73,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 		Name: "strata_fetch_sendfile_bytes_total", Help: "Record bytes sent with sendfile(2).",
 	}, func() float64 { return float64(s.sendfile.bytes.Load()) })
 	m.collectors = []prometheus.Collector{m.requests, m.latency, m.connections, m.bytesReceived, m.bytesSent,
-		m.topicBytesIn, m.topicBytesOut, sendfileCalls, sendfileBytes}
+		m.topicBytesIn, m.topicBytesOut, m.throttled, m.throttleSeconds, sendfileCalls, sendfileBytes}
 	if reg != nil {
 		for _, c := range m.collectors {
 			if err := reg.Register(c); err != nil {

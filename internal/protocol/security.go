@@ -151,28 +151,36 @@ func (c *conn) applyQuotas(req request, rep *reply, busy time.Duration) {
 	}
 	user, client := c.principal.Name, req.clientID
 	var throttle int64
+	kind := "request"
+	worst := func(ms int64, k string) {
+		if ms > throttle {
+			throttle, kind = ms, k
+		}
+	}
 	switch req.key {
 	case 0: // Produce: bandwidth on the request size; no request quota for acks=0
-		throttle = q.Record(quota.Produce, user, client, float64(req.size))
+		worst(q.Record(quota.Produce, user, client, float64(req.size)), "produce")
 		if pr, ok := req.msg.(*kmsg.ProduceRequest); ok && pr.Acks != 0 {
-			throttle = max(throttle, q.Record(quota.Request, user, client, quota.RequestTime(busy)))
+			worst(q.Record(quota.Request, user, client, quota.RequestTime(busy)), "request")
 		}
 	case 1: // Fetch: a throttled fetch is answered empty and its bytes unrecorded
-		throttle = q.Record(quota.Request, user, client, quota.RequestTime(busy))
+		worst(q.Record(quota.Request, user, client, quota.RequestTime(busy)), "request")
 		if fr := rep.fetch; fr != nil {
 			if bw := q.Record(quota.Fetch, user, client, float64(fr.bytes)); bw > 0 || throttle > 0 {
 				q.Unrecord(quota.Fetch, user, client, float64(fr.bytes))
-				throttle = max(throttle, bw)
+				worst(bw, "fetch")
 				c.s.emptyThrottledFetch(fr)
 			}
 		}
 	default:
-		throttle = q.Record(quota.Request, user, client, quota.RequestTime(busy))
+		worst(q.Record(quota.Request, user, client, quota.RequestTime(busy)), "request")
 	}
-	throttle = max(throttle, rep.throttleMs)
+	worst(rep.throttleMs, "controller_mutation")
 	if throttle <= 0 {
 		return
 	}
+	c.s.metrics.throttled.WithLabelValues(kind).Inc()
+	c.s.metrics.throttleSeconds.WithLabelValues(kind).Add(float64(throttle) / 1000)
 	ms := int32(min(throttle, 1<<31-1))
 	switch {
 	case rep.fetch != nil:

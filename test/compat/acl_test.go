@@ -5,8 +5,11 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -65,7 +68,7 @@ func startACLBroker(t *testing.T) *testBroker {
 	extra["sasl.enabled.mechanisms"] = "PLAIN"
 	extra["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = aclJAAS
 	extra["super.users"] = "User:admin"
-	b := startBroker(t, brokerOpts{extra: extra})
+	b := startBroker(t, brokerOpts{extra: extra, metrics: true})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))
 	if err != nil {
 		t.Fatal(err)
@@ -280,5 +283,106 @@ func TestACLsKcatMTLS(t *testing.T) {
 	stdout, _, _ = run("bob", nil, "-C", "-o", "beginning", "-c", "1", "-e", "-f", `%s\n`)
 	if stdout != "" {
 		t.Errorf("bob read %q from t without READ", stdout)
+	}
+}
+
+// runThrottleScenario: alice gets a producer_byte_rate of 10 KB/s (a burst
+// of about 100 KB within Kafka's 11 one-second samples); the client
+// produces 150 KB to app.new in one go, which the broker throttles
+// (throttle_time_ms in the response, the connection muted, counted in
+// strata_quota_throttled_responses_total{quota="produce"}); the client
+// takes the throttled answer as a success.
+func runThrottleScenario(t *testing.T, c *Client) {
+	if targetKfake() {
+		t.Skip("kfake has no client quotas configured like this")
+	}
+	b := startACLBroker(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if res, err := kadm.NewClient(cl).AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "user", Name: kadm.StringPtr("alice")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 10000}},
+	}}); err != nil || res[0].Err != nil {
+		t.Fatalf("alter quotas: %+v %v", res, err)
+	}
+	before := throttledProduces(t, b)
+	var recs []Rec
+	for range 150 {
+		recs = append(recs, Rec{Value: strp(strings.Repeat("q", 1000))})
+	}
+	if r := c.Do(t, b.Addr(), Op{Op: opProduce, Topic: "app.new", Records: recs, Compression: "none", SASL: &aclAlice}); r.ErrorCode != 0 {
+		t.Fatalf("alice produces 150 KB over her quota: code %d %s", r.ErrorCode, r.Error)
+	}
+	if after := throttledProduces(t, b); after <= before {
+		t.Errorf("no produce response throttled (%v before, %v after)", before, after)
+	}
+}
+
+// throttledProduces reads strata_quota_throttled_responses_total{quota="produce"}.
+func throttledProduces(t *testing.T, b *testBroker) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + b.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, `strata_quota_throttled_responses_total{quota="produce"} `); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+func TestThrottleKafkaJS(t *testing.T) { t.Parallel(); runThrottleScenario(t, kafkaJSClient(t)) }
+
+func TestThrottleConfluentKafkaPython(t *testing.T) {
+	t.Parallel()
+	runThrottleScenario(t, confluentClient(t))
+}
+
+func TestThrottleKcat(t *testing.T) {
+	t.Parallel()
+	if targetKfake() {
+		t.Skip("kfake has no client quotas configured like this")
+	}
+	// kcatDo's produce takes no SASL: run kcat directly.
+	path := requireTool(t, "kcat", "-V")
+	b := startACLBroker(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	if res, err := kadm.NewClient(cl).AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "user", Name: kadm.StringPtr("alice")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 10000}},
+	}}); err != nil || res[0].Err != nil {
+		t.Fatalf("alter quotas: %+v %v", res, err)
+	}
+	before := throttledProduces(t, b)
+	in := strings.Repeat(strings.Repeat("q", 1000)+"\n", 150)
+	args := []string{"-P", "-t", "app.new", "-X", "acks=all", "-b", b.Addr(), "-X", "security.protocol=sasl_plaintext",
+		"-X", "sasl.mechanisms=PLAIN", "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret"}
+	if _, stderr, err := kcatRun(ctx, path, []byte(in), args...); err != nil || strings.Contains(stderr, "Delivery failed") {
+		t.Fatalf("kcat produces 150 KB over alice's quota: %v: %s", err, stderr)
+	}
+	if after := throttledProduces(t, b); after <= before {
+		t.Errorf("no produce response throttled (%v before, %v after)", before, after)
 	}
 }
