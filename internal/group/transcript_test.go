@@ -269,24 +269,11 @@ func (s *groupScript) commit(cmd transcript.Command) []string {
 	r.Version = 8
 	r.Group, r.MemberID, r.Generation = cmd.Arg(0), s.ids[cmd.Arg(1)], int32(cmd.Int("gen", -1))
 	r.InstanceID = s.instance(cmd.Arg(1))
-	var tps []string
-	for k := range cmd.Opts {
-		if strings.Contains(k, ":") {
-			tps = append(tps, k)
-		}
-	}
-	sort.Strings(tps)
-	for _, tpart := range tps {
-		topic, part, _ := strings.Cut(tpart, ":")
-		p, err1 := strconv.Atoi(part)
-		o, err2 := strconv.ParseInt(cmd.Opts[tpart], 10, 64)
-		if err1 != nil || err2 != nil {
-			cmd.Fatalf("want TOPIC:P=OFFSET, got %s=%s", tpart, cmd.Opts[tpart])
-		}
+	for _, k := range s.offsetOpts(cmd) {
 		t := kmsg.NewOffsetCommitRequestTopic()
-		t.Topic = topic
+		t.Topic = k.topic
 		rp := kmsg.NewOffsetCommitRequestTopicPartition()
-		rp.Partition, rp.Offset, rp.LeaderEpoch = int32(p), o, -1
+		rp.Partition, rp.Offset, rp.LeaderEpoch = k.partition, k.offset, -1
 		t.Partitions = append(t.Partitions, rp)
 		r.Topics = append(r.Topics, t)
 	}
