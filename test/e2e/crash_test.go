@@ -39,6 +39,10 @@ type crashScenario struct {
 	compacted bool
 	// stop ends the broker in a round (default: SIGKILL).
 	stop func(t *testing.T, p *proc, dir string)
+	// partitions of the topic (default crashPartitions), rounds of kills
+	// (default crashRounds()).
+	partitions int32
+	rounds     int
 }
 
 // killRounds runs sc: start the broker, then each round produce with
@@ -52,12 +56,19 @@ func killRounds(t *testing.T, sc crashScenario) {
 	p := startBroker(t, dir, sc.flags...)
 	ctx := ctxFor(t, 10*time.Minute)
 	adm := newAdmin(t, p.Kafka)
-	res, err := adm.CreateTopic(ctx, crashPartitions, 1, sc.configs, sc.topic)
+	parts, rounds := sc.partitions, sc.rounds
+	if parts == 0 {
+		parts = crashPartitions
+	}
+	if rounds == 0 {
+		rounds = crashRounds()
+	}
+	res, err := adm.CreateTopic(ctx, parts, 1, sc.configs, sc.topic)
 	if err != nil || res.Err != nil {
 		t.Fatalf("create %s: %v %v", sc.topic, err, res.Err)
 	}
 	a := newAckLog()
-	for round := 1; round <= crashRounds(); round++ {
+	for round := 1; round <= rounds; round++ {
 		before := a.ackedCount()
 		target := before + 50 + rng.IntN(1500)
 		stop := make(chan struct{})
@@ -120,10 +131,40 @@ func TestCrashAcksAll(t *testing.T) {
 	})
 }
 
+// TestCrashAcksAllManyPartitions is TestCrashAcksAll over a topic of 1,000
+// partitions (issue 18): the producer's requests span hundreds of
+// partitions, so the broker's group-commit rounds go through the log
+// dir's write-ahead journal; every acknowledged record survives each
+// SIGKILL exactly once, in order, byte for byte. Two rounds (ten with
+// STRATA_LONG=1).
+func TestCrashAcksAllManyPartitions(t *testing.T) {
+	const parts = 1000
+	rounds := 2
+	if os.Getenv("STRATA_LONG") == "1" {
+		rounds = 10
+	}
+	killRounds(t, crashScenario{
+		topic:      "crashmany",
+		partitions: parts,
+		rounds:     rounds,
+		mk: func(n int) *kgo.Record {
+			return &kgo.Record{Key: []byte(fmt.Sprintf("n%09d", n)), Value: payload(n), Partition: int32(n % parts)}
+		},
+		check: func(t *testing.T, got map[int32][]stored, a *ackLog) { checkAppendOnlyN(t, got, a, parts) },
+	})
+}
+
 // checkAppendOnly: offsets contiguous from 0, record numbers strictly
 // increasing per partition (so nothing twice, all in order), every record
 // one we sent byte for byte, every acknowledged record present.
 func checkAppendOnly(t *testing.T, got map[int32][]stored, a *ackLog) {
+	t.Helper()
+	checkAppendOnlyN(t, got, a, crashPartitions)
+}
+
+// checkAppendOnlyN is checkAppendOnly for record n sent to partition n %
+// parts.
+func checkAppendOnlyN(t *testing.T, got map[int32][]stored, a *ackLog, parts int) {
 	t.Helper()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -136,7 +177,7 @@ func checkAppendOnly(t *testing.T, got map[int32][]stored, a *ackLog) {
 				return
 			}
 			n, _ := numberOf(r.value)
-			if err := checkValue(r, []byte(fmt.Sprintf("n%09d", n)), int32(n%crashPartitions)); err != nil {
+			if err := checkValue(r, []byte(fmt.Sprintf("n%09d", n)), int32(n%parts)); err != nil {
 				t.Error(err)
 				return
 			}
