@@ -41,7 +41,7 @@ func exactPorts(n int) clusterPorts {
 // freePorts returns n ports free at the time of asking (the kernel's
 // ephemeral range; a port taken between this and the node's bind fails
 // the start loudly, it cannot pass unnoticed).
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var lns []net.Listener
 	var out []int
@@ -60,7 +60,7 @@ func freePorts(t *testing.T, n int) []int {
 }
 
 // randomPorts picks ports for n combined nodes.
-func randomPorts(t *testing.T, n int) []clusterPorts {
+func randomPorts(t testing.TB, n int) []clusterPorts {
 	ps := freePorts(t, 3*n)
 	out := make([]clusterPorts, n)
 	for i := range out {
@@ -104,14 +104,18 @@ func brokerArgs(id int, kafka int, ports []clusterPorts, dir string, extra ...st
 
 // startNodes starts the given nodes at once (a controller waits for a
 // quorum of its peers before it serves) and waits until each listens.
-func startNodes(t *testing.T, nodes ...*node) {
+func startNodes(t testing.TB, nodes ...*node) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make([]error, len(nodes))
 	for i, n := range nodes {
+		if err := os.MkdirAll(n.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		wg.Add(1)
 		go func() { // owner: this call; ends when the node listens or fails
 			defer wg.Done()
+			errs[i] = fmt.Errorf("node %d did not start", n.id) // kept if tryStartProc gives up the goroutine
 			n.proc, errs[i] = tryStartProc(t, n.dir, n.args...)
 		}()
 	}
@@ -122,10 +126,10 @@ func startNodes(t *testing.T, nodes ...*node) {
 }
 
 // restart starts a stopped node again with the same command line.
-func (n *node) restart(t *testing.T) { startNodes(t, n) }
+func (n *node) restart(t testing.TB) { startNodes(t, n) }
 
 // metadata asks addr for topic's metadata (Metadata v12).
-func metadata(t *testing.T, ctx context.Context, addr string, topics ...string) *kmsg.MetadataResponse {
+func metadata(t testing.TB, ctx context.Context, addr string, topics ...string) *kmsg.MetadataResponse {
 	t.Helper()
 	req := kmsg.NewPtrMetadataRequest()
 	req.Version = 12
@@ -138,7 +142,7 @@ func metadata(t *testing.T, ctx context.Context, addr string, topics ...string) 
 }
 
 // rawRequest sends one request to the broker at addr only.
-func rawRequest(t *testing.T, ctx context.Context, addr string, req kmsg.Request) kmsg.Response {
+func rawRequest(t testing.TB, ctx context.Context, addr string, req kmsg.Request) kmsg.Response {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
@@ -155,7 +159,7 @@ func rawRequest(t *testing.T, ctx context.Context, addr string, req kmsg.Request
 // waitFor retries cond every 100 ms until it returns nil or ctx ends
 // (the brokers apply metadata asynchronously; this asserts an outcome,
 // not a duration).
-func waitFor(t *testing.T, ctx context.Context, what string, cond func() error) {
+func waitFor(t testing.TB, ctx context.Context, what string, cond func() error) {
 	t.Helper()
 	for {
 		err := cond()
@@ -497,7 +501,7 @@ func fetchAll(t *testing.T, ctx context.Context, addr, topic string, part int32)
 }
 
 // newClient returns a kgo client closed in t.Cleanup.
-func newClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+func newClient(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
