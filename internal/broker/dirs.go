@@ -162,3 +162,8 @@ func writeCleanShutdownMarker(fsys vfs.FS, dir string) error {
 	body, _ := json.Marshal(map[string]int64{"version": 0, "brokerEpoch": 0})
 	return vfs.WriteFileAtomic(fsys, filepath.Join(dir, cleanShutdownName), body, 0o644)
 }
+
+// FormatTopicID prints a topic id as Kafka does (Uuid.toString: URL-safe
+// base64 without padding, 22 characters), the form kafka-topics, kcat and
+// `strata topic describe` show.
+func FormatTopicID(id uuid.UUID) string { return base64.RawURLEncoding.EncodeToString(id[:]) }

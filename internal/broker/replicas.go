@@ -211,7 +211,7 @@ func (b *Broker) ApplyTopics(specs []TopicSpec) error {
 			nt.Partitions = slices.DeleteFunc(nt.Partitions, func(p *Partition) bool { return failed[p] })
 		}
 		if b.Topic(nt.Name) == nil {
-			b.logger.Info("replicas created", "topic", nt.Name, "id", nt.ID, "partitions", len(nt.Partitions), "configs", nt.Configs)
+			b.logger.Info("replicas created", "topic", nt.Name, "id", FormatTopicID(nt.ID), "partitions", len(nt.Partitions), "configs", nt.Configs)
 		}
 		b.publish(nt)
 		changed = true
@@ -255,7 +255,7 @@ func (b *Broker) updateConfigsLocked(t *Topic, overrides map[string]string) erro
 func (b *Broker) removeTopicLocked(t *Topic, why string) {
 	b.unpublish(t)
 	b.forgetPartitions(t.Partitions)
-	b.logger.Info("replicas deleted", "topic", t.Name, "id", t.ID, "partitions", len(t.Partitions), "reason", why)
+	b.logger.Info("replicas deleted", "topic", t.Name, "id", FormatTopicID(t.ID), "partitions", len(t.Partitions), "reason", why)
 }
 
 // forgetPartitions runs the delete hooks for ps and deletes their logs.

@@ -226,7 +226,7 @@ func (b *Broker) CreateTopics(reqs []CreateTopicRequest) (ts []*Topic, errs []er
 	for k, t := range created {
 		if failed[t] == nil {
 			ts[idx[k]] = t
-			b.logger.Info("topic created", "topic", t.Name, "id", t.ID, "partitions", len(t.Partitions), "configs", t.Configs)
+			b.logger.Info("topic created", "topic", t.Name, "id", FormatTopicID(t.ID), "partitions", len(t.Partitions), "configs", t.Configs)
 			b.warnMinISR(t)
 		}
 	}
@@ -490,7 +490,7 @@ func (b *Broker) DeleteTopics(names []string) (errs []error) {
 	}
 	b.deleteLogs(parts)
 	for _, t := range gone {
-		b.logger.Info("topic deleted", "topic", t.Name, "id", t.ID)
+		b.logger.Info("topic deleted", "topic", t.Name, "id", FormatTopicID(t.ID))
 	}
 	return errs
 }

@@ -198,7 +198,7 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, fmt.Errorf("no topic %q", name))
 		return
 	}
-	d := topicData{Name: name, Internal: t.IsInternal, ID: fmt.Sprintf("%x", t.ID[:])}
+	d := topicData{Name: name, Internal: t.IsInternal, ID: t.ID.String()}
 	set := kadm.TopicsSet{}
 	for p := range t.Partitions {
 		set.Add(name, p)

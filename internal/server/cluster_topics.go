@@ -226,7 +226,7 @@ func (a clusterAPI) CreateTopic(ctx context.Context, req broker.CreateTopicReque
 		return out, nil
 	}
 	out.ID = id
-	s.logger.Info("topic created", "topic", req.Name, "id", id, "partitions", req.NumPartitions,
+	s.logger.Info("topic created", "topic", req.Name, "id", broker.FormatTopicID(id), "partitions", req.NumPartitions,
 		"replication_factor", req.ReplicationFactor, "configs", overrides)
 	return out, adminError(a.c.waitApplied(ctx))
 }
