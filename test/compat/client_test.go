@@ -42,7 +42,7 @@ type Op struct {
 	TransactionalID string `json:"transactional_id,omitempty"`
 	Txns            []Txn  `json:"txns,omitempty"`
 	// SASL, when set, makes the client authenticate (drivers that support
-	// it: kafkajs, confluent-kafka-python).
+	// it: kafkajs, confluent-kafka-python; sarama with PLAIN).
 	SASL *SASLAuth `json:"sasl,omitempty"`
 }
 

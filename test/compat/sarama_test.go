@@ -66,6 +66,11 @@ func saramaConfig(op Op) *sarama.Config {
 		cfg.Consumer.IsolationLevel = sarama.ReadUncommitted
 	}
 	cfg.Consumer.Return.Errors = true
+	if op.SASL != nil && op.SASL.Mechanism == "PLAIN" {
+		cfg.Net.SASL.Enable = true
+		cfg.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+		cfg.Net.SASL.User, cfg.Net.SASL.Password = op.SASL.Username, op.SASL.Password
+	}
 	return cfg
 }
 
