@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // The rows of Kafka's "Operations and Resources on Protocols" table
@@ -261,12 +262,41 @@ func TestOperationsTable(t *testing.T) {
 		req.Topics = append(req.Topics, rt)
 		return send(req).(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0].ErrorCode
 	}
+	// A client's AddPartitionsToTxn is v3 at most: v4+ (advertised in a
+	// cluster, as Kafka 3.6+) is the broker-to-broker form (KIP-890).
+	bob3 := as(tb, "bob", kgo.MaxVersions(func() *kversion.Versions { v := kversion.Stable(); v.SetMaxKeyVersion(24, 3); return v }())).Broker(1)
 	addPartitions := func() int16 {
 		req := kmsg.NewPtrAddPartitionsToTxnRequest()
 		req.Version = 3
 		req.TransactionalID, req.ProducerID, req.ProducerEpoch = "tx1", 1, 0
 		req.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "t1", Partitions: []int32{0}}}
-		return send(req).(*kmsg.AddPartitionsToTxnResponse).Topics[0].Partitions[0].ErrorCode
+		resp, err := bob3.Request(ctx, req)
+		if err != nil {
+			t.Fatalf("AddPartitionsToTxn: %v", err)
+		}
+		return resp.(*kmsg.AddPartitionsToTxnResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	// The broker-to-broker requests of a cluster (KIP-890 verification and
+	// markers from another broker's transaction coordinator).
+	verifyPartitions := func() int16 {
+		req := kmsg.NewPtrAddPartitionsToTxnRequest()
+		tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
+		tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = "tx1", 1, 0, true
+		tx.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "t1", Partitions: []int32{0}}}
+		req.Transactions = append(req.Transactions, tx)
+		resp := send(req).(*kmsg.AddPartitionsToTxnResponse)
+		if resp.ErrorCode != 0 {
+			return resp.ErrorCode
+		}
+		return resp.Transactions[0].Topics[0].Partitions[0].ErrorCode
+	}
+	writeMarkers := func() int16 {
+		req := kmsg.NewPtrWriteTxnMarkersRequest()
+		m := kmsg.NewWriteTxnMarkersRequestMarker()
+		m.ProducerID, m.ProducerEpoch, m.Committed = 1, 0, false
+		m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "t1", Partitions: []int32{0}}}
+		req.Markers = append(req.Markers, m)
+		return send(req).(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode
 	}
 	addOffsets := func() int16 {
 		req := kmsg.NewPtrAddOffsetsToTxnRequest()
@@ -479,6 +509,8 @@ func TestOperationsTable(t *testing.T) {
 		{"ADD_OFFSETS_TO_TXN (25) Write TransactionalId", []tableACL{onGroup(authz.OpRead)}, onTxn(authz.OpWrite), txnD, addOffsets},
 		{"ADD_OFFSETS_TO_TXN (25) Read Group", []tableACL{onTxn(authz.OpWrite)}, onGroup(authz.OpRead), groupD, addOffsets},
 		{"END_TXN (26) Write TransactionalId", nil, onTxn(authz.OpWrite), txnD, endTxn},
+		{"ADD_PARTITIONS_TO_TXN (24, v4: a partition leader's verification) ClusterAction Cluster", nil, onCluster(authz.OpClusterAction), clusterD, verifyPartitions},
+		{"WRITE_TXN_MARKERS (27) ClusterAction Cluster", nil, onCluster(authz.OpClusterAction), clusterD, writeMarkers},
 		{"TXN_OFFSET_COMMIT (28) Write TransactionalId", []tableACL{onGroup(authz.OpRead), onTopic(authz.OpRead)}, onTxn(authz.OpWrite), txnD, txnOffsetCommit},
 		{"TXN_OFFSET_COMMIT (28) Read Group", []tableACL{onTxn(authz.OpWrite), onTopic(authz.OpRead)}, onGroup(authz.OpRead), groupD, txnOffsetCommit},
 		{"TXN_OFFSET_COMMIT (28) Read Topic", []tableACL{onTxn(authz.OpWrite), onGroup(authz.OpRead)}, onTopic(authz.OpRead), topicD, txnOffsetCommit},
@@ -568,7 +600,7 @@ func TestOperationsTable(t *testing.T) {
 	// LIST_CLIENT_METRICS_RESOURCES, DESCRIBE_TOPIC_PARTITIONS and the
 	// share-group APIs): Strata serves none of them to clients.
 	vers := send(kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse)
-	notServed := map[int16]bool{4: true, 5: true, 6: true, 7: true, 27: true, 34: true, 38: true, 39: true, 40: true, 41: true,
+	notServed := map[int16]bool{4: true, 5: true, 6: true, 7: true, 34: true, 38: true, 39: true, 40: true, 41: true,
 		52: true, 53: true, 54: true, 55: true, 56: true, 57: true, 58: true, 59: true, 62: true, 63: true, 64: true, 67: true,
 		70: true, 71: true, 72: true, 73: true, 74: true, 75: true, 76: true, 77: true, 78: true, 79: true, 83: true, 84: true,
 		85: true, 86: true, 87: true}
