@@ -199,6 +199,12 @@ func (b *Broker) validate() []error {
 		errs = append(errs, invalidf("invalid configuration: log.cleaner.min.compaction.lag.ms (%s) must not be greater than log.cleaner.max.compaction.lag.ms (%s)",
 			b.Get("log.cleaner.min.compaction.lag.ms"), b.Get("log.cleaner.max.compaction.lag.ms")))
 	}
+	// Kafka's KafkaConfig.validateValues: a follower's long poll must not
+	// outlast the time after which it leaves the ISR.
+	if b.Int64("replica.fetch.wait.max.ms") > b.Int64("replica.lag.time.max.ms") {
+		errs = append(errs, invalidf("invalid configuration: replica.fetch.wait.max.ms (%s) should always be less than or equal to replica.lag.time.max.ms (%s) to prevent frequent changes in ISR",
+			b.Get("replica.fetch.wait.max.ms"), b.Get("replica.lag.time.max.ms")))
+	}
 	if err := b.validateKRaft(); err != nil { // the listener rules below build on it
 		return append(errs, err)
 	}

@@ -260,7 +260,7 @@ func TestBrokerValidation(t *testing.T) {
 		"strata.log.format":          "xml",
 		"node.id":                    "-1",
 		"log.dirs":                   " , ",
-		"default.replication.factor": "3",
+		"default.replication.factor": "0",
 		"no.such":                    "1",
 	}
 	for n, v := range bad {

@@ -55,24 +55,16 @@ var ignoredIndex = func() map[string]ignored {
 	return m
 }()
 
-// hintNoReplicas explains the replication settings Strata does not take
-// yet.
-const (
-	hintNoReplicas = "is not supported yet: Strata keeps one replica of every partition, internal topics included; remove it"
-)
-
 // unsupportedHints explain the Kafka settings Strata refuses: why, and what
 // to do instead.
 var unsupportedHints = map[string]string{
 	// KRaft and replication settings the cluster work has not taken yet.
 	"controller.quorum.bootstrap.servers": "is not supported (KIP-853 dynamic quorums): list the controllers in controller.quorum.voters (id@host:port,...) instead",
 	"control.plane.listener.name":         "is not supported: Strata has no separate control-plane listener (controllers talk on controller.listener.names); remove it",
-	"num.replica.fetchers":                hintNoReplicas,
-	"replica.lag.time.max.ms":             hintNoReplicas,
 	// Security.
 	"sasl.jaas.config":                     "is a client setting in Kafka and not read by brokers: put broker PLAIN users in listener.name.sasl_plaintext.plain.sasl.jaas.config or listener.name.sasl_ssl.plain.sasl.jaas.config",
-	"sasl.mechanism.inter.broker.protocol": "is not supported: Strata makes no inter-broker connections; remove it",
-	"security.inter.broker.protocol":       "is not supported: Strata makes no inter-broker connections; remove it",
+	"sasl.mechanism.inter.broker.protocol": "is not supported: followers fetch over the inter-broker listener (inter.broker.listener.name), PLAINTEXT in this release; remove it",
+	"security.inter.broker.protocol":       "is not supported: followers fetch over the inter-broker listener (inter.broker.listener.name), PLAINTEXT in this release; remove it",
 	"client.quota.callback.class":          "is not supported: Strata applies Kafka's default quota rules (ClientQuotaCallback is a Java plug-in); remove it",
 	// Features Strata does not have.
 	"log.message.format.version":       "is not supported: Strata writes record batch v2 only (Kafka 3.0 and later ignore this setting); remove it",
@@ -87,8 +79,7 @@ var kafkaNotes = map[string]string{
 	"node.id":                          "Defaults to 1 (Kafka has no default), so a single node starts with no configuration. `broker.id` is an alias.",
 	"listeners":                        "Defaults to `PLAINTEXT://127.0.0.1:9092` (Kafka: all interfaces). One listener, named by its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL).",
 	"log.dirs":                         "Defaults to `./strata-data` (Kafka: `/tmp/kafka-logs`).",
-	"default.replication.factor":       "Only 1: Strata keeps one replica of each partition for now.",
-	"offsets.topic.replication.factor": "Only 1 (Kafka's default is 3): Strata keeps one replica of each partition for now, internal topics included. Kafka's single-node example sets 1.",
+	"offsets.topic.replication.factor": "Only 1 (Kafka's default is 3): the internal topics keep one replica in this release (user topics are replicated). Kafka's single-node example sets 1.",
 	"transaction.state.log.replication.factor": "Only 1 (Kafka's default is 3), as offsets.topic.replication.factor.",
 	"transaction.state.log.min.isr":            "Only 1 (Kafka's default is 2): the internal topics have one replica.",
 	"log.flush.interval.messages":              "Honoured, but rarely needed: with `strata.durable.acks=true` (the default) an acks=all produce is answered only once its data is fsynced.",

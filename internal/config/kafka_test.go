@@ -74,7 +74,7 @@ func TestLoadBrokerAllProblems(t *testing.T) {
 		t.Fatalf("got %T %v", err, err)
 	}
 	want := `9 problems in the broker configuration:
-  PATH:1: invalid value "3" for configuration offsets.topic.replication.factor: Strata keeps one replica of every partition for now, internal topics included: set 1 or remove it (allowed: 1)
+  PATH:1: invalid value "3" for configuration offsets.topic.replication.factor: the internal topics (__consumer_offsets, __transaction_state) keep one replica in this release: set 1 or remove it (allowed: 1)
   PATH:3: unknown broker config "log.retention.hour": did you mean log.retention.hours?
   PATH:4: invalid value "zero" for configuration num.io.threads: not a number (allowed: [1,...])
   PATH:5: zookeeper.connect is a ZooKeeper setting: Strata needs no ZooKeeper (like Kafka in KRaft mode, and Kafka 4.0 removed ZooKeeper mode); remove it

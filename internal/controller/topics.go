@@ -110,12 +110,17 @@ type Admin struct {
 	// INVALID_REPLICATION_FACTOR (1 until partitions are replicated;
 	// 0: no limit).
 	MaxReplicationFactor int
+	// MaxReplicationReason, when set, is the message of that refusal.
+	MaxReplicationReason string
 }
 
 func (a *Admin) state() *State { return FromView(a.Cache.View(), a.Policy) }
 
 func (a *Admin) checkRF(rf int) error {
 	if a.MaxReplicationFactor > 0 && rf > a.MaxReplicationFactor {
+		if a.MaxReplicationReason != "" {
+			return &PlacementError{codeInvalidReplicationFactor, a.MaxReplicationReason}
+		}
 		return &PlacementError{codeInvalidReplicationFactor, fmt.Sprintf(
 			"Replication factor %d is not supported yet: this Strata release stores each partition on one broker (replication.factor 1); replicated partitions come with the replication release.", rf)}
 	}

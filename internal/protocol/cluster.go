@@ -81,7 +81,11 @@ func (s *Server) leaderPartition(topic string, idx int32, currentEpoch int32) (*
 		if err != nil {
 			return nil, s.notLeader(topic, idx, part.State)
 		}
-		if r := p.Replica(); r == nil && part.State.Leader != s.b.NodeID() {
+		if r := p.Replica(); r == nil && (part.State.Leader != s.b.NodeID() || len(part.State.Replicas) > 1) {
+			// Not the leader, or a replicated partition whose replication
+			// state is not attached yet (the reconciler creates the log,
+			// then hands it to the replica Manager): served once it is,
+			// never as a single replica.
 			return nil, s.notLeader(topic, idx, part.State)
 		}
 	}

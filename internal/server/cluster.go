@@ -17,6 +17,7 @@ import (
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/etcdnode"
 	"github.com/strata-io/strata/internal/meta"
+	"github.com/strata-io/strata/internal/replica"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -44,6 +45,10 @@ type cluster struct {
 	reg     atomic.Pointer[registration]
 	regStop context.CancelFunc
 	regDone chan struct{}
+	// repl replicates the partitions with several replicas
+	// (cluster_replicas.go); nil when this node cannot replicate.
+	repl   *replica.Manager
+	dialer *replica.KgoDialer
 
 	// The reconciler (cluster_topics.go): applied is the revision the
 	// local replicas reflect; appliedCh is closed at each new one.
@@ -174,7 +179,13 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 		return fail(err)
 	}
 	c.reg.Store(&registration{session: sess})
-	c.admin = &controller.Admin{Store: c.store, Cache: c.cache, Policy: s.policy, MaxReplicationFactor: 1}
+	c.admin = &controller.Admin{Store: c.store, Cache: c.cache, Policy: s.policy}
+	if why := s.replicationRefusal(); why != "" {
+		c.admin.MaxReplicationFactor, c.admin.MaxReplicationReason = 1, why
+	}
+	if err := s.startReplication(c); err != nil {
+		return fail(err)
+	}
 	c.bgCtx, c.bgStop = context.WithCancel(context.Background())
 	if err := s.attachScram(ctx, c); err != nil {
 		return fail(err)
@@ -334,6 +345,12 @@ func (c *cluster) close(ctx context.Context, logger *slog.Logger) error {
 	if c.regStop != nil {
 		c.regStop()
 		<-c.regDone
+	}
+	if c.repl != nil {
+		// Followers stop fetching and leaders stop answering acks=all
+		// before the logs close.
+		c.repl.Close()
+		c.dialer.Close()
 	}
 	if r := c.reg.Load(); r != nil {
 		// Revoking the lease removes the registration at once; without a

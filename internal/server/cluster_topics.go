@@ -69,8 +69,9 @@ func (s *Server) applyView(ctx context.Context, c *cluster, v *meta.View) error 
 		}
 	}
 	err := s.broker.ApplyTopics(specs)
-	// Replicated partitions: the replica Manager applies their states here
-	// (issue 12), after the local logs exist.
+	// Replicated partitions: the replica Manager applies their states,
+	// after the local logs exist.
+	s.syncReplicas(c, v)
 	for _, t := range deleting {
 		if v.Acked(t.ID, me) || !holdsReplica(v, t, me) {
 			continue

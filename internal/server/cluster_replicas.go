@@ -1,0 +1,96 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/meta"
+	"github.com/strata-io/strata/internal/replica"
+)
+
+// This file wires replication (internal/replica, docs/replication.md) into
+// a cluster node: one replica Manager per broker, fed from the metadata
+// cache at every view the reconciler applies, its followers fetching from
+// the leaders over the inter-broker listener, its ISR changes committed as
+// compare-and-sets through meta.
+
+// replicationRefusal says why this node cannot replicate partitions ("" when
+// it can): followers fetch over the inter-broker listener, which must be
+// PLAINTEXT in this release (the fetchers carry no TLS or SASL client
+// credentials yet).
+func (s *Server) replicationRefusal() string {
+	if s.listener.Protocol != config.ProtocolPlaintext {
+		return fmt.Sprintf("Replication factor above 1 needs a PLAINTEXT inter-broker listener in this release; this broker's listener %s uses %s.",
+			s.listener.Name, s.listener.Protocol)
+	}
+	return ""
+}
+
+// startReplication creates and starts the node's replica Manager with
+// Kafka's follower settings (num.replica.fetchers, replica.fetch.*,
+// replica.lag.time.max.ms) and strata.durable.acks. It does nothing when
+// the node cannot replicate (replicationRefusal).
+func (s *Server) startReplication(c *cluster) error {
+	if s.replicationRefusal() != "" {
+		return nil
+	}
+	ms := func(name string) time.Duration { return time.Duration(s.cfg.Int64(name)) * time.Millisecond }
+	listener := s.listener.Name
+	c.dialer = &replica.KgoDialer{Resolve: func(id int32) (string, bool) {
+		b := c.cache.View().Brokers[id]
+		if b == nil {
+			return "", false
+		}
+		e, ok := b.Listener(listener)
+		if !ok {
+			return "", false
+		}
+		return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))), true
+	}}
+	c.repl = replica.NewManager(replica.ManagerConfig{
+		Local:                 s.broker.NodeID(),
+		BrokerEpoch:           c.epoch,
+		Fenced:                func() bool { return c.session().Fenced() },
+		Durable:               s.cfg.Bool("strata.durable.acks"),
+		LagTimeMax:            ms("replica.lag.time.max.ms"),
+		Fetchers:              s.cfg.Int("num.replica.fetchers"),
+		FetchMaxBytes:         int32(s.cfg.Int64("replica.fetch.max.bytes")),
+		FetchResponseMaxBytes: int32(s.cfg.Int64("replica.fetch.response.max.bytes")),
+		FetchMinBytes:         int32(s.cfg.Int64("replica.fetch.min.bytes")),
+		FetchWaitMax:          ms("replica.fetch.wait.max.ms"),
+		FetchBackoff:          ms("replica.fetch.backoff.ms"),
+		Dialer:                c.dialer,
+		Committer:             &replica.MetaCommitter{Store: c.store, Cache: c.cache},
+		Logger:                s.logger,
+	})
+	if err := s.reg.Register(replica.NewCollector(c.repl)); err != nil {
+		return fmt.Errorf("register replication metrics: %w", err)
+	}
+	c.repl.Start()
+	return nil
+}
+
+// syncReplicas hands the view's replicated partitions hosted here to the
+// replica Manager (after ApplyTopics created their logs): each becomes a
+// leader or a follower at its epoch, truncating where its history diverges
+// from the new leader's (KIP-101/279). Before this broker is registered
+// (no broker epoch yet, KIP-903) it waits for the next view.
+func (s *Server) syncReplicas(c *cluster, v *meta.View) {
+	if c.repl == nil || c.epoch() == 0 {
+		return
+	}
+	c.repl.Sync(v, func(tp replica.TP) (replica.Hosted, bool) {
+		p, err := s.broker.Partition(tp.Topic, tp.Partition)
+		if err != nil || p.Log == nil {
+			return replica.Hosted{}, false
+		}
+		minISR := 1
+		if t := v.Topics[tp.Topic]; t != nil {
+			minISR = s.policy(t).MinISR
+		}
+		return replica.Hosted{Log: p.Log, MinISR: minISR, Attach: p.SetReplica}, true
+	})
+}
