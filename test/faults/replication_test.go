@@ -96,48 +96,75 @@ func leaderOf(ctx context.Context, addrs []string, topic string, p int32) int {
 	return int(pd.Leader) - 1
 }
 
-// killLeader is a Fault that SIGKILLs the broker leading topic's partition
-// 0 at the time of the injection and restarts it on heal.
-func killLeader(procs []*faults.Proc, addrs []string, topic string, logf func(string, ...any)) faults.Fault {
-	var killed *faults.Proc
-	return faults.FuncFault{Label: "kill -9 the leader of " + topic + "-0",
-		InjectFn: func(ctx context.Context) error {
-			i := leaderOf(ctx, addrs, topic, 0)
-			if i < 0 {
-				i = 0
-			}
-			killed = procs[i]
-			logf("killing %s (leader of %s-0)", killed.Name(), topic)
-			return killed.Kill(ctx)
-		},
-		HealFn: func(ctx context.Context) error { return killed.Start(ctx) },
+// leaderFault is a Fault on the broker leading topic's partition 0 at the
+// time of the injection, healed extra after the Nemesis' Faulty time.
+func leaderFault(procs []*faults.Proc, addrs []string, topic, what string, extra time.Duration, logf func(string, ...any)) faults.Fault {
+	var victim *faults.Proc
+	pick := func(ctx context.Context) *faults.Proc {
+		i := leaderOf(ctx, addrs, topic, 0)
+		for tries := 0; i < 0 && tries < 20 && ctx.Err() == nil; tries++ {
+			time.Sleep(500 * time.Millisecond) // a leader is being elected
+			i = leaderOf(ctx, addrs, topic, 0)
+		}
+		if i < 0 {
+			logf("no leader of %s-0 known: the fault goes to broker-1", topic)
+			i = 0
+		}
+		victim = procs[i]
+		logf("%s %s (leader of %s-0)", what, victim.Name(), topic)
+		return victim
 	}
+	wait := func(ctx context.Context) {
+		t := time.NewTimer(extra)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+	label := fmt.Sprintf("%s the leader of %s-0 for Faulty+%v", what, topic, extra)
+	if what == "SIGSTOP" {
+		return faults.FuncFault{Label: label,
+			InjectFn: func(ctx context.Context) error { return pick(ctx).Pause() },
+			HealFn:   func(ctx context.Context) error { wait(ctx); return victim.Resume() }}
+	}
+	return faults.FuncFault{Label: label,
+		InjectFn: func(ctx context.Context) error { return pick(ctx).Kill(ctx) },
+		HealFn:   func(ctx context.Context) error { wait(ctx); return victim.Start(ctx) }}
 }
 
-// TestReplicatedSIGKILL: three brokers, every partition replicated three
+// TestReplicatedFaults: three brokers, every partition replicated three
 // times with min.insync.replicas=2, idempotent franz-go producers with
-// acks=all; the broker leading partition 0 is SIGKILLed mid-produce, the
-// controller elects another ISR member once its session lapses, and the
-// killed broker is restarted, truncates where its log diverges and rejoins
-// (3 rounds; 20 with STRATA_LONG=1). Every acknowledged record must be
-// read back, in order, without duplicates (the workload's checker), from
-// the cluster after it heals.
-func TestReplicatedSIGKILL(t *testing.T) {
+// acks=all and an assign-mode consumer, while the broker leading partition
+// 0 in turn is: SIGKILLed and restarted at once (it waits for its old
+// registration to lapse, meanwhile the controller elects another ISR
+// member, docs/cluster.md); SIGKILLed and restarted after its session
+// lapsed; SIGSTOPped past its session timeout and resumed (it is fenced:
+// meta.Session.Fenced, and its followers have moved to the new leader).
+// The restarted broker truncates where its log diverges from the new
+// leader's (KIP-101/279) and rejoins the ISR. 3 faults; 21 with
+// STRATA_LONG=1. Every acknowledged record must be read back, in order,
+// without duplicates, and nothing the old leader accepted after losing
+// leadership may be visible (the workload's checker).
+func TestReplicatedFaults(t *testing.T) {
 	t.Parallel()
 	rounds := 3
 	if long() {
-		rounds = 20
+		rounds = 21
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds)*40*time.Second+3*time.Minute)
 	defer cancel()
 	procs, addrs := replicatedCluster(t, ctx)
 	const topic = "replicated"
-	nem := &faults.Nemesis{Faults: []faults.Fault{killLeader(procs, addrs, topic, t.Logf)}, Rounds: rounds,
-		Healthy: 6 * time.Second, Faulty: 8 * time.Second}
+	nem := &faults.Nemesis{Faults: []faults.Fault{
+		leaderFault(procs, addrs, topic, "kill -9", 0, t.Logf),
+		leaderFault(procs, addrs, topic, "kill -9", 6*time.Second, t.Logf),
+		leaderFault(procs, addrs, topic, "SIGSTOP", 6*time.Second, t.Logf),
+	}, Rounds: rounds, Healthy: 6 * time.Second, Faulty: time.Second}
 	cfg := workload.Config{Brokers: addrs, Topic: topic, Partitions: 3, Producers: 2, AssignConsumers: 1, Rate: 50,
 		Logf: t.Logf, ClientOpts: []kgo.Opt{kgo.RecordDeliveryTimeout(60 * time.Second)}}
 	res := runFaults(t, ctx, cfg, nem, map[string]string{
 		"broker": "strata, three combined nodes, replication factor 3, min.insync.replicas=2, acks=all",
-		"faults": fmt.Sprintf("%d x SIGKILL of the leader of %s-0, restarted after 8 s", rounds, topic)})
+		"faults": fmt.Sprintf("%d faults on the leader of %s-0: SIGKILL with a quick or a late restart, SIGSTOP past the session timeout", rounds, topic)})
 	t.Logf("acknowledged %d records", res.Stats.AckedSends)
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Replicated vs single-replica acks=all produce on one three-node Strata
+# cluster (three combined `strata serve` processes of one binary on this
+# machine: they share its cores and disk, so compare ratios within a run).
+# Alternates, ROUNDS times, one-partition 1 KiB acks=all produce to a topic
+# with replication factor 1 and to one with replication factor 3
+# (min.insync.replicas=2), and reports MB/s, ack latency and the CPU seconds the three brokers used per GB produced (utime+stime from
+# /proc). Usage:
+#   scripts/bench-replication.sh BIN [ROUNDS] [COUNT]
+set -euo pipefail
+bin=$1 rounds=${2:-3} count=${3:-100000}
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+kp=() cp=() voters=()
+for i in 1 2 3; do kp+=("$(port)"); cp+=("$(port)"); voters+=("$i@127.0.0.1:${cp[$((i-1))]}"); done
+quorum=$(IFS=,; echo "${voters[*]}")
+for i in 1 2 3; do
+  "$bin" serve --node.id "$i" --process.roles broker,controller \
+    --listeners "PLAINTEXT://127.0.0.1:${kp[$((i-1))]},CONTROLLER://127.0.0.1:${cp[$((i-1))]}" \
+    --controller.listener.names CONTROLLER --controller.quorum.voters "$quorum" \
+    --log.dirs "$work/node-$i" --strata.metrics.listener "" >"$work/node-$i.log" 2>&1 &
+  pids+=($!)
+done
+brokers="127.0.0.1:${kp[0]},127.0.0.1:${kp[1]},127.0.0.1:${kp[2]}"
+until "$bin" topic list --brokers "$brokers" >/dev/null 2>&1; do sleep 0.2; done
+"$bin" topic create rf1 --brokers "$brokers" -p 1 -r 1 >/dev/null 2>&1 || true
+cpu() { # clock ticks used by the three brokers
+  local t=0
+  for p in "${pids[@]}"; do t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat"))); done
+  echo $t
+}
+hz=$(getconf CLK_TCK)
+create_rf3() {
+  "$bin" topic create rf3 --brokers "$brokers" -p 1 -r 3 -c min.insync.replicas=2 >/dev/null
+}
+create_rf3
+echo "machine: $(nproc) cores, $(uname -r); count=$count 1 KiB records per run"
+for r in $(seq "$rounds"); do
+  for topic in rf1 rf3; do
+    c0=$(cpu)
+    out=$("$bin" bench produce --brokers "$brokers" -t "$topic" -p 1 -n "$count" -s 1024 -q -o json)
+    c1=$(cpu)
+    mbs=$(echo "$out" | python3 -c 'import json,sys;d=json.load(sys.stdin);l=d.get("latency_ms") or {};print(round(d["mb_per_sec"],1), "p50_ms=%s p99_ms=%s errors=%s" % (l.get("p50"), l.get("p99"), d["errors"]))')
+    cpu_s=$(python3 -c "print(round(($c1-$c0)/$hz,2))")
+    gb=$(python3 -c "print($count*1024/1e9)")
+    printf 'round %s\t%s\tMB/s=%s\tbroker_cpu_s=%s\tcpu_s_per_GB=%s\n' "$r" "$topic" "$mbs" "$cpu_s" \
+      "$(python3 -c "print(round($cpu_s/$gb,1))")"
+  done
+done
