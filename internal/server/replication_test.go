@@ -59,38 +59,57 @@ func readReplicated(t *testing.T, cl *kgo.Client, want int) map[int32][]string {
 // Partition.appendRecordsToLeader); the followers return, catch up and
 // rejoin the ISR; when the leader's broker stops, the controller elects
 // another ISR member and every acknowledged record is read back from it.
+// A second topic with replication factor 2 (nodes 1 and 4) and
+// min.insync.replicas=1 accepts acks=all with its follower down, as Kafka
+// does, and fails over to it with every record.
 func TestReplicatedCluster(t *testing.T) {
 	c := startCluster(t, 4, map[string]string{"replica.lag.time.max.ms": "2000", "replica.fetch.wait.max.ms": "200"})
-	ctx := ctxT(t)
+	// A bound on the whole test (stops and restarts included), not a
+	// timed assertion.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	create := kmsg.NewPtrCreateTopicsRequest()
-	ct := kmsg.NewCreateTopicsRequestTopic()
-	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "rep", -1, -1
-	ct.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{{Partition: 0, Replicas: []int32{1, 2, 4}}}
-	ct.Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: "min.insync.replicas", Value: kmsg.StringPtr("2")}}
-	create.Topics = append(create.Topics, ct)
-	create.TimeoutMillis = 30000
-	if cr := request(t, c.Brokers[2].Addr(), create).(*kmsg.CreateTopicsResponse); cr.Topics[0].ErrorCode != 0 {
-		t.Fatalf("create: %v", kerr.ErrorForCode(cr.Topics[0].ErrorCode))
+	for _, spec := range []struct {
+		name     string
+		replicas []int32
+		minISR   string
+	}{{"rep", []int32{1, 2, 4}, "2"}, {"rep2", []int32{1, 4}, "1"}} {
+		ct := kmsg.NewCreateTopicsRequestTopic()
+		ct.Topic, ct.NumPartitions, ct.ReplicationFactor = spec.name, -1, -1
+		ct.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{{Partition: 0, Replicas: spec.replicas}}
+		ct.Configs = []kmsg.CreateTopicsRequestTopicConfig{{Name: "min.insync.replicas", Value: kmsg.StringPtr(spec.minISR)}}
+		create.Topics = append(create.Topics, ct)
 	}
-	all := []int32{1, 2, 4}
-	eventually(t, "ISR of three", func() error {
-		if _, isr := partitionState(t, c.Brokers[0].Addr(), "rep", 0); !slices.Equal(isr, all) {
-			return fmt.Errorf("ISR %v", isr)
+	create.TimeoutMillis = 30000
+	for _, rt := range request(t, c.Brokers[2].Addr(), create).(*kmsg.CreateTopicsResponse).Topics {
+		if rt.ErrorCode != 0 {
+			t.Fatalf("create %s: %v", rt.Topic, kerr.ErrorForCode(rt.ErrorCode))
 		}
-		return nil
-	})
-	prod := c.Client(kgo.DefaultProduceTopic("rep"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(20))
-	acked := 0
-	produce := func(n int) {
+	}
+	all, all2 := []int32{1, 2, 4}, []int32{1, 4}
+	isrIs := func(addr, topic string, want []int32) func() error {
+		return func() error {
+			if _, isr := partitionState(t, addr, topic, 0); !slices.Equal(isr, want) {
+				return fmt.Errorf("ISR of %s: %v, want %v", topic, isr, want)
+			}
+			return nil
+		}
+	}
+	eventually(t, "ISR of three", isrIs(c.Brokers[0].Addr(), "rep", all))
+	eventually(t, "ISR of two", isrIs(c.Brokers[0].Addr(), "rep2", all2))
+	prod := c.Client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(20))
+	acked := map[string]int{}
+	produce := func(topic string, n int) {
 		t.Helper()
 		for i := 0; i < n; i++ {
-			if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprint(acked))}).FirstErr(); err != nil {
-				t.Fatalf("record %d: %v", acked, err)
+			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprint(acked[topic]))}).FirstErr(); err != nil {
+				t.Fatalf("%s record %d: %v", topic, acked[topic], err)
 			}
-			acked++
+			acked[topic]++
 		}
 	}
-	produce(50)
+	produce("rep", 50)
+	produce("rep2", 50)
 
 	leader, _ := partitionState(t, c.Brokers[0].Addr(), "rep", 0)
 	if leader != 1 {
@@ -105,7 +124,11 @@ func TestReplicatedCluster(t *testing.T) {
 		}
 		return nil
 	})
-	produce(20)
+	produce("rep", 20)
+	// Replication factor 2 with min.insync.replicas=1 keeps accepting
+	// acks=all with its one follower down.
+	eventually(t, "rep2's ISR without its follower", isrIs(c.Brokers[0].Addr(), "rep2", []int32{1}))
+	produce("rep2", 20)
 	// Two down: NOT_ENOUGH_REPLICAS for acks=all.
 	c.Brokers[followers[1]].Close()
 	eventually(t, "ISR of the leader alone", func() error {
@@ -121,32 +144,32 @@ func TestReplicatedCluster(t *testing.T) {
 	if !errors.Is(err, kerr.NotEnoughReplicas) {
 		t.Fatalf("acks=all with an ISR of one: %v, want NOT_ENOUGH_REPLICAS", err)
 	}
+	produce("rep2", 10)
 	// Both return and catch up; the ISR is whole again.
 	c.Brokers[followers[0]].RestartSamePort()
 	c.Brokers[followers[1]].RestartSamePort()
-	eventually(t, "ISR of three again", func() error {
-		if _, isr := partitionState(t, c.Brokers[2].Addr(), "rep", 0); !slices.Equal(isr, all) {
-			return fmt.Errorf("ISR %v", isr)
-		}
-		return nil
-	})
-	produce(20)
+	eventually(t, "ISR of three again", isrIs(c.Brokers[2].Addr(), "rep", all))
+	eventually(t, "ISR of two again", isrIs(c.Brokers[2].Addr(), "rep2", all2))
+	produce("rep", 20)
+	produce("rep2", 20)
 	// The leader stops: another ISR member leads with every record.
 	c.Brokers[leaderIndex(c.Brokers, leader)].Close()
 	other := c.Brokers[followers[0]]
-	eventually(t, "a new leader", func() error {
-		if l, _ := partitionState(t, other.Addr(), "rep", 0); l == leader || l < 0 {
-			return fmt.Errorf("leader %d", l)
-		}
-		return nil
-	})
-	produce(10)
-	cons := other.Client(kgo.ConsumeTopics("rep"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	got := readReplicated(t, cons, acked)[0]
-	cons.Close()
-	for i, v := range got {
-		if v != fmt.Sprint(i) {
-			t.Fatalf("record %d is %q (of %d acknowledged)", i, v, acked)
+	for _, topic := range []string{"rep", "rep2"} {
+		eventually(t, "a new leader", func() error {
+			if l, _ := partitionState(t, other.Addr(), topic, 0); l == leader || l < 0 {
+				return fmt.Errorf("leader of %s: %d", topic, l)
+			}
+			return nil
+		})
+		produce(topic, 10)
+		cons := other.Client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		got := readReplicated(t, cons, acked[topic])[0]
+		cons.Close()
+		for i, v := range got {
+			if v != fmt.Sprint(i) {
+				t.Fatalf("%s record %d is %q (of %d acknowledged)", topic, i, v, acked[topic])
+			}
 		}
 	}
 	prod.Close()
