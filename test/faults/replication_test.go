@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,4 +168,70 @@ func TestReplicatedFaults(t *testing.T) {
 		"broker": "strata, three combined nodes, replication factor 3, min.insync.replicas=2, acks=all",
 		"faults": fmt.Sprintf("%d faults on the leader of %s-0: SIGKILL with a quick or a late restart, SIGSTOP past the session timeout", rounds, topic)})
 	t.Logf("acknowledged %d records", res.Stats.AckedSends)
+}
+
+// TestReplicatedFailoverTime measures (STRATA_LONG=1 only; it asserts
+// nothing about time) how long a client's produce stalls when the leader
+// of its partition dies: an idempotent acks=all producer sends one record
+// at a time to a partition replicated three times; the leader is stopped
+// with SIGKILL (the controller elects once its session lapses:
+// broker.session.timeout.ms, 4 s here) or SIGTERM (its registration is
+// revoked at shutdown), and the time from the signal to the first
+// acknowledgement of a record sent after it is logged, with the median of
+// the rounds, for docs/benchmarks.md. The client refreshes its metadata
+// every 250 ms at most (kgo's default, 5 s, would be most of the figure).
+func TestReplicatedFailoverTime(t *testing.T) {
+	if !long() {
+		t.Skip("a measurement: STRATA_LONG=1")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	procs, addrs := replicatedCluster(t, ctx)
+	const topic = "failover"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(60*time.Second), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+		// kgo refreshes metadata at most every 5 s by default, which would
+		// dominate what is measured here: the cluster's failover.
+		kgo.MetadataMinAge(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	for _, sig := range []string{"SIGKILL", "SIGTERM"} {
+		var took []time.Duration
+		for round := 0; round < 5; round++ {
+			// Steady state: every broker up and the partition led.
+			for leaderOf(ctx, addrs, topic, 0) < 0 {
+				time.Sleep(200 * time.Millisecond)
+			}
+			for i := 0; i < 20; i++ {
+				if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("warm")}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			victim := procs[leaderOf(ctx, addrs, topic, 0)]
+			start := time.Now()
+			if sig == "SIGKILL" {
+				err = victim.Kill(ctx)
+			} else {
+				err = victim.Term(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("after")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			took = append(took, time.Since(start))
+			if err := victim.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sorted := slices.Clone(took)
+		slices.Sort(sorted)
+		t.Logf("%s of the leader -> next acknowledged produce: median %v, all %v", sig, sorted[len(sorted)/2], took)
+	}
 }
