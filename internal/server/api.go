@@ -359,6 +359,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.stopping.Store(true)
 		s.ready.Store(false)
 		var errs []error
+		s.handOffLeadership(ctx)
 		if s.proto != nil {
 			errs = append(errs, s.proto.Shutdown(ctx))
 		} else if s.ln != nil {

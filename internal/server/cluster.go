@@ -49,6 +49,9 @@ type cluster struct {
 	// (cluster_replicas.go); nil when this node cannot replicate.
 	repl   *replica.Manager
 	dialer *replica.KgoDialer
+	// revoked: the registration was revoked by a controlled shutdown
+	// (handOffLeadership), set before close.
+	revoked bool
 
 	// The reconciler (cluster_topics.go): applied is the revision the
 	// local replicas reflect; appliedCh is closed at each new one.
@@ -352,7 +355,7 @@ func (c *cluster) close(ctx context.Context, logger *slog.Logger) error {
 		c.repl.Close()
 		c.dialer.Close()
 	}
-	if r := c.reg.Load(); r != nil {
+	if r := c.reg.Load(); r != nil && !c.revoked {
 		// Revoking the lease removes the registration at once; without a
 		// quorum (the other controllers stopped first) it is left to
 		// expire, which is no error of this node's shutdown.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strconv"
@@ -93,4 +94,76 @@ func (s *Server) syncReplicas(c *cluster, v *meta.View) {
 		}
 		return replica.Hosted{Log: p.Log, MinISR: minISR, Attach: p.SetReplica}, true
 	})
+}
+
+// handOffLeadership is Strata's controlled shutdown (Kafka's, KIP-631: the
+// broker asks to shut down and the controller moves its leaderships to
+// other in-sync replicas before it stops). When this broker leads a
+// replicated partition that another live ISR member could lead, it revokes
+// its registration first, while it still serves: the active controller
+// reacts as to any broker leaving (internal/controller: a new leader from
+// the ISR, this broker out of every ISR) and this broker, fenced at once,
+// answers produce and fetch with NOT_LEADER_OR_FOLLOWER naming the new
+// leader (KIP-951), so clients move without waiting for their metadata.
+// It returns when no such partition is led here any more, or after the
+// session timeout, or when ctx ends.
+func (s *Server) handOffLeadership(ctx context.Context) {
+	c := s.cluster
+	if c == nil || c.repl == nil || c.reg.Load() == nil {
+		return
+	}
+	me := s.broker.NodeID()
+	movable := func(v *meta.View) int {
+		n := 0
+		for _, parts := range v.Parts {
+			for _, p := range parts {
+				if p.State.Leader != me || len(p.State.Replicas) < 2 {
+					continue
+				}
+				for _, id := range p.State.ISR {
+					if id != me && v.Live(id) {
+						n++
+						break
+					}
+				}
+			}
+		}
+		return n
+	}
+	n := movable(c.cache.View())
+	if n == 0 {
+		return
+	}
+	s.logger.Info("controlled shutdown: moving leadership to other in-sync replicas", "partitions", n)
+	// No new registration after the revocation (keepRegistered would
+	// register again on the lost lease).
+	if c.regStop != nil {
+		c.regStop()
+		<-c.regDone
+		c.regStop = nil
+	}
+	sess := c.session()
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err := sess.Close(rctx)
+	cancel()
+	if err != nil {
+		s.logger.Warn("controlled shutdown: registration not revoked; leadership moves after the session timeout", "err", err)
+		return
+	}
+	c.revoked = true
+	wctx, cancel := context.WithTimeout(ctx, sess.TTL())
+	defer cancel()
+	for {
+		ch := c.cache.Changed()
+		if n := movable(c.cache.View()); n == 0 {
+			s.logger.Info("controlled shutdown: leadership moved")
+			return
+		}
+		select {
+		case <-ch:
+		case <-wctx.Done():
+			s.logger.Warn("controlled shutdown: leadership not moved in time; stopping anyway", "partitions", movable(c.cache.View()))
+			return
+		}
+	}
 }

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -200,7 +201,7 @@ func TestReplicatedFailoverTime(t *testing.T) {
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 3, nil, topic); err != nil {
 		t.Fatal(err)
 	}
-	for _, sig := range []string{"SIGKILL", "SIGTERM"} {
+	for _, sig := range sigs() {
 		var took []time.Duration
 		for round := 0; round < 5; round++ {
 			// Steady state: every broker up and the partition led.
@@ -234,4 +235,13 @@ func TestReplicatedFailoverTime(t *testing.T) {
 		slices.Sort(sorted)
 		t.Logf("%s of the leader -> next acknowledged produce: median %v, all %v", sig, sorted[len(sorted)/2], took)
 	}
+}
+
+// sigs are the signals TestReplicatedFailoverTime measures
+// (STRATA_FAILOVER_SIGNALS=SIGTERM picks one).
+func sigs() []string {
+	if s := os.Getenv("STRATA_FAILOVER_SIGNALS"); s != "" {
+		return strings.Split(s, ",")
+	}
+	return []string{"SIGKILL", "SIGTERM"}
 }
