@@ -32,6 +32,9 @@ type clusterStatus struct {
 	Topics            int               `json:"topics"`
 	Partitions        int               `json:"partitions"`
 	OfflinePartitions []string          `json:"offline_partitions"`
+	// UnderReplicated lists the partitions whose ISR is smaller than their
+	// replica set (Kafka's UnderReplicatedPartitions, cluster-wide).
+	UnderReplicated []string `json:"under_replicated_partitions"`
 }
 
 type brokerStatus struct {
@@ -54,7 +57,7 @@ func newClusterStatusCmd() *cobra.Command {
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Brokers (rack, epoch, leaders), controllers, partitions and offline partitions",
+		Short: "Brokers (rack, epoch, leaders), controllers, partitions, offline and under-replicated partitions",
 		Long: "Reads the cluster metadata from the controllers' metadata store through a controller\n" +
 			"listener (--bootstrap-controller, as kafka-metadata-quorum), so it works while brokers are down.",
 		Args: cobra.NoArgs,
@@ -104,7 +107,7 @@ func readClusterStatus(ctx context.Context, cli *clientv3.Client) (*clusterStatu
 		return nil, err
 	}
 	st := &clusterStatus{ClusterID: v.ClusterID, Controller: v.Controller, Topics: len(v.Topics), Partitions: v.PartitionCount(),
-		Brokers: []brokerStatus{}, Controllers: []controllerState{}, OfflinePartitions: []string{}}
+		Brokers: []brokerStatus{}, Controllers: []controllerState{}, OfflinePartitions: []string{}, UnderReplicated: []string{}}
 	for _, m := range members {
 		st.Controllers = append(st.Controllers, controllerState{ID: m.NodeID, Address: strings.TrimPrefix(m.PeerURL, "http://"), Learner: m.IsLearner})
 	}
@@ -117,6 +120,9 @@ func readClusterStatus(ctx context.Context, cli *clientv3.Client) (*clusterStatu
 			}
 			for _, r := range p.State.Replicas {
 				replicas[r]++
+			}
+			if len(p.State.ISR) < len(p.State.Replicas) {
+				st.UnderReplicated = append(st.UnderReplicated, fmt.Sprintf("%s-%d", name, p.Partition))
 			}
 			if p.State.Leader == meta.NoLeader || !v.Live(p.State.Leader) {
 				st.OfflinePartitions = append(st.OfflinePartitions, fmt.Sprintf("%s-%d", name, p.Partition))
@@ -134,12 +140,13 @@ func readClusterStatus(ctx context.Context, cli *clientv3.Client) (*clusterStatu
 		st.Brokers = append(st.Brokers, bs)
 	}
 	sort.Strings(st.OfflinePartitions)
+	sort.Strings(st.UnderReplicated)
 	return st, nil
 }
 
 func (st *clusterStatus) print(w io.Writer) error {
-	fmt.Fprintf(w, "cluster %s, active controller %d, %d topics, %d partitions, %d offline\n\n",
-		st.ClusterID, st.Controller, st.Topics, st.Partitions, len(st.OfflinePartitions))
+	fmt.Fprintf(w, "cluster %s, active controller %d, %d topics, %d partitions, %d offline, %d under-replicated\n\n",
+		st.ClusterID, st.Controller, st.Topics, st.Partitions, len(st.OfflinePartitions), len(st.UnderReplicated))
 	t := newTable(w, "BROKER", "RACK", "EPOCH", "LEADERS", "REPLICAS", "LISTENERS")
 	for _, b := range st.Brokers {
 		t.row(b.ID, b.Rack, b.Epoch, b.Leaders, b.Replicas, strings.Join(b.Listeners, ","))
@@ -161,6 +168,9 @@ func (st *clusterStatus) print(w io.Writer) error {
 	}
 	if len(st.OfflinePartitions) > 0 {
 		fmt.Fprintf(w, "\noffline partitions: %s\n", strings.Join(st.OfflinePartitions, ", "))
+	}
+	if len(st.UnderReplicated) > 0 {
+		fmt.Fprintf(w, "\nunder-replicated partitions: %s\n", strings.Join(st.UnderReplicated, ", "))
 	}
 	return nil
 }

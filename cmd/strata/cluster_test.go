@@ -41,7 +41,7 @@ func TestClusterStatusCLI(t *testing.T) {
 		t.Errorf("listeners %v (broker at %s)", st.Brokers[0].Listeners, b.Addr())
 	}
 	out = ok(t, bin, "", "cluster", "status", ctl)
-	if !strings.Contains(out, "BROKER  RACK  EPOCH") || !strings.Contains(out, "active controller 3") {
+	if !strings.Contains(out, "BROKER  RACK  EPOCH") || !strings.Contains(out, "active controller 3") || !strings.Contains(out, "0 under-replicated") {
 		t.Errorf("table:\n%s", out)
 	}
 }
