@@ -52,9 +52,19 @@ func (s *Server) startReplication(c *cluster) error {
 		return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))), true
 	}}
 	c.repl = replica.NewManager(replica.ManagerConfig{
-		Local:                 s.broker.NodeID(),
-		BrokerEpoch:           c.epoch,
-		Fenced:                func() bool { return c.session().Fenced() },
+		Local:       s.broker.NodeID(),
+		BrokerEpoch: c.epoch,
+		// A leader stops leading on definitive evidence only: its lease
+		// found expired or revoked (docs/cluster.md "Fencing"), or a
+		// view with another leader or a newer epoch (Sync).
+		Fenced: func() bool {
+			select {
+			case <-c.session().Lost():
+				return true
+			default:
+				return false
+			}
+		},
 		Durable:               s.cfg.Bool("strata.durable.acks"),
 		LagTimeMax:            ms("replica.lag.time.max.ms"),
 		Fetchers:              s.cfg.Int("num.replica.fetchers"),
