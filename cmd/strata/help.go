@@ -112,6 +112,7 @@ var settingGroups = []struct {
 	{"Retention", []string{"log.retention.", "log.cleanup.policy", "log.segment.delete.delay.ms"}},
 	{"Compaction", []string{"log.cleaner."}},
 	{"Topics", []string{"auto.create.topics.enable", "num.partitions", "default.replication.factor", "delete.topic.enable", "min.insync.replicas", "unclean.leader.election.enable"}},
+	{"Replication", []string{"num.replica.fetchers", "replica."}},
 	{"Consumer groups", []string{"group.", "offsets."}},
 	{"Transactions and producers", []string{"transaction", "producer."}},
 	{"Operations", []string{"strata."}},
