@@ -65,7 +65,7 @@ type ManagerConfig struct {
 	Local       int32
 	BrokerEpoch func() int64
 	// Fenced reports that this broker must not act as a leader now
-	// (meta.Session.Fenced: its registration may have expired, another
+	// (the broker session found lost: its registration is gone, another
 	// broker may lead its partitions; docs/cluster.md "Fencing"). nil:
 	// never.
 	Fenced func() bool
