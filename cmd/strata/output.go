@@ -4,6 +4,7 @@ package main
 // indented JSON.
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -85,3 +86,8 @@ func printEach(w io.Writer, format string, names []string) error {
 	}
 	return nil
 }
+
+// topicID prints a topic id as Kafka does (Uuid.toString: URL-safe base64
+// without padding, 22 characters), as kafka-topics and the broker's logs
+// show it; kadm's TopicID.String uses standard base64 with padding.
+func topicID(id [16]byte) string { return base64.RawURLEncoding.EncodeToString(id[:]) }

@@ -56,7 +56,7 @@ func newTopicCreateCmd(o *clientOpts) *cobra.Command {
 					if err := kafkaErr("create topic", t, r.Err, r.ErrMessage); err != nil {
 						return err
 					}
-					out = append(out, created{Topic: t, ID: r.ID.String(), Partitions: r.NumPartitions})
+					out = append(out, created{Topic: t, ID: topicID(r.ID), Partitions: r.NumPartitions})
 					if c, ok := r.Configs["min.insync.replicas"]; ok && r.ReplicationFactor > 0 {
 						warnMinISR(cmd.ErrOrStderr(), t, c.MaybeValue(), int(r.ReplicationFactor))
 					}

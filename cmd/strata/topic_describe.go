@@ -68,7 +68,7 @@ func describeTopic(ctx context.Context, adm *kadm.Client, topic string, all bool
 	if err != nil {
 		return nil, err
 	}
-	d := &topicDescription{Topic: topic, ID: td.ID.String(), Internal: td.IsInternal, Configs: []configEntry{}}
+	d := &topicDescription{Topic: topic, ID: topicID(td.ID), Internal: td.IsInternal, Configs: []configEntry{}}
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("describe configs of %q: %w", topic, err)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -146,6 +147,10 @@ func TestTopicCLI(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("describe lacks %q:\n%s", want, out)
 		}
+	}
+	// The topic id as Kafka prints it: URL-safe base64, no padding.
+	if !regexp.MustCompile(`(?m)^Topic: user-profiles  ID: [A-Za-z0-9_-]{22}  Partitions: 3$`).MatchString(out) {
+		t.Errorf("describe: topic id line:\n%s", out)
 	}
 	out = ok(t, bin, "", "topic", "describe", "user-profiles", "-o", "json", b)
 	if !strings.Contains(out, `"end_offset": 3`) {

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -56,8 +57,9 @@ func TestPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	oid := tds["orders"].ID
 	// The topic id as Kafka prints it (URL-safe base64), as the CLI does.
-	for _, want := range []string{"Partitions", "retention.ms", `href="/groups/billing"`, "IncrementalAlterConfigs", "<code>" + tds["orders"].ID.String() + "</code>"} {
+	for _, want := range []string{"Partitions", "retention.ms", `href="/groups/billing"`, "IncrementalAlterConfigs", "<code>" + base64.RawURLEncoding.EncodeToString(oid[:]) + "</code>"} {
 		if !strings.Contains(tp, want) {
 			t.Errorf("topic page lacks %q", want)
 		}

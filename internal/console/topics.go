@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -198,7 +199,7 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, fmt.Errorf("no topic %q", name))
 		return
 	}
-	d := topicData{Name: name, Internal: t.IsInternal, ID: t.ID.String()}
+	d := topicData{Name: name, Internal: t.IsInternal, ID: base64.RawURLEncoding.EncodeToString(t.ID[:])} // Kafka's Uuid.toString
 	set := kadm.TopicsSet{}
 	for p := range t.Partitions {
 		set.Add(name, p)
