@@ -4,37 +4,19 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
 	"github.com/strata-io/strata/internal/etcdnode"
+	"github.com/strata-io/strata/internal/etcdnode/etcdtest"
 	"github.com/strata-io/strata/internal/meta"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 func startStore(t testing.TB) (*meta.Store, *meta.Cache) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := etcdnode.Voter{ID: 1, Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port}
-	quiet := slog.New(slog.DiscardHandler)
-	n, err := etcdnode.Start(context.Background(), etcdnode.Config{NodeID: 1, Dir: t.TempDir(), Listener: ln,
-		Voters: []etcdnode.Voter{v}, ClusterToken: "ctl-test", Timing: etcdnode.Timing{TickMs: 10, ElectionMs: 100}, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{n.ClientEndpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	st := meta.NewStore(cli, meta.DefaultKeys, etcdnode.DefaultMaxTxnOps)
-	cache, err := meta.StartCache(context.Background(), st, quiet)
+	st := meta.NewStore(etcdtest.Start(t), meta.DefaultKeys, etcdnode.DefaultMaxTxnOps)
+	cache, err := meta.StartCache(context.Background(), st, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

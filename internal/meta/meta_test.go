@@ -3,40 +3,17 @@ package meta
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/strata-io/strata/internal/etcdnode"
+	"github.com/strata-io/strata/internal/etcdnode/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
-	"go.uber.org/zap"
 )
 
 // startEtcd starts a one-member etcd with test timing and returns a
 // client of it.
-func startEtcd(t *testing.T) *clientv3.Client {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := etcdnode.Voter{ID: 1, Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port}
-	n, err := etcdnode.Start(context.Background(), etcdnode.Config{NodeID: 1, Dir: t.TempDir(), Listener: ln,
-		Voters: []etcdnode.Voter{v}, ClusterToken: "meta-test", Timing: etcdnode.Timing{TickMs: 10, ElectionMs: 100},
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{n.ClientEndpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
+func startEtcd(t *testing.T) *clientv3.Client { return etcdtest.Start(t) }
 
 func waitView(t *testing.T, c *Cache, cond func(*View) bool) *View {
 	t.Helper()

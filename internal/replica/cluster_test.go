@@ -14,13 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/strata-io/strata/internal/broker"
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/controller"
-	"github.com/strata-io/strata/internal/etcdnode"
+	"github.com/strata-io/strata/internal/etcdnode/etcdtest"
 	"github.com/strata-io/strata/internal/meta"
 	"github.com/strata-io/strata/internal/protocol"
 	"github.com/strata-io/strata/internal/replica"
@@ -95,23 +93,7 @@ func newRigOn(t testing.TB, hosts []host) *rig {
 	n := len(hosts)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := etcdnode.Voter{ID: 1, Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port}
-	en, err := etcdnode.Start(ctx, etcdnode.Config{NodeID: 1, Dir: t.TempDir(), Listener: ln, Voters: []etcdnode.Voter{v},
-		ClusterToken: "replica-test", Timing: etcdnode.Timing{TickMs: 10, ElectionMs: 100}, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { en.Close() })
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{en.ClientEndpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	store := meta.NewStore(cli, meta.DefaultKeys, 128)
+	store := meta.NewStore(etcdtest.Start(t), meta.DefaultKeys, 128)
 	cache, err := meta.StartCache(ctx, store, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
