@@ -62,7 +62,7 @@ func TestKafkaTablesDisjoint(t *testing.T) {
 // the file, the environment and the flags, in that order, each located.
 func TestLoadBrokerAllProblems(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "server.properties")
-	content := "offsets.topic.replication.factor=3\nnode.id=1\nlog.retention.hour=24\nnum.io.threads=zero\nzookeeper.connect=localhost:2181\n" +
+	content := "offsets.topic.replication.factor=0\nnode.id=1\nlog.retention.hour=24\nnum.io.threads=zero\nzookeeper.connect=localhost:2181\n" +
 		"socket.send.buffer.bytes=0\nlog.segment.bytes=1024\n"
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestLoadBrokerAllProblems(t *testing.T) {
 		t.Fatalf("got %T %v", err, err)
 	}
 	want := `9 problems in the broker configuration:
-  PATH:1: invalid value "3" for configuration offsets.topic.replication.factor: the internal topics (__consumer_offsets, __transaction_state) keep one replica in this release: set 1 or remove it (allowed: 1)
+  PATH:1: invalid value "0" for configuration offsets.topic.replication.factor: must be at least 1 (allowed: [1,...])
   PATH:3: unknown broker config "log.retention.hour": did you mean log.retention.hours?
   PATH:4: invalid value "zero" for configuration num.io.threads: not a number (allowed: [1,...])
   PATH:5: zookeeper.connect is a ZooKeeper setting: Strata needs no ZooKeeper (like Kafka in KRaft mode, and Kafka 4.0 removed ZooKeeper mode); remove it

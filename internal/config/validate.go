@@ -93,20 +93,6 @@ func atLeast(min int64) check {
 	}
 }
 
-// oneReplica accepts only 1, for the replication settings of the internal
-// topics: they keep one replica in this release (user topics are
-// replicated, docs/replication.md), so 1 is the value Strata honours (Apache Kafka's stock single-node KRaft
-// server.properties sets exactly that).
-var oneReplica = check{
-	allowed: "1",
-	reason: func(v string) string {
-		if n, _ := strconv.ParseInt(v, 10, 64); n != 1 {
-			return "the internal topics (__consumer_offsets, __transaction_state) keep one replica in this release: set 1 or remove it"
-		}
-		return ""
-	},
-}
-
 // zeroOrAtLeast accepts 0 (off) or integers >= min.
 func zeroOrAtLeast(min int64) check {
 	return check{

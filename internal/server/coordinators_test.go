@@ -276,3 +276,141 @@ func readCommitted(t *testing.T, c *servertest.Cluster, topic string, want int) 
 	sort.Strings(got)
 	return got
 }
+
+// TestClusterCoordinatorFailover: the internal topics are replicated
+// (three replicas on three brokers). The broker coordinating a group and
+// a transactional id stops: the leadership of their partitions moves, the
+// new leaders load them (FindCoordinator names them), the group's
+// committed offsets are intact and its member commits again, and the
+// transactional producer commits its next transaction through the new
+// coordinator; every partition's last stable offset reaches its end.
+func TestClusterCoordinatorFailover(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3",
+		"replica.lag.time.max.ms": "2000", "replica.fetch.wait.max.ms": "200"})
+	ctx := ctxT(t)
+	adm := kadm.NewClient(c.Client())
+	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "data"); err != nil {
+		t.Fatal(err)
+	}
+	const g = "failover-group"
+	coord := coordinatorOf(t, c.Brokers[0].Addr(), 0, g)
+	// A transactional id coordinated by the same broker: both move.
+	txnID := ""
+	for i := 0; txnID == ""; i++ {
+		if id := fmt.Sprintf("failover-txn-%d", i); coordinatorOf(t, c.Brokers[0].Addr(), 1, id) == coord {
+			txnID = id
+		}
+	}
+	md, err := adm.Metadata(ctx, "__consumer_offsets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range md.Topics["__consumer_offsets"].Partitions {
+		if len(p.Replicas) != 3 {
+			t.Fatalf("__consumer_offsets-%d has replicas %v, want 3 (offsets.topic.replication.factor)", p.Partition, p.Replicas)
+		}
+	}
+	prod := c.Client(kgo.TransactionalID(txnID), kgo.DefaultProduceTopic("data"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	defer prod.Close()
+	txn := func(round int) {
+		t.Helper()
+		if err := prod.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 6; i++ {
+			if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("%d-%d", round, i))}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(0)
+	cons := c.Client(kgo.ConsumerGroup(g), kgo.ConsumeTopics("data"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	defer cons.Close()
+	for n := 0; n < 6; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of 6", n)
+		}
+		n += fs.NumRecords()
+	}
+	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before, err := adm.FetchOffsets(ctx, g)
+	if err != nil || before.Error() != nil {
+		t.Fatalf("offsets before: %v %v", err, before.Error())
+	}
+
+	brokerByID(t, c, coord).Close()
+	var moved int32
+	eventually(t, "group coordinator moved", func() error {
+		for _, b := range c.Brokers {
+			if b.NodeID == coord {
+				continue
+			}
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.Version, req.CoordinatorKeys = 4, []string{g}
+			co := request(t, b.Addr(), req).(*kmsg.FindCoordinatorResponse).Coordinators[0]
+			if co.ErrorCode != 0 || co.NodeID == coord {
+				return fmt.Errorf("coordinator %d, %v", co.NodeID, kerr.ErrorForCode(co.ErrorCode))
+			}
+			moved = co.NodeID
+			return nil
+		}
+		return nil
+	})
+	after := kadm.NewClient(brokerByID(t, c, moved).Client())
+	eventually(t, "offsets on the new coordinator", func() error {
+		got, err := after.FetchOffsets(ctx, g)
+		if err != nil {
+			return err
+		}
+		if err := got.Error(); err != nil {
+			return err
+		}
+		var errs []error
+		before.Each(func(o kadm.OffsetResponse) {
+			if n, ok := got.Lookup(o.Topic, o.Partition); !ok || n.At != o.At {
+				errs = append(errs, fmt.Errorf("%s-%d: %d after the move, %d before", o.Topic, o.Partition, n.At, o.At))
+			}
+		})
+		return errors.Join(errs...)
+	})
+	txn(1)
+	for n := 0; n < 6; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of the 6 records committed after the move", n)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Value[0] != '1' {
+				t.Errorf("record %q read again after the move (committed before it)", r.Value)
+			}
+			n++
+		})
+	}
+	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "last stable offsets", func() error {
+		ends, err := adm.ListEndOffsets(ctx, "data")
+		if err != nil {
+			return err
+		}
+		committed, err := adm.ListCommittedOffsets(ctx, "data")
+		if err != nil {
+			return err
+		}
+		var errs []error
+		ends.Each(func(o kadm.ListedOffset) {
+			if lso, _ := committed.Lookup(o.Topic, o.Partition); lso.Offset != o.Offset || o.Err != nil {
+				errs = append(errs, fmt.Errorf("data-%d: LSO %d, end %d (%v)", o.Partition, lso.Offset, o.Offset, o.Err))
+			}
+		})
+		return errors.Join(errs...)
+	})
+}
