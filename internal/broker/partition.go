@@ -194,6 +194,10 @@ func recompress(records []byte, target record.Compression) ([]byte, error) {
 		if err := record.Validate(b); err != nil {
 			return nil, err
 		}
+		// Checked as a stream before anything is decoded into memory.
+		if _, err := record.CheckRecords(b, record.CheckOptions{}); err != nil {
+			return nil, err
+		}
 		recs, err := b.Records()
 		if err != nil {
 			return nil, fmt.Errorf("decode batch for recompression: %v: %w", err, kerr.CorruptMessage)

@@ -127,6 +127,12 @@ func (b Batch) SetLogAppendTime(ts int64) {
 	b.SetCRC()
 }
 
+// SetMaxTimestamp sets maxTimestamp and recomputes the CRC in place.
+func (b Batch) SetMaxTimestamp(ts int64) {
+	be.PutUint64(b[posMaxTimestamp:], uint64(ts))
+	b.SetCRC()
+}
+
 // String names the codec as Kafka does ("none", "gzip", ...).
 func (c Compression) String() string {
 	switch c {

@@ -301,40 +301,45 @@ func (l *Log) validate(records []byte, cfg *Config, opts AppendOptions) ([]recor
 		if b.IsTransactional() && b.ProducerID() < 0 {
 			return nil, fmt.Errorf("batch %d: transactional batch without a producer id: %w", len(batches), kerr.InvalidRecord)
 		}
-		if !cfg.LogAppendTime && !b.IsControl() {
-			if ts := b.MaxTimestamp(); ts >= 0 && (nowMs-ts > cfg.TimestampBeforeMaxMs || ts-nowMs > cfg.TimestampAfterMaxMs) {
-				return nil, fmt.Errorf("batch %d: timestamp %d outside message.timestamp.before/after.max.ms of now %d: %w", len(batches), ts, nowMs, kerr.InvalidTimestamp)
-			}
-			if ts := b.BaseTimestamp(); ts >= 0 && (nowMs-ts > cfg.TimestampBeforeMaxMs || ts-nowMs > cfg.TimestampAfterMaxMs) {
-				return nil, fmt.Errorf("batch %d: timestamp %d outside message.timestamp.before/after.max.ms of now %d: %w", len(batches), ts, nowMs, kerr.InvalidTimestamp)
-			}
-		}
 		batches = append(batches, b)
 	}
 	if len(batches) > 1 && batches[0].Compression() != record.None {
 		return nil, fmt.Errorf("compressed request with %d batches: %w", len(batches), kerr.InvalidRecord)
 	}
-	if opts.RequireKeys {
-		var bad []RecordError
-		for _, b := range batches {
-			if b.IsControl() {
-				continue
-			}
-			idx := int32(0)
-			err := b.ForEachRecord(func(r *record.Record) error {
-				if r.Key == nil {
-					bad = append(bad, RecordError{Index: idx, Message: "compacted topic cannot accept message without key"})
-				}
-				idx++
-				return nil
-			})
-			if err != nil {
-				return nil, fmt.Errorf("decode records: %v: %w", err, kerr.CorruptMessage)
-			}
+	// Every record is read, as Kafka's LogValidator does: the records
+	// present must be what the header says (record.CheckRecords), keys on
+	// compacted topics and each record's timestamp are checked.
+	check := record.CheckOptions{CollectNullKeys: opts.RequireKeys, CheckTimestamps: !cfg.LogAppendTime,
+		NowMs: nowMs, BeforeMs: cfg.TimestampBeforeMaxMs, AfterMs: cfg.TimestampAfterMaxMs}
+	var badKeys, badTimes []RecordError
+	for i, b := range batches {
+		o := check
+		if b.IsControl() {
+			o.CollectNullKeys, o.CheckTimestamps = false, false
 		}
-		if len(bad) > 0 {
-			return nil, &AppendError{Err: fmt.Errorf("%d records without key on a compacted topic: %w", len(bad), kerr.InvalidRecord), RecordErrors: bad}
+		info, err := record.CheckRecords(b, o)
+		if err != nil {
+			return nil, fmt.Errorf("batch %d: %w", i, err)
 		}
+		for _, idx := range info.NullKeys {
+			badKeys = append(badKeys, RecordError{Index: idx, Message: "compacted topic cannot accept message without key"})
+		}
+		for _, idx := range info.BadTimestamps {
+			badTimes = append(badTimes, RecordError{Index: idx, Message: fmt.Sprintf(
+				"timestamp of record %d is out of range: it must be within [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]", idx)})
+		}
+		// Kafka sets a CreateTime batch's maxTimestamp to the largest
+		// record timestamp (LogValidator setMaxTimestamp): a client's
+		// wrong value would mislead the time index, retention and rolls.
+		if !cfg.LogAppendTime && !b.IsControl() && b.MaxTimestamp() != info.MaxTimestamp {
+			b.SetMaxTimestamp(info.MaxTimestamp)
+		}
+	}
+	if len(badKeys) > 0 {
+		return nil, &AppendError{Err: fmt.Errorf("%d records without key on a compacted topic: %w", len(badKeys), kerr.InvalidRecord), RecordErrors: badKeys}
+	}
+	if len(badTimes) > 0 {
+		return nil, &AppendError{Err: fmt.Errorf("%d records with a timestamp out of range: %w", len(badTimes), kerr.InvalidTimestamp), RecordErrors: badTimes}
 	}
 	return batches, nil
 }

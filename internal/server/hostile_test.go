@@ -1,0 +1,281 @@
+package server
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/record"
+)
+
+// Hostile inputs, written byte by byte (Kafka's record batch v2 layout) so
+// that they can be as wrong as a hostile client makes them. Shared by the
+// per-bug tests and TestHostileCanary.
+
+var hostileCRC = crc32.MakeTable(crc32.Castagnoli)
+
+// hRecord encodes one record: offset delta, value, no key, no headers.
+func hRecord(offsetDelta int64, value string) []byte {
+	body := []byte{0}
+	body = binary.AppendVarint(body, 0)
+	body = binary.AppendVarint(body, offsetDelta)
+	body = binary.AppendVarint(body, -1)
+	body = binary.AppendVarint(body, int64(len(value)))
+	body = append(body, value...)
+	body = binary.AppendVarint(body, 0)
+	return append(binary.AppendVarint(nil, int64(len(body))), body...)
+}
+
+// hBatch frames a records section (already compressed when codec != 0)
+// with the given numRecords and lastOffsetDelta and a correct CRC.
+func hBatch(codec int16, numRecords, lastOffsetDelta int32, records []byte) []byte {
+	now := time.Now().UnixMilli()
+	be := binary.BigEndian
+	b := make([]byte, 61, 61+len(records))
+	be.PutUint32(b[12:], 0xffffffff) // partition leader epoch
+	b[16] = 2
+	be.PutUint16(b[21:], uint16(codec))
+	be.PutUint32(b[23:], uint32(lastOffsetDelta))
+	be.PutUint64(b[27:], uint64(now))
+	be.PutUint64(b[35:], uint64(now))
+	be.PutUint64(b[43:], math.MaxUint64) // producer id -1
+	be.PutUint16(b[51:], 0xffff)
+	be.PutUint32(b[53:], 0xffffffff)
+	be.PutUint32(b[57:], uint32(numRecords))
+	b = append(b, records...)
+	be.PutUint32(b[8:], uint32(len(b)-12))
+	be.PutUint32(b[17:], crc32.Checksum(b[21:], hostileCRC))
+	return b
+}
+
+// gzipBomb is a one-record gzip batch whose record inflates to 256 MiB of
+// zeros: gzip members of 1 MiB of zeros, one after the other (a gzip
+// stream may hold several members; readers concatenate them).
+func gzipBomb(t testing.TB) []byte {
+	t.Helper()
+	member := func(p []byte) []byte {
+		var out bytes.Buffer
+		w, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
+		w.Write(p)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return out.Bytes()
+	}
+	const mib = 1 << 20
+	size := int64(256 * mib)
+	hdr := []byte{0}
+	hdr = binary.AppendVarint(hdr, 0)
+	hdr = binary.AppendVarint(hdr, 0)
+	hdr = binary.AppendVarint(hdr, -1)
+	hdr = binary.AppendVarint(hdr, size)
+	hdr = append(binary.AppendVarint(nil, int64(len(hdr))+size+1), hdr...)
+	zeros := make([]byte, mib)
+	out := member(append(hdr, zeros...))
+	zm := member(zeros)
+	for i := 1; i < 256; i++ {
+		out = append(out, zm...)
+	}
+	out = append(out, member([]byte{0})...) // no headers
+	return hBatch(1, 1, 0, out)
+}
+
+// hostileBatch is a produce payload and the error codes Kafka may answer.
+type hostileBatch struct {
+	name    string
+	records []byte
+	want    []int16
+}
+
+// hostileBatches are the record batches of issue 9 whose header disagrees
+// with their records, and their relatives.
+func hostileBatches(t testing.TB) []hostileBatch {
+	three := append(append(hRecord(0, "a"), hRecord(1, "b")...), hRecord(2, "c")...)
+	gz := func(raw []byte) []byte {
+		z, err := record.Compress(record.Gzip, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return z
+	}
+	invalid := []int16{kerr.InvalidRecord.Code}
+	corrupt := []int16{kerr.CorruptMessage.Code}
+	crcBad := hBatch(0, 3, 2, three)
+	crcBad[len(crcBad)-1] ^= 1
+	return []hostileBatch{
+		{"numRecords 5, lastOffsetDelta 4, 3 records", hBatch(0, 5, 4, three), invalid},
+		{"numRecords MaxInt32", hBatch(0, math.MaxInt32, math.MaxInt32-1, three), invalid},
+		{"records after the declared count", hBatch(0, 2, 1, three), invalid},
+		{"offset deltas out of order", hBatch(0, 3, 2, append(append(hRecord(0, "a"), hRecord(2, "b")...), hRecord(1, "c")...)), invalid},
+		{"record length beyond the batch", hBatch(0, 1, 0, append(binary.AppendVarint(nil, 5000), hRecord(0, "x")[1:]...)), invalid},
+		{"gzip: numRecords 5, 3 records", hBatch(1, 5, 4, gz(three)), invalid},
+		{"gzip: offset deltas out of order", hBatch(1, 2, 1, gz(append(hRecord(1, "a"), hRecord(0, "b")...))), invalid},
+		{"gzip: not gzip", hBatch(1, 3, 2, three), corrupt},
+		{"gzip bomb (256 MiB)", gzipBomb(t), invalid},
+		{"bad CRC", crcBad, corrupt},
+		{"numRecords != lastOffsetDelta+1", hBatch(0, 3, 7, three), invalid},
+	}
+}
+
+// endOffset is the partition's log end offset (ListOffsets latest).
+func endOffset(t *testing.T, cl *kgo.Client, topic string, partition int32) int64 {
+	t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp = partition, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctxT(t), cl)
+	if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("ListOffsets %s-%d: %v %+v", topic, partition, err, resp)
+	}
+	return resp.Topics[0].Partitions[0].Offset
+}
+
+func codeIn(c int16, want []int16) bool {
+	for _, w := range want {
+		if c == w {
+			return true
+		}
+	}
+	return false
+}
+
+// TestProduceHostileBatches: batches whose header disagrees with their
+// records are refused with Kafka's code over the wire, the partition's end
+// offset does not move, and what was stored before and after reads back
+// unchanged.
+func TestProduceHostileBatches(t *testing.T) {
+	tb := startBroker(t, "", nil)
+	cl := tb.client()
+	if _, err := tb.admin().CreateTopic(ctxT(t), 1, 1, nil, "hostile"); err != nil {
+		t.Fatal(err)
+	}
+	if r := produceRaw(t, cl, "hostile", hBatch(0, 1, 0, hRecord(0, "before"))); r.ErrorCode != 0 {
+		t.Fatalf("good produce: %d", r.ErrorCode)
+	}
+	for _, h := range hostileBatches(t) {
+		r := produceRaw(t, cl, "hostile", h.records)
+		if !codeIn(r.ErrorCode, h.want) {
+			t.Errorf("%s: error %d (%v), want one of %v", h.name, r.ErrorCode, kerr.ErrorForCode(r.ErrorCode), h.want)
+		}
+		if end := endOffset(t, cl, "hostile", 0); end != 1 {
+			t.Fatalf("%s: end offset %d after a refused batch, want 1", h.name, end)
+		}
+	}
+	// A request of a good and a bad batch stores neither (all or nothing).
+	mixed := append(hBatch(0, 1, 0, hRecord(0, "lost")), hBatch(0, 5, 4, hRecord(0, "x"))...)
+	if r := produceRaw(t, cl, "hostile", mixed); r.ErrorCode != kerr.InvalidRecord.Code {
+		t.Errorf("good+bad batches: error %d, want INVALID_RECORD", r.ErrorCode)
+	}
+	if r := produceRaw(t, cl, "hostile", hBatch(0, 1, 0, hRecord(0, "after"))); r.ErrorCode != 0 || r.BaseOffset != 1 {
+		t.Fatalf("good produce after the hostile ones: error %d at offset %d, want offset 1", r.ErrorCode, r.BaseOffset)
+	}
+	got := consumeAll(t, tb, "hostile", 2)
+	if len(got) != 2 || string(got[0].Value) != "before" || string(got[1].Value) != "after" || got[1].Offset != 1 {
+		t.Fatalf("read back %d records: %v", len(got), got)
+	}
+}
+
+// rawRoundTrip sends req on c (correlation id corr) and decodes the answer
+// into a response of req's kind. ApiVersions answers carry no header tags
+// whatever their version (KIP-511).
+func rawRoundTrip(c net.Conn, req kmsg.Request, corr int32) (kmsg.Response, error) {
+	if _, err := c.Write(rawRequest(req, corr)); err != nil {
+		return nil, err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var size [4]byte
+	if _, err := io.ReadFull(c, size[:]); err != nil {
+		return nil, err
+	}
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(c, body); err != nil {
+		return nil, err
+	}
+	if got := int32(binary.BigEndian.Uint32(body)); got != corr {
+		return nil, fmt.Errorf("correlation id %d, want %d", got, corr)
+	}
+	body = body[4:]
+	resp := req.ResponseKind()
+	if resp.IsFlexible() && req.Key() != kmsg.ApiVersions.Int16() {
+		body = body[1:] // empty tagged fields of response header v1
+	}
+	return resp, resp.ReadFrom(body)
+}
+
+// badSoftwareNames are client software names/versions Kafka refuses.
+func badSoftwareNames() map[string]string {
+	junk := make([]byte, 2000)
+	r := rand.New(rand.NewPCG(9, 9))
+	for i := range junk {
+		junk[i] = byte(r.Uint32())
+	}
+	return map[string]string{
+		"control bytes":     "kgo\x00\x01",
+		"invalid UTF-8":     "kgo\xff\xfe",
+		"empty":             "",
+		"leading '-'":       "-kgo",
+		"trailing '.'":      "kgo.",
+		"space":             "my client",
+		"2000 random bytes": string(junk),
+		"non-ASCII letter":  "k\u00e9o",
+	}
+}
+
+// TestApiVersionsSoftwareName: ApiVersions v3+ with a client software name
+// or version outside Kafka's pattern is answered INVALID_REQUEST (42) with
+// no keys, on a connection that stays usable; valid ones get the keys.
+func TestApiVersionsSoftwareName(t *testing.T) {
+	tb := startBroker(t, "", nil)
+	c, err := net.Dial("tcp", tb.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	corr := int32(0)
+	ask := func(name, version string) *kmsg.ApiVersionsResponse {
+		t.Helper()
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version, req.ClientSoftwareName, req.ClientSoftwareVersion = 3, name, version
+		corr++
+		resp, err := rawRoundTrip(c, req, corr)
+		if err != nil {
+			t.Fatalf("ApiVersions %q %q: %v", name, version, err)
+		}
+		return resp.(*kmsg.ApiVersionsResponse)
+	}
+	for what, bad := range badSoftwareNames() {
+		for _, r := range []*kmsg.ApiVersionsResponse{ask(bad, "1.0.0"), ask("kgo", bad)} {
+			if r.ErrorCode != kerr.InvalidRequest.Code || len(r.ApiKeys) != 0 {
+				t.Errorf("%s: error %d with %d keys, want INVALID_REQUEST and none", what, r.ErrorCode, len(r.ApiKeys))
+			}
+		}
+	}
+	for _, good := range [][2]string{{"kgo", "v1.22.3"}, {"confluent-kafka-python", "2.3.0-rdkafka-2.3.0"}, {"a", "1"}, {"apache-kafka-java", "3.9.0"}} {
+		if r := ask(good[0], good[1]); r.ErrorCode != 0 || len(r.ApiKeys) == 0 {
+			t.Errorf("%q %q: error %d with %d keys", good[0], good[1], r.ErrorCode, len(r.ApiKeys))
+		}
+	}
+	// Below v3 there are no such fields to check.
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 2
+	corr++
+	if resp, err := rawRoundTrip(c, req, corr); err != nil || resp.(*kmsg.ApiVersionsResponse).ErrorCode != 0 {
+		t.Errorf("ApiVersions v2: %v %+v", err, resp)
+	}
+}
