@@ -33,11 +33,16 @@ type Broker struct {
 	syncers     map[string]*storage.Syncer
 	fs          vfs.FS
 
-	// adminMu serialises topic mutations and metadata writes.
-	adminMu sync.Mutex
-	mu      sync.RWMutex // guards topics, byID
-	topics  map[string]*Topic
-	byID    map[uuid.UUID]*Topic
+	// adminMu serialises metadata changes and writes; it is never held
+	// over slow disk work (opening or deleting partition logs), which runs
+	// under the topic's own lock in topicLocks. adminOps counts those
+	// operations so Close waits for them.
+	adminMu    sync.Mutex
+	topicLocks topicLocks
+	adminOps   sync.WaitGroup
+	mu         sync.RWMutex // guards topics, byID
+	topics     map[string]*Topic
+	byID       map[uuid.UUID]*Topic
 
 	pidMu      sync.Mutex
 	nextPID    int64
@@ -221,6 +226,11 @@ func (b *Broker) load(progress *LoadProgress) error {
 			clean[d.path] = true // nothing in it to recover
 		}
 	}
+	known := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		known[j.p.Dir()] = true
+	}
+	b.removeStrayPartitions(known)
 	start := time.Now()
 	progress.total.Store(int64(len(jobs)))
 	progress.recovering.Store(!allClean(clean))
@@ -264,6 +274,41 @@ func (b *Broker) load(progress *LoadProgress) error {
 	b.logger.Info("logs loaded", "topics", len(b.topics), "partitions", len(jobs),
 		"clean_shutdown", allClean(clean), "elapsed", time.Since(start))
 	return nil
+}
+
+// removeStrayPartitions deletes partition directories that no topic in the
+// metadata owns: what a crash left of a topic being created (never
+// acknowledged) or deleted (already acknowledged), as Kafka deletes stray
+// logs. Only directories named like a partition ("<topic>-<n>" with a
+// legal topic name) are touched, and each is logged.
+func (b *Broker) removeStrayPartitions(known map[string]bool) {
+	for _, d := range b.dirs {
+		ents, err := b.fs.ReadDir(d.path)
+		if err != nil {
+			b.logger.Warn("list log dir for stray partitions", "dir", d.path, "err", err)
+			continue
+		}
+		for _, e := range ents {
+			full := filepath.Join(d.path, e.Name())
+			if !e.IsDir() || known[full] || !looksLikePartitionDir(e.Name()) {
+				continue
+			}
+			b.logger.Warn("removing stray partition directory (its topic is not in the metadata: a creation or deletion interrupted by a crash)", "dir", full)
+			if err := b.fs.RemoveAll(full); err != nil {
+				b.logger.Warn("remove stray partition directory", "dir", full, "err", err)
+			}
+		}
+	}
+}
+
+// looksLikePartitionDir reports whether name is "<topic>-<partition>".
+func looksLikePartitionDir(name string) bool {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return false
+	}
+	n, err := strconv.Atoi(name[i+1:])
+	return err == nil && n >= 0 && strconv.Itoa(n) == name[i+1:] && ValidateTopicName(name[:i]) == nil
 }
 
 // allClean reports whether every log dir had its clean-shutdown marker.
@@ -363,11 +408,15 @@ func (b *Broker) Close() error { return b.Shutdown(context.Background()) }
 func (b *Broker) Shutdown(ctx context.Context) error {
 	b.StopLoops()
 	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
 	if b.closed {
+		b.adminMu.Unlock()
 		return nil
 	}
 	b.closed = true
+	b.adminMu.Unlock()
+	b.adminOps.Wait() // topics being created see closed and remove their logs
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
 	start := time.Now()
 	var errs []error
 	if err := b.closeLogs(true); err != nil {

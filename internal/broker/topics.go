@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -155,14 +156,23 @@ func (b *Broker) CreateTopic(req CreateTopicRequest) (*Topic, error) {
 // errors); the partition logs of every valid topic are created together,
 // in parallel (createLogs), and the metadata is written once for the
 // request. ts[i] and errs[i] answer reqs[i].
+//
+// The slow part, creating the partition logs, runs under the topics' own
+// locks only (topicLocks; adminMu is held just to check and to publish),
+// so other topics' admin requests and producer id allocation go on.
 func (b *Broker) CreateTopics(reqs []CreateTopicRequest) (ts []*Topic, errs []error) {
 	ts, errs = make([]*Topic, len(reqs)), make([]error, len(reqs))
 	overrides := make([]map[string]string, len(reqs))
+	names := make([]string, 0, len(reqs))
 	for i := range reqs {
 		overrides[i], errs[i] = b.checkCreate(&reqs[i])
+		if errs[i] == nil {
+			names = append(names, reqs[i].Name)
+		}
 	}
+	defer b.topicLocks.lockAll(names)()
 	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
+	defer b.adminMu.Unlock() // released around createLogs below, held again at return
 	var created []*Topic
 	var idx []int
 	taken := map[string]bool{}
@@ -194,11 +204,24 @@ func (b *Broker) CreateTopics(reqs []CreateTopicRequest) (ts []*Topic, errs []er
 	if len(created) == 0 {
 		return ts, errs
 	}
+	b.adminOps.Add(1)
+	defer b.adminOps.Done()
+	b.adminMu.Unlock()
 	var parts []*Partition
 	for _, t := range created {
 		parts = append(parts, t.Partitions...)
 	}
 	failed := b.createLogs(created, parts)
+	b.adminMu.Lock()
+	if b.closed { // shut down meanwhile: leave nothing behind
+		for k, t := range created {
+			if failed[t] == nil {
+				b.deleteLogs(t.Partitions)
+				errs[idx[k]] = fmt.Errorf("broker is shutting down: %w", kerr.BrokerNotAvailable)
+			}
+		}
+		return ts, errs
+	}
 	var ok []*Topic
 	for k, t := range created {
 		if err := failed[t]; err != nil {
@@ -280,6 +303,10 @@ func (b *Broker) warnMinISR(t *Topic) {
 			"topic", t.Name, "min.insync.replicas", ts.minISR, "replication_factor", len(p.Leadership().Replicas))
 	}
 }
+
+// collisionKey is a topic name with '.' read as '_': names with the same
+// key collide (Kafka's metric-name rule), so they share a topic lock.
+func collisionKey(name string) string { return strings.ReplaceAll(name, ".", "_") }
 
 // checkCollision rejects names that differ only in '.' vs '_' from an
 // existing topic or one being created with it (Kafka metric-name
@@ -442,8 +469,20 @@ func (b *Broker) DeleteTopics(names []string) (errs []error) {
 		}
 		return errs
 	}
+	defer b.topicLocks.lockAll(names)()
 	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			b.adminMu.Unlock()
+		}
+	}()
+	if b.closed {
+		for i := range errs {
+			errs[i] = fmt.Errorf("broker is shutting down: %w", kerr.BrokerNotAvailable)
+		}
+		return errs
+	}
 	var gone []*Topic
 	var idx []int
 	seen := map[string]bool{}
@@ -476,6 +515,12 @@ func (b *Broker) DeleteTopics(names []string) (errs []error) {
 		}
 		return errs
 	}
+	// The topics are gone from the metadata; their logs are deleted under
+	// the topics' locks only (a new topic of such a name waits for it).
+	b.adminOps.Add(1)
+	defer b.adminOps.Done()
+	locked = false
+	b.adminMu.Unlock()
 	b.hooksMu.Lock()
 	hooks := append([]func(string, int32){}, b.onDelete...)
 	b.hooksMu.Unlock()
@@ -498,31 +543,47 @@ func (b *Broker) DeleteTopics(names []string) (errs []error) {
 // CreatePartitions grows a topic to total partitions. Errors wrap
 // UnknownTopicOrPartition, InvalidPartitions, InvalidReplicaAssignment.
 func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) error {
+	defer b.topicLocks.lock(collisionKey(name))()
 	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
 	t := b.Topic(name)
 	if t == nil {
+		b.adminMu.Unlock()
 		return fmt.Errorf("topic %q: %w", name, kerr.UnknownTopicOrPartition)
 	}
 	if int(total) <= len(t.Partitions) {
+		b.adminMu.Unlock()
 		if int(total) == len(t.Partitions) {
 			return fmt.Errorf("topic %s already has %d partitions: %w", name, total, kerr.InvalidPartitions)
 		}
 		return fmt.Errorf("topic %s currently has %d partitions, %d would not be an increase: %w", name, len(t.Partitions), total, kerr.InvalidPartitions)
 	}
-	if validateOnly {
+	if validateOnly || b.closed {
+		b.adminMu.Unlock()
+		if b.closed {
+			return fmt.Errorf("broker is shutting down: %w", kerr.BrokerNotAvailable)
+		}
 		return nil
 	}
 	nt := *t
 	add := &Topic{Name: t.Name, ID: t.ID, Internal: t.Internal, Configs: t.Configs}
 	add.Partitions = b.newPartitions(t, int32(len(t.Partitions)), total, nil)
+	// The logs are created under the topic's lock only.
+	b.adminOps.Add(1)
+	defer b.adminOps.Done()
+	b.adminMu.Unlock()
 	if err := b.createLogs([]*Topic{add}, add.Partitions)[add]; err != nil {
 		return err
+	}
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	if b.closed {
+		b.deleteLogs(add.Partitions)
+		return fmt.Errorf("broker is shutting down: %w", kerr.BrokerNotAvailable)
 	}
 	nt.Partitions = append(append([]*Partition(nil), t.Partitions...), add.Partitions...)
 	b.publish(&nt)
 	if err := b.commitLocked(func() { b.publish(t) }); err != nil {
-		b.deleteLogs(nt.Partitions[len(t.Partitions):])
+		b.deleteLogs(add.Partitions)
 		return fmt.Errorf("persist partitions of %s: %v: %w", name, err, kerr.KafkaStorageError)
 	}
 	b.logger.Info("partitions added", "topic", name, "partitions", total)
@@ -546,6 +607,7 @@ func (b *Broker) SetTopicConfigs(name string, overrides map[string]string, valid
 	if err != nil {
 		return err
 	}
+	defer b.topicLocks.lock(collisionKey(name))()
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	t := b.Topic(name)
@@ -605,4 +667,64 @@ func ValidateTopicOverrides(cfg *config.Broker, name string, internal bool, over
 		}
 	}
 	return nil
+}
+
+// topicLocks serialises the mutations of one topic (and of the names that
+// collide with it) while they do slow disk work without adminMu.
+type topicLocks struct {
+	mu    sync.Mutex
+	locks map[string]*topicLock
+}
+
+type topicLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lock locks key and returns its unlock function.
+func (tl *topicLocks) lock(key string) func() {
+	tl.mu.Lock()
+	if tl.locks == nil {
+		tl.locks = map[string]*topicLock{}
+	}
+	l := tl.locks[key]
+	if l == nil {
+		l = &topicLock{}
+		tl.locks[key] = l
+	}
+	l.refs++
+	tl.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		tl.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(tl.locks, key)
+		}
+		tl.mu.Unlock()
+	}
+}
+
+// lockAll locks the collision keys of names, each once and in sorted
+// order (so two requests naming the same topics cannot deadlock), and
+// returns the function that unlocks them all.
+func (tl *topicLocks) lockAll(names []string) func() {
+	keys := make([]string, 0, len(names))
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if k := collisionKey(n); !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	unlocks := make([]func(), len(keys))
+	for i, k := range keys {
+		unlocks[i] = tl.lock(k)
+	}
+	return func() {
+		for i := len(unlocks) - 1; i >= 0; i-- {
+			unlocks[i]()
+		}
+	}
 }

@@ -10,9 +10,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// Kafka's controller bounds what one admin request may create:
+// ReplicationControlManager.MAX_PARTITIONS_PER_BATCH (partitions of a
+// CreateTopics request, "Excessively large number of partitions per
+// request.") and QuorumController.MAX_RECORDS_PER_USER_OP (metadata
+// records of one operation: per topic a TopicRecord, a PartitionRecord per
+// partition and a ConfigRecord per config; "Unable to perform excessively
+// large batch operation." from EventHandlerExceptionInfo), both 10,000.
+// Either way every topic of the request is answered POLICY_VIOLATION and
+// nothing is created.
+const (
+	maxPartitionsPerRequest = 10_000
+	maxRecordsPerRequest    = 10_000
+)
+
 // handleCreateTopics (key 19, v2-7) creates topics (or only validates them
-// with validate_only). Each topic succeeds or fails as a whole: a bad
-// config is INVALID_CONFIG and nothing is created. On a single node the
+// with validate_only). The whole request is checked against the bounds
+// above before anything is created. Each topic succeeds or fails as a
+// whole: a bad config is INVALID_CONFIG and nothing is created. On a single node the
 // topics of one request are created together (broker.CreateTopics:
 // partitions in parallel, metadata written once); in a cluster each goes
 // through the metadata store (Cluster.CreateTopic).
@@ -27,17 +42,25 @@ func (s *Server) handleCreateTopics(ctx context.Context, _ *conn, kreq kmsg.Requ
 	defer cancel()
 	topics := make([]CreatedTopic, len(req.Topics))
 	errs := make([]error, len(req.Topics))
+	crs := make([]broker.CreateTopicRequest, len(req.Topics))
+	assignments := make([]map[int32][]int32, len(req.Topics))
+	for i, rt := range req.Topics {
+		crs[i], assignments[i], errs[i] = s.createTopicRequest(req, rt, seen[rt.Topic])
+	}
+	if err := s.checkCreateBounds(req, errs); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+	}
 	var creates []broker.CreateTopicRequest
 	var which []int
-	for i, rt := range req.Topics {
-		cr, assignment, err := s.createTopicRequest(req, rt, seen[rt.Topic])
+	for i := range req.Topics {
 		switch {
-		case err != nil:
-			errs[i] = err
+		case errs[i] != nil:
 		case s.cfg.Cluster != nil:
-			topics[i], errs[i] = s.cfg.Cluster.CreateTopic(ctx, cr, assignment)
+			topics[i], errs[i] = s.cfg.Cluster.CreateTopic(ctx, crs[i], assignments[i])
 		default:
-			creates = append(creates, cr)
+			creates = append(creates, crs[i])
 			which = append(which, i)
 		}
 	}
@@ -80,6 +103,39 @@ func (s *Server) handleCreateTopics(ctx context.Context, _ *conn, kreq kmsg.Requ
 		resp.Topics = append(resp.Topics, st)
 	}
 	return reply{msg: resp}, nil
+}
+
+// checkCreateBounds refuses a request over Kafka's per-request bounds
+// (POLICY_VIOLATION) before anything is created: the partitions it asks
+// for, counted as Kafka's validateTotalNumberOfPartitions counts them (a
+// replica assignment's length, else num_partitions, -1 meaning
+// num.partitions), then the metadata records of the topics that pass
+// their own checks (errs[i] == nil) would write.
+func (s *Server) checkCreateBounds(req *kmsg.CreateTopicsRequest, errs []error) error {
+	var n int64
+	records := 0
+	for i, rt := range req.Topics {
+		var parts int64
+		switch {
+		case len(rt.ReplicaAssignment) > 0:
+			parts = int64(len(rt.ReplicaAssignment))
+		case rt.NumPartitions == -1:
+			parts = s.b.Config().Int64("num.partitions")
+		case rt.NumPartitions > 0:
+			parts = int64(rt.NumPartitions)
+		}
+		n += parts
+		if errs[i] == nil && parts <= maxPartitionsPerRequest {
+			records += 1 + int(parts) + len(rt.Configs)
+		}
+	}
+	if n > maxPartitionsPerRequest {
+		return fmt.Errorf("Excessively large number of partitions per request (%d, at most %d).: %w", n, maxPartitionsPerRequest, kerr.PolicyViolation)
+	}
+	if records > maxRecordsPerRequest {
+		return fmt.Errorf("Unable to perform excessively large batch operation (%d metadata records, at most %d).: %w", records, maxRecordsPerRequest, kerr.PolicyViolation)
+	}
+	return nil
 }
 
 // createTopicRequest checks what the request alone says about one topic

@@ -159,6 +159,20 @@ func timestampWithin(ts, now, before, after int64) bool {
 	return uint64(ts)-uint64(now) <= uint64(after)
 }
 
+// varintAt decodes the zig-zag varint at b[q:], returning its value and
+// length (<= 0 when malformed, as binary.Varint). One-byte values, most of
+// a record's fields, take the inlined fast path.
+func varintAt(b []byte, q int) (int64, int) {
+	if q < len(b) && b[q] < 0x80 {
+		c := int64(b[q])
+		return c>>1 ^ -(c & 1), 1
+	}
+	if q >= len(b) {
+		return 0, 0
+	}
+	return binary.Varint(b[q:])
+}
+
 // slice checks the records of an uncompressed records section.
 func (w *walker) slice(data []byte) error {
 	p := 0
@@ -166,20 +180,20 @@ func (w *walker) slice(data []byte) error {
 		if p >= len(data) {
 			return invalid(i, "incorrect declared batch size, premature end after %d of %d records", i, w.n)
 		}
-		length, k := binary.Varint(data[p:])
+		length, k := varintAt(data, p)
 		if k <= 0 || length < minRecordSize-1 || length > int64(len(data)-p-k) {
-			return invalid(i, "record length %d with %d bytes left", length, len(data)-p-k)
+			return invalid(i, "record length %d with %d bytes left", length, len(data)-p-max(k, 0))
 		}
 		p += k
 		body := data[p : p+int(length)]
 		p += int(length)
 		q := 1 // attributes
-		tsDelta, k := binary.Varint(body[q:])
+		tsDelta, k := varintAt(body, q)
 		if k <= 0 {
 			return invalid(i, "bad timestamp delta")
 		}
 		q += k
-		offDelta, k := binary.Varint(body[q:])
+		offDelta, k := varintAt(body, q)
 		if k <= 0 || offDelta < math.MinInt32 || offDelta > math.MaxInt32 {
 			return invalid(i, "bad offset delta")
 		}
@@ -191,7 +205,7 @@ func (w *walker) slice(data []byte) error {
 		if _, q, err = skipField(body, q, i, "value", true); err != nil {
 			return err
 		}
-		count, k := binary.Varint(body[q:])
+		count, k := varintAt(body, q)
 		if k <= 0 || count < 0 || count > int64(len(body)-q-k) {
 			return invalid(i, "found invalid number of record headers %d", count)
 		}
@@ -221,7 +235,7 @@ func (w *walker) slice(data []byte) error {
 // -1 (null) is allowed when nullable. It returns the length and the new
 // position.
 func skipField(body []byte, q int, i int32, what string, nullable bool) (int64, int, error) {
-	n, k := binary.Varint(body[q:])
+	n, k := varintAt(body, q)
 	if k <= 0 || n < -1 || (n == -1 && !nullable) || n > int64(len(body)-q-k) {
 		return 0, 0, invalid(i, "%s length %d with %d bytes left in the record", what, n, len(body)-q-max(k, 0))
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -9,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -277,5 +279,185 @@ func TestApiVersionsSoftwareName(t *testing.T) {
 	corr++
 	if resp, err := rawRoundTrip(c, req, corr); err != nil || resp.(*kmsg.ApiVersionsResponse).ErrorCode != 0 {
 		t.Errorf("ApiVersions v2: %v %+v", err, resp)
+	}
+}
+
+// partitionDirs lists the partition directories of topic in the log dir.
+func partitionDirs(t *testing.T, dir, topic string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, topic+"-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// createTopicsRaw sends one CreateTopics request of topics (name ->
+// partitions) and returns each topic's error code.
+func createTopicsRaw(t *testing.T, cl *kgo.Client, validateOnly bool, topics map[string]int32) map[string]int16 {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 60000
+	req.ValidateOnly = validateOnly
+	for name, n := range topics {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, n, 1
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctxT(t), cl)
+	if err != nil {
+		t.Fatalf("CreateTopics: %v", err)
+	}
+	out := map[string]int16{}
+	for _, rt := range resp.Topics {
+		out[rt.Topic] = rt.ErrorCode
+	}
+	return out
+}
+
+// TestCreateTopicsBounds: a CreateTopics request asking for more than
+// Kafka's 10,000 partitions (or metadata records) is refused as a whole
+// with POLICY_VIOLATION before anything is created: no directory appears.
+func TestCreateTopicsBounds(t *testing.T) {
+	tb := startBroker(t, "", nil)
+	cl := tb.client()
+	for _, tc := range []struct {
+		name     string
+		validate bool
+		topics   map[string]int32
+	}{
+		{"one million partitions", false, map[string]int32{"huge": 1_000_000}},
+		{"10,001 partitions over two topics", false, map[string]int32{"huge-a": 5000, "huge-b": 5001}},
+		{"10,000 partitions and a topic record", true, map[string]int32{"huge-c": 10_000}},
+		{"MaxInt32 partitions next to a small topic", false, map[string]int32{"huge-d": math.MaxInt32, "small-ok": 1}},
+	} {
+		codes := createTopicsRaw(t, cl, tc.validate, tc.topics)
+		for name := range tc.topics {
+			if codes[name] != kerr.PolicyViolation.Code {
+				t.Errorf("%s: topic %s error %d, want POLICY_VIOLATION", tc.name, name, codes[name])
+			}
+			if dirs := partitionDirs(t, tb.dir, name); len(dirs) > 0 {
+				t.Errorf("%s: %d directories of refused topic %s on disk", tc.name, len(dirs), name)
+			}
+		}
+	}
+	// Within the bounds (validate only: nothing is created either).
+	if codes := createTopicsRaw(t, cl, true, map[string]int32{"big-ok": 9_999}); codes["big-ok"] != 0 {
+		t.Errorf("validate 9,999 partitions: error %d", codes["big-ok"])
+	}
+	if dirs := partitionDirs(t, tb.dir, "big-ok"); len(dirs) > 0 {
+		t.Errorf("validate-only left %d directories", len(dirs))
+	}
+	// CreatePartitions: more than 10,000 new partitions in one request.
+	if codes := createTopicsRaw(t, cl, false, map[string]int32{"grow": 1}); codes["grow"] != 0 {
+		t.Fatalf("create grow: %d", codes["grow"])
+	}
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cp.TimeoutMillis = 60000
+	ct := kmsg.NewCreatePartitionsRequestTopic()
+	ct.Topic, ct.Count = "grow", 20_000
+	cp.Topics = append(cp.Topics, ct)
+	resp, err := cp.RequestWith(ctxT(t), cl)
+	if err != nil || resp.Topics[0].ErrorCode != kerr.PolicyViolation.Code {
+		t.Errorf("CreatePartitions to 20,000: %v %+v", err, resp)
+	}
+	if dirs := partitionDirs(t, tb.dir, "grow"); len(dirs) != 1 {
+		t.Errorf("grow has %d partition directories after a refused CreatePartitions, want 1", len(dirs))
+	}
+}
+
+// TestSlowCreateTopicsBlocksNobody: while one CreateTopics request creates
+// hundreds of partitions, other clients' admin requests (DeleteTopics of
+// an unknown topic, CreateTopics of a small topic, InitProducerId) and
+// produce/fetch are answered: each of them completes before the big
+// creation does.
+func TestSlowCreateTopicsBlocksNobody(t *testing.T) {
+	tb := startBroker(t, "", nil)
+	ctx := ctxT(t)
+	other := tb.client(kgo.DefaultProduceTopic("busy"), kgo.AllowAutoTopicCreation())
+	if err := other.ProduceSync(ctx, &kgo.Record{Value: []byte("warm")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	bigDone := make(chan map[string]int16, 1)
+	go func() {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(tb.addr()))
+		if err != nil {
+			bigDone <- nil
+			return
+		}
+		defer cl.Close()
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.TimeoutMillis = 300000
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "slow-big", 500, 1
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), cl)
+		if err != nil {
+			bigDone <- nil
+			return
+		}
+		bigDone <- map[string]int16{"slow-big": resp.Topics[0].ErrorCode}
+	}()
+	// Wait until the big creation is under way (its first directories).
+	for len(partitionDirs(t, tb.dir, "slow-big")) == 0 {
+		select {
+		case <-bigDone:
+			t.Fatal("the big creation ended before it was seen under way")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	steps := []struct {
+		name string
+		run  func() error
+	}{
+		{"DeleteTopics of an unknown topic", func() error {
+			req := kmsg.NewPtrDeleteTopicsRequest()
+			rt := kmsg.NewDeleteTopicsRequestTopic()
+			name := "no-such-topic"
+			rt.Topic = &name
+			req.Topics = append(req.Topics, rt)
+			req.TopicNames = []string{name}
+			resp, err := req.RequestWith(ctx, other)
+			if err == nil && resp.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+				err = fmt.Errorf("error %d", resp.Topics[0].ErrorCode)
+			}
+			return err
+		}},
+		{"CreateTopics of a small topic", func() error {
+			if c := createTopicsRaw(t, other, false, map[string]int32{"small-during": 1}); c["small-during"] != 0 {
+				return fmt.Errorf("error %d", c["small-during"])
+			}
+			return nil
+		}},
+		{"InitProducerId", func() error {
+			resp, err := kmsg.NewPtrInitProducerIDRequest().RequestWith(ctx, other)
+			if err == nil && resp.ErrorCode != 0 {
+				err = fmt.Errorf("error %d", resp.ErrorCode)
+			}
+			return err
+		}},
+		{"produce", func() error {
+			return other.ProduceSync(ctx, &kgo.Record{Value: []byte("during")}).FirstErr()
+		}},
+		{"fetch", func() error {
+			got := consumeAll(t, tb, "busy", 2)
+			if string(got[1].Value) != "during" {
+				return fmt.Errorf("read %q", got[1].Value)
+			}
+			return nil
+		}},
+	}
+	for _, s := range steps {
+		if err := s.run(); err != nil {
+			t.Errorf("%s during the big creation: %v", s.name, err)
+		}
+		select {
+		case <-bigDone:
+			t.Fatalf("%s was answered only after the big creation ended", s.name)
+		default:
+		}
+	}
+	if codes := <-bigDone; codes == nil || codes["slow-big"] != 0 {
+		t.Fatalf("big creation: %v", codes)
 	}
 }
