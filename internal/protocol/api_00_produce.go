@@ -3,7 +3,9 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strata-io/strata/internal/broker"
@@ -12,11 +14,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// maxProduceWorkers bounds the goroutines one Produce request uses to
+// append its partitions in parallel.
+const maxProduceWorkers = 8
+
 // handleProduce (key 0, v0-11) appends record batches. v0-2 carry legacy
 // message sets (magic 0/1), stored up-converted to one v2 batch each; like
 // Kafka, a v2 batch in a v0-2 request is accepted as is. acks=0 gets no
 // response; acks=1 is answered once the bytes are written; acks=-1 once
-// they are fsynced (group commit). Partitions are appended in parallel.
+// they are fsynced (group commit). Partitions are appended in parallel, by at
+// most maxProduceWorkers goroutines.
 func (s *Server) handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
@@ -30,43 +37,56 @@ func (s *Server) handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) 
 		// Kafka: transactional records need a transactional id.
 		common = fmt.Errorf("transactional records without a transactional id: %w", kerr.TransactionalIDAuthorizationFailed)
 	}
-	var wg sync.WaitGroup
-	single := len(req.Topics) == 1 && len(req.Topics[0].Partitions) == 1
-	durable := make([]func(context.Context), 0, 1)
-	var durableMu sync.Mutex
+	type job struct {
+		topic string
+		rp    *kmsg.ProduceRequestTopicPartition
+		sp    *kmsg.ProduceResponseTopicPartition
+	}
+	var jobs []job
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
-	for i, rt := range req.Topics {
+	for i := range req.Topics {
+		rt := &req.Topics[i]
 		st := &resp.Topics[i]
 		*st = kmsg.NewProduceResponseTopic()
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
-		for j, rp := range rt.Partitions {
+		for j := range rt.Partitions {
 			sp := &st.Partitions[j]
 			*sp = kmsg.NewProduceResponseTopicPartition()
-			sp.Partition = rp.Partition
+			sp.Partition = rt.Partitions[j].Partition
 			if common != nil {
 				s.fillProduceError(sp, req.Version, common, nil)
 				continue
 			}
-			run := func(topic string, rp kmsg.ProduceRequestTopicPartition) {
-				if wait := s.producePartition(req, topic, rp, sp); wait != nil {
-					durableMu.Lock()
-					durable = append(durable, wait)
-					durableMu.Unlock()
-				}
-			}
-			if single {
-				run(rt.Topic, rp) // no goroutine hand-off for the common case
-				continue
-			}
-			wg.Add(1)
-			go func(topic string, rp kmsg.ProduceRequestTopicPartition) {
-				defer wg.Done()
-				run(topic, rp)
-			}(rt.Topic, rp)
+			jobs = append(jobs, job{rt.Topic, &rt.Partitions[j], sp})
 		}
 	}
-	wg.Wait()
+	// Partitions are appended by at most maxProduceWorkers goroutines per
+	// request (the handler's own for one partition), whatever the number
+	// of partitions it names.
+	durable := make([]func(context.Context), len(jobs))
+	run := func(i int) {
+		durable[i] = s.producePartition(req, jobs[i].topic, *jobs[i].rp, jobs[i].sp)
+	}
+	if workers := min(len(jobs), maxProduceWorkers); workers <= 1 {
+		for i := range jobs {
+			run(i)
+		}
+	} else {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
+					run(i)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	durable = slices.DeleteFunc(durable, func(w func(context.Context)) bool { return w == nil })
 	if req.Acks == 0 {
 		return reply{none: true}, nil
 	}

@@ -11,6 +11,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"path/filepath"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -460,4 +462,73 @@ func TestSlowCreateTopicsBlocksNobody(t *testing.T) {
 	if codes := <-bigDone; codes == nil || codes["slow-big"] != 0 {
 		t.Fatalf("big creation: %v", codes)
 	}
+}
+
+// wideProduce is one acks=1 Produce request naming n partitions of topic
+// (most of which do not exist), one small batch each.
+func wideProduce(topic string, n int32) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = 1
+	req.TimeoutMillis = 30000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	for i := int32(0); i < n; i++ {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = i
+		rp.Records = hBatch(0, 1, 0, hRecord(0, "wide"))
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// TestProduceBoundedConcurrency: a Produce request naming 10,000
+// partitions is answered for all of them without the broker running a
+// goroutine per partition (it used to: thousands at once).
+func TestProduceBoundedConcurrency(t *testing.T) {
+	tb := startBroker(t, "", nil)
+	cl := tb.client()
+	if _, err := tb.admin().CreateTopic(ctxT(t), 4, 1, nil, "wide"); err != nil {
+		t.Fatal(err)
+	}
+	req := wideProduce("wide", 10_000)
+	base := runtime.NumGoroutine()
+	var peak atomic.Int64
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if n := int64(runtime.NumGoroutine()); n > peak.Load() {
+				peak.Store(n)
+			}
+			runtime.Gosched()
+		}
+	}()
+	resp, err := req.RequestWith(ctxT(t), cl)
+	close(stop)
+	<-stopped
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, unknown := 0, 0
+	for _, p := range resp.Topics[0].Partitions {
+		switch p.ErrorCode {
+		case 0:
+			ok++
+		case kerr.UnknownTopicOrPartition.Code:
+			unknown++
+		}
+	}
+	if ok != 4 || unknown != 10_000-4 {
+		t.Errorf("%d partitions appended, %d unknown; want 4 and %d", ok, unknown, 10_000-4)
+	}
+	if grew := peak.Load() - int64(base); grew > 100 {
+		t.Errorf("goroutines grew by %d while the broker handled one request of 10,000 partitions", grew)
+	}
+	t.Logf("goroutines: %d before, at most %d during the request", base, peak.Load())
 }
