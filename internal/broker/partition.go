@@ -63,8 +63,8 @@ func (p *Partition) AppendNoWait(records []byte, acks int16) (storage.AppendResu
 // AppendCoordinator durably appends a batch written by the broker itself
 // (the group coordinator's transactional offset commits: producer id and
 // epoch set, base sequence -1): no sequence checks, the transaction it
-// opens is closed by a marker. It returns after fsync (unless
-// strata.durable.acks=false).
+// opens is closed by a marker. It returns after fsync, whatever
+// strata.durable.acks says (WaitSynced).
 func (p *Partition) AppendCoordinator(ctx context.Context, batch []byte) (storage.AppendResult, error) {
 	lead := p.Leadership()
 	epoch := lead.LeaderEpoch
@@ -86,7 +86,7 @@ func (p *Partition) AppendCoordinator(ctx context.Context, batch []byte) (storag
 	if r != nil {
 		r.Appended()
 	}
-	return res, p.WaitDurable(ctx, res)
+	return res, p.WaitSynced(ctx, res)
 }
 
 // AppendMarker writes a transaction marker (see storage.Log.AppendMarker)
@@ -145,7 +145,8 @@ func (p *Partition) EndChanged() <-chan struct{} {
 // WaitDurable waits until an append is acknowledged for acks=all: on a
 // replicated partition until the high watermark covers it (every ISR
 // member holds it, fsynced under strata.durable.acks), otherwise until it
-// is fsynced unless strata.durable.acks=false. A ctx timeout wraps
+// is fsynced unless strata.durable.acks=false: that setting trades the
+// durability of acknowledged produce requests only. A ctx timeout wraps
 // kerr.RequestTimedOut.
 func (p *Partition) WaitDurable(ctx context.Context, res storage.AppendResult) error {
 	if r := p.repl.Load(); r != nil {
@@ -153,6 +154,21 @@ func (p *Partition) WaitDurable(ctx context.Context, res storage.AppendResult) e
 	}
 	if !p.broker.durableAcks {
 		return nil
+	}
+	return p.WaitSynced(ctx, res)
+}
+
+// WaitSynced waits until an append is fsynced whatever
+// strata.durable.acks says: the group and transaction coordinators' own
+// records (group metadata, offsets, transaction state, transaction
+// markers) are always durable before they are acted on; on a replicated
+// partition they are also acknowledged by the ISR first (Kafka writes
+// them with acks=all). A ctx timeout wraps kerr.RequestTimedOut.
+func (p *Partition) WaitSynced(ctx context.Context, res storage.AppendResult) error {
+	if r := p.repl.Load(); r != nil {
+		if err := r.WaitAcked(ctx, res.LastOffset+1); err != nil {
+			return err
+		}
 	}
 	if err := p.Log.WaitDurable(ctx, res.LastOffset+1); err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

@@ -292,7 +292,9 @@ func (s *Server) writeLocalMarkers(ctx context.Context, pid int64, epoch int16, 
 	}
 	for i, r := range res {
 		if r.err == nil {
-			r.err = r.p.WaitDurable(ctx, storage.AppendResult{LastOffset: r.off})
+			// Fsynced whatever strata.durable.acks says: the transaction
+			// state records the markers as written once this returns.
+			r.err = r.p.WaitSynced(ctx, storage.AppendResult{LastOffset: r.off})
 			if r.err == nil && r.p.Topic == offsetsTopic && s.group != nil {
 				s.group.CompleteTxn(r.p.Index, pid, commit)
 			}

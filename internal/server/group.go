@@ -37,17 +37,18 @@ func (s *Server) ensureOffsetsTopic() error {
 // offsetsStore implements group.Storage over __consumer_offsets.
 type offsetsStore struct{ b *broker.Broker }
 
-// Append durably appends one batch to a __consumer_offsets partition.
+// Append durably appends one batch to a __consumer_offsets partition: it
+// returns after fsync, whatever strata.durable.acks says.
 func (o offsetsStore) Append(ctx context.Context, partition int32, batch []byte) error {
 	p, err := o.b.Partition(offsetsTopic, partition)
 	if err != nil {
 		return err
 	}
-	res, err := p.Append(ctx, batch, -1)
+	res, err := p.AppendNoWait(batch, -1)
 	if err != nil {
 		return err
 	}
-	if err := p.Log.WaitDurable(ctx, res.LastOffset+1); err != nil {
+	if err := p.WaitSynced(ctx, res); err != nil {
 		return fmt.Errorf("wait for fsync of %s-%d: %w", offsetsTopic, partition, err)
 	}
 	return nil

@@ -17,10 +17,12 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/group"
 	"github.com/strata-io/strata/internal/record"
 )
 
@@ -532,3 +534,68 @@ func TestProduceBoundedConcurrency(t *testing.T) {
 	}
 	t.Logf("goroutines: %d before, at most %d during the request", base, peak.Load())
 }
+
+// TestDurableAcksFalseKeepsCoordinatorRecordsDurable: with
+// strata.durable.acks=false an acks=all produce is answered before its
+// data is fsynced (the documented trade), but the coordinators' own
+// records are fsynced before they are answered: group offsets and
+// metadata in __consumer_offsets, transaction state in
+// __transaction_state, and the transaction markers.
+func TestDurableAcksFalseKeepsCoordinatorRecordsDurable(t *testing.T) {
+	tb := startBroker(t, "", map[string]string{"strata.durable.acks": "false"})
+	ctx := ctxT(t)
+	adm := tb.admin()
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "nd"); err != nil {
+		t.Fatal(err)
+	}
+	synced := func(topic string, partition int32) (rp, leo int64) {
+		t.Helper()
+		p, err := tb.srv.broker.Partition(topic, partition)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Log.RecoveryPoint(), p.Log.LogEndOffset()
+	}
+	// The data side: acknowledged, not (yet) fsynced.
+	cl := tb.client(kgo.DefaultProduceTopic("nd"))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("fast")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if rp, leo := synced("nd", 0); rp >= leo {
+		t.Errorf("data partition: recovery point %d, end %d: strata.durable.acks=false should answer before fsync", rp, leo)
+	}
+	// The coordinator side: offsets (and the group's metadata record).
+	group := "nd-group"
+	gp := group2Partition(group)
+	offs := make(kadm.Offsets)
+	offs.Add(kadm.Offset{Topic: "nd", Partition: 0, At: 1, LeaderEpoch: -1})
+	if resp, err := adm.CommitOffsets(ctx, group, offs); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	if rp, leo := synced("__consumer_offsets", gp); rp < leo || leo == 0 {
+		t.Errorf("__consumer_offsets-%d: recovery point %d below end %d after an acknowledged commit", gp, rp, leo)
+	}
+	// A transaction: its state and its markers.
+	tx := tb.client(kgo.DefaultProduceTopic("nd"), kgo.TransactionalID("nd-tx"))
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.ProduceSync(ctx, &kgo.Record{Value: []byte("in txn")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < 2; p++ {
+		if rp, leo := synced("__transaction_state", p); rp < leo {
+			t.Errorf("__transaction_state-%d: recovery point %d below end %d after a committed transaction", p, rp, leo)
+		}
+	}
+	if rp, leo := synced("nd", 0); rp < leo {
+		t.Errorf("data partition: recovery point %d below end %d: the commit marker was not fsynced", rp, leo)
+	}
+}
+
+// group2Partition is the __consumer_offsets partition of a group (the
+// test brokers have 2).
+func group2Partition(id string) int32 { return group.PartitionFor(id, 2) }

@@ -163,7 +163,11 @@ func (d txnDeps) StateAppend(ctx context.Context, partition int32, batch []byte)
 	if err != nil {
 		return err
 	}
-	if _, err := p.Append(ctx, batch, -1); err != nil {
+	res, err := p.AppendNoWait(batch, -1)
+	if err == nil {
+		err = p.WaitSynced(ctx, res) // whatever strata.durable.acks says
+	}
+	if err != nil {
 		return fmt.Errorf("append to %s-%d: %w", transactionTopic, partition, err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -84,5 +85,46 @@ func TestAppendRecordTimestamps(t *testing.T) {
 	}
 	if err := record.Validate(got[0]); err != nil {
 		t.Fatalf("stored batch: %v", err)
+	}
+}
+
+// TestWaitDurableWithoutDurable: with Config.Durable off (strata.durable.acks
+// =false) the high watermark does not wait for fsync, but WaitDurable
+// still returns only once the bytes are fsynced: a power cut right after
+// it keeps them. Appends without WaitDurable are not fsynced (the trade
+// the setting makes).
+func TestWaitDurableWithoutDurable(t *testing.T) {
+	fsys := vfs.NewCrashFS()
+	cfg := testConfig()
+	cfg.SegmentBytes = 1 << 20
+	cfg.Durable = false
+	syncer := NewSyncer(quiet)
+	defer syncer.Close()
+	l, err := Open("/d/nd-0", [16]byte{1, 2, 3}, cfg, false, Options{FS: fsys, Logger: quiet, Syncer: syncer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.Append(mkBatch(t, 3, "data", 10), AppendOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hw := l.HighWatermark(); hw != 3 {
+		t.Fatalf("high watermark %d, want 3 at once", hw)
+	}
+	if rp := l.RecoveryPoint(); rp != 0 {
+		t.Fatalf("recovery point %d: the append was fsynced without being asked to", rp)
+	}
+	if err := l.WaitDurable(context.Background(), res.LastOffset+1); err != nil {
+		t.Fatal(err)
+	}
+	if rp := l.RecoveryPoint(); rp < 3 {
+		t.Fatalf("WaitDurable returned with recovery point %d, want 3", rp)
+	}
+	img := fsys.Crash()
+	l.Close()
+	l2 := openTest(t, img, "/d/nd-0", cfg, false)
+	defer l2.Close()
+	if got := readAll(t, l2, 0); len(got) != 1 || got[0].LastOffset() != 2 {
+		t.Fatalf("after a power cut: %d batches", len(got))
 	}
 }

@@ -161,6 +161,12 @@ func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
 func (l *Log) setSynced(m writeMark, flushed bool) {
 	if m.leo > l.synced.leo || (m.leo == l.synced.leo && m.base > l.synced.base) {
 		l.synced = m
+		if !l.cfg.Load().Durable {
+			// WaitDurable waits for synced whatever Config.Durable says;
+			// publish wakes waiters only when the high watermark moves,
+			// which without Durable does not wait for fsync.
+			l.notifyHW()
+		}
 	}
 	if flushed && (m.leo > l.flushed.leo || (m.leo == l.flushed.leo && m.base > l.flushed.base)) {
 		l.flushed = m
@@ -868,17 +874,20 @@ func (l *Log) fail(err error) error {
 	return fmt.Errorf("%s: %v: %w", l.dir, err, kerr.KafkaStorageError)
 }
 
-// WaitDurable blocks until every offset < upTo is fsynced (group commit) and
-// the high watermark has advanced past it, or ctx ends.
+// WaitDurable blocks until every offset < upTo is fsynced (group commit)
+// and visible below the high watermark, or ctx ends. It keeps that
+// promise whatever Config.Durable says: without Durable the high
+// watermark does not wait for fsync, but WaitDurable still does (the
+// group and transaction coordinators rely on it for their records).
 func (l *Log) WaitDurable(ctx context.Context, upTo int64) error {
 	for {
 		ch := l.HighWatermarkChanged()
-		if l.HighWatermark() >= upTo {
+		l.mu.Lock()
+		synced, failed, closed := l.synced.leo, l.failed, l.closed
+		l.mu.Unlock()
+		if synced >= upTo && l.HighWatermark() >= upTo {
 			return nil
 		}
-		l.mu.Lock()
-		failed, closed := l.failed, l.closed
-		l.mu.Unlock()
 		if failed != nil {
 			return fmt.Errorf("%s: %v: %w", l.dir, failed, kerr.KafkaStorageError)
 		}
