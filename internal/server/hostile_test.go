@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bytes"
@@ -167,8 +167,8 @@ func codeIn(c int16, want []int16) bool {
 // unchanged.
 func TestProduceHostileBatches(t *testing.T) {
 	tb := startBroker(t, "", nil)
-	cl := tb.client()
-	if _, err := tb.admin().CreateTopic(ctxT(t), 1, 1, nil, "hostile"); err != nil {
+	cl := tb.Client()
+	if _, err := tb.Admin().CreateTopic(ctxT(t), 1, 1, nil, "hostile"); err != nil {
 		t.Fatal(err)
 	}
 	if r := produceRaw(t, cl, "hostile", hBatch(0, 1, 0, hRecord(0, "before"))); r.ErrorCode != 0 {
@@ -248,7 +248,7 @@ func badSoftwareNames() map[string]string {
 // no keys, on a connection that stays usable; valid ones get the keys.
 func TestApiVersionsSoftwareName(t *testing.T) {
 	tb := startBroker(t, "", nil)
-	c, err := net.Dial("tcp", tb.addr())
+	c, err := net.Dial("tcp", tb.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func createTopicsRaw(t *testing.T, cl *kgo.Client, validateOnly bool, topics map
 // with POLICY_VIOLATION before anything is created: no directory appears.
 func TestCreateTopicsBounds(t *testing.T) {
 	tb := startBroker(t, "", nil)
-	cl := tb.client()
+	cl := tb.Client()
 	for _, tc := range []struct {
 		name     string
 		validate bool
@@ -340,7 +340,7 @@ func TestCreateTopicsBounds(t *testing.T) {
 			if codes[name] != kerr.PolicyViolation.Code {
 				t.Errorf("%s: topic %s error %d, want POLICY_VIOLATION", tc.name, name, codes[name])
 			}
-			if dirs := partitionDirs(t, tb.dir, name); len(dirs) > 0 {
+			if dirs := partitionDirs(t, tb.Dir, name); len(dirs) > 0 {
 				t.Errorf("%s: %d directories of refused topic %s on disk", tc.name, len(dirs), name)
 			}
 		}
@@ -349,7 +349,7 @@ func TestCreateTopicsBounds(t *testing.T) {
 	if codes := createTopicsRaw(t, cl, true, map[string]int32{"big-ok": 9_999}); codes["big-ok"] != 0 {
 		t.Errorf("validate 9,999 partitions: error %d", codes["big-ok"])
 	}
-	if dirs := partitionDirs(t, tb.dir, "big-ok"); len(dirs) > 0 {
+	if dirs := partitionDirs(t, tb.Dir, "big-ok"); len(dirs) > 0 {
 		t.Errorf("validate-only left %d directories", len(dirs))
 	}
 	// CreatePartitions: more than 10,000 new partitions in one request.
@@ -365,7 +365,7 @@ func TestCreateTopicsBounds(t *testing.T) {
 	if err != nil || resp.Topics[0].ErrorCode != kerr.PolicyViolation.Code {
 		t.Errorf("CreatePartitions to 20,000: %v %+v", err, resp)
 	}
-	if dirs := partitionDirs(t, tb.dir, "grow"); len(dirs) != 1 {
+	if dirs := partitionDirs(t, tb.Dir, "grow"); len(dirs) != 1 {
 		t.Errorf("grow has %d partition directories after a refused CreatePartitions, want 1", len(dirs))
 	}
 }
@@ -378,13 +378,13 @@ func TestCreateTopicsBounds(t *testing.T) {
 func TestSlowCreateTopicsBlocksNobody(t *testing.T) {
 	tb := startBroker(t, "", nil)
 	ctx := ctxT(t)
-	other := tb.client(kgo.DefaultProduceTopic("busy"), kgo.AllowAutoTopicCreation())
+	other := tb.Client(kgo.DefaultProduceTopic("busy"), kgo.AllowAutoTopicCreation())
 	if err := other.ProduceSync(ctx, &kgo.Record{Value: []byte("warm")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	bigDone := make(chan map[string]int16, 1)
 	go func() {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(tb.addr()))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(tb.Addr()))
 		if err != nil {
 			bigDone <- nil
 			return
@@ -403,7 +403,7 @@ func TestSlowCreateTopicsBlocksNobody(t *testing.T) {
 		bigDone <- map[string]int16{"slow-big": resp.Topics[0].ErrorCode}
 	}()
 	// Wait until the big creation is under way (its first directories).
-	for len(partitionDirs(t, tb.dir, "slow-big")) == 0 {
+	for len(partitionDirs(t, tb.Dir, "slow-big")) == 0 {
 		select {
 		case <-bigDone:
 			t.Fatal("the big creation ended before it was seen under way")
@@ -489,8 +489,8 @@ func wideProduce(topic string, n int32) *kmsg.ProduceRequest {
 // goroutine per partition (it used to: thousands at once).
 func TestProduceBoundedConcurrency(t *testing.T) {
 	tb := startBroker(t, "", nil)
-	cl := tb.client()
-	if _, err := tb.admin().CreateTopic(ctxT(t), 4, 1, nil, "wide"); err != nil {
+	cl := tb.Client()
+	if _, err := tb.Admin().CreateTopic(ctxT(t), 4, 1, nil, "wide"); err != nil {
 		t.Fatal(err)
 	}
 	req := wideProduce("wide", 10_000)
@@ -544,20 +544,20 @@ func TestProduceBoundedConcurrency(t *testing.T) {
 func TestDurableAcksFalseKeepsCoordinatorRecordsDurable(t *testing.T) {
 	tb := startBroker(t, "", map[string]string{"strata.durable.acks": "false"})
 	ctx := ctxT(t)
-	adm := tb.admin()
+	adm := tb.Admin()
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "nd"); err != nil {
 		t.Fatal(err)
 	}
 	synced := func(topic string, partition int32) (rp, leo int64) {
 		t.Helper()
-		p, err := tb.srv.broker.Partition(topic, partition)
+		p, err := tb.Server().Broker().Partition(topic, partition)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p.Log.RecoveryPoint(), p.Log.LogEndOffset()
 	}
 	// The data side: acknowledged, not (yet) fsynced.
-	cl := tb.client(kgo.DefaultProduceTopic("nd"))
+	cl := tb.Client(kgo.DefaultProduceTopic("nd"))
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("fast")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -576,7 +576,7 @@ func TestDurableAcksFalseKeepsCoordinatorRecordsDurable(t *testing.T) {
 		t.Errorf("__consumer_offsets-%d: recovery point %d below end %d after an acknowledged commit", gp, rp, leo)
 	}
 	// A transaction: its state and its markers.
-	tx := tb.client(kgo.DefaultProduceTopic("nd"), kgo.TransactionalID("nd-tx"))
+	tx := tb.Client(kgo.DefaultProduceTopic("nd"), kgo.TransactionalID("nd-tx"))
 	if err := tx.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
