@@ -101,7 +101,8 @@ var settingGroups = []struct {
 	match []string
 }{
 	{"Node and listeners", []string{"node.id", "broker.id", "listeners", "advertised.listeners", "listener.security.protocol.map",
-		"inter.broker.listener.name", "socket."}},
+		"inter.broker.listener.name", "socket.", "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+		"connections.max.idle.ms", "queued.max.request.bytes"}},
 	{"Authorization and quotas", []string{"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
 		"ssl.principal.mapping.rules", "quota.", "controller.quota."}},
 	{"Cluster (KRaft)", []string{"process.roles", "controller.", "broker.rack", "broker.session.timeout.ms", "broker.heartbeat.interval.ms",

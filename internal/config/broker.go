@@ -205,6 +205,13 @@ func (b *Broker) validate() []error {
 		errs = append(errs, invalidf("invalid configuration: replica.fetch.wait.max.ms (%s) should always be less than or equal to replica.lag.time.max.ms (%s) to prevent frequent changes in ISR",
 			b.Get("replica.fetch.wait.max.ms"), b.Get("replica.lag.time.max.ms")))
 	}
+	// Kafka's KafkaConfig.validateValues rules for the connection limits.
+	if q := b.Int64("queued.max.request.bytes"); q > 0 && q < b.Int64("socket.request.max.bytes") {
+		errs = append(errs, invalidf("invalid configuration: queued.max.request.bytes must be larger or equal to socket.request.max.bytes"))
+	}
+	if b.Int64("max.connections.per.ip") == 0 && strings.TrimSpace(b.Get("max.connections.per.ip.overrides")) == "" {
+		errs = append(errs, invalidf("invalid configuration: max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set."))
+	}
 	if err := b.validateKRaft(); err != nil { // the listener rules below build on it
 		return append(errs, err)
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"net"
 	"strconv"
+	"strings"
 )
 
 // brokerTable lists every broker setting Strata accepts. Kafka names and
@@ -25,6 +26,17 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 		"SO_SNDBUF of the Kafka listener's connections, in bytes (Linux doubles it for bookkeeping); -1 keeps the operating system's default and its automatic tuning."),
 	def("socket.receive.buffer.bytes", TypeInt, "102400", socketBuffer,
 		"SO_RCVBUF of the Kafka listener's connections, in bytes (Linux doubles it for bookkeeping); -1 keeps the operating system's default and its automatic tuning."),
+	// Connection limits (Kafka's SocketServer and ConnectionQuotas).
+	def("max.connections", TypeInt, "2147483647", atLeast(0),
+		"The maximum number of connections the broker holds at any time, in addition to the per-IP limits. When it is reached the listener stops accepting: new connections wait in the listen backlog until a connection closes."),
+	def("max.connections.per.ip", TypeInt, "2147483647", atLeast(0),
+		"The maximum number of connections from one IP address; a new connection beyond it is closed at once (logged as rejected). 0 is allowed only with max.connections.per.ip.overrides."),
+	def("max.connections.per.ip.overrides", TypeString, "", custom("empty, or a comma-separated list of host:count (an IP address or a host name resolved at startup)", connectionOverridesReason),
+		"Per-IP or per-host-name overrides of max.connections.per.ip, for example \"hostName:100,127.0.0.1:200\"."),
+	def("connections.max.idle.ms", TypeLong, "600000", anyValue,
+		"A connection with no request in progress that has neither sent a request nor received an answer for this long is closed. Negative disables it."),
+	def("queued.max.request.bytes", TypeLong, "-1", anyValue,
+		"The number of bytes of requests read and not yet answered, across all connections, above which no more requests are read until answers go out (one request may always be read while any room is left). -1 (or 0) means no limit; otherwise it must be at least socket.request.max.bytes."),
 	// Storage.
 	def("log.dirs", TypeString, "./strata-data", custom("non-empty comma-separated list of directories", nonEmptyList),
 		"Directories holding partition logs (comma-separated). log.dir is an alias."),
@@ -224,6 +236,38 @@ func hostPortReason(v string) string {
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		return "port must be a number from 0 to 65535"
+	}
+	return ""
+}
+
+// ConnectionOverrides parses max.connections.per.ip.overrides
+// ("host:count,...", Kafka's getMap) into host -> count.
+func ConnectionOverrides(v string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, item := range splitList(v) {
+		i := strings.LastIndexByte(item, ':')
+		if i <= 0 {
+			return nil, invalidf("max.connections.per.ip.overrides: %q is not host:count", item)
+		}
+		host := strings.TrimSpace(item[:i])
+		n, err := strconv.Atoi(strings.TrimSpace(item[i+1:]))
+		if err != nil || n < 0 {
+			return nil, invalidf("max.connections.per.ip.overrides: %q: count must be a non-negative integer", item)
+		}
+		for _, c := range host {
+			// Kafka's Utils.validHostPattern: [0-9a-zA-Z\-%._:]*
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || strings.ContainsRune("-%._:", c)) {
+				return nil, invalidf("max.connections.per.ip.overrides contains invalid addresses : %s", host)
+			}
+		}
+		out[host] = n
+	}
+	return out, nil
+}
+
+func connectionOverridesReason(v string) string {
+	if _, err := ConnectionOverrides(v); err != nil {
+		return err.Error()
 	}
 	return ""
 }

@@ -64,6 +64,37 @@ type conn struct {
 	budget   *sync.Cond
 	held     int64
 	closed   bool
+
+	// ip is the peer's address as the connection quotas count it.
+	ip string
+	// lastActive is when a request was last read or an answer written
+	// (unix nanoseconds), for connections.max.idle.ms.
+	lastActive atomic.Int64
+}
+
+// touch records activity on the connection.
+func (c *conn) touch() { c.lastActive.Store(time.Now().UnixNano()) }
+
+// idleSince is how long the connection has been idle at now: zero while a
+// request is read or answered (held bytes), else the time since its last
+// activity.
+func (c *conn) idleSince(now time.Time) time.Duration {
+	c.budgetMu.Lock()
+	busy := c.held > 0
+	c.budgetMu.Unlock()
+	if busy {
+		return 0
+	}
+	return now.Sub(time.Unix(0, c.lastActive.Load()))
+}
+
+// stopping reports whether the connection or the server is closing (a
+// reader waiting for queued.max.request.bytes gives up).
+func (c *conn) stopping() bool {
+	c.budgetMu.Lock()
+	closed := c.closed
+	c.budgetMu.Unlock()
+	return closed || c.s.closing.Load()
 }
 
 // acquire waits until the connection holds fewer than readAheadBytes of
@@ -97,6 +128,7 @@ func (c *conn) closeBudget() {
 	c.closed = true
 	c.budgetMu.Unlock()
 	c.budget.Broadcast()
+	c.s.pool.wake()
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -108,9 +140,10 @@ func newConn(s *Server, nc net.Conn) *conn {
 		_ = tc.SetNoDelay(true)
 	}
 	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), w: bufio.NewWriterSize(nc, 64<<10),
-		rawNext: make(chan bool, 1), quit: make(chan struct{})}
+		rawNext: make(chan bool, 1), quit: make(chan struct{}), ip: remoteIP(nc.RemoteAddr())}
 	c.budget = sync.NewCond(&c.budgetMu)
 	c.setPrincipal(authz.Anonymous)
+	c.touch()
 	return c
 }
 
@@ -153,7 +186,8 @@ func (c *conn) serve() {
 		<-writerDone
 		c.nc.Close()
 		c.closeBudget()
-		for range reqs { // unblock the reader
+		for req := range reqs { // unblock the reader
+			c.s.pool.release(req.pooled)
 		}
 		<-readerDone
 	}()
@@ -162,6 +196,9 @@ func (c *conn) serve() {
 		start := time.Now()
 		c.busyOff = 0
 		rep, err := c.dispatch(req)
+		// queued.max.request.bytes counts requests until they are handled,
+		// as Kafka frees a request's pooled buffer after handling it.
+		c.s.pool.release(req.pooled)
 		if err != nil {
 			c.s.logger.Info("closing connection", "remote", c.remote, "api_key", req.key, "version", req.version, "err", err)
 			return
@@ -195,6 +232,7 @@ func (c *conn) writeLoop(out <-chan pending) {
 			continue
 		}
 		err := c.write(p.req, p.rep)
+		c.touch()
 		c.recycleProduce(p.req)
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
@@ -251,19 +289,27 @@ func (c *conn) readLoop(out chan<- request) {
 		if !c.preAuthSizeOK(br) {
 			return
 		}
+		pooled, ok := c.takePool(br)
+		if !ok {
+			return
+		}
 		body, err := c.s.frames.readFrame(br, c.s.cfg.MaxRequestBytes)
 		if err != nil {
+			c.s.pool.release(pooled)
 			if errors.Is(err, errFrame) {
 				c.s.logger.Warn("closing connection: bad request frame", "remote", c.remote, "err", err)
 			}
 			return
 		}
+		c.touch()
 		c.s.metrics.bytesReceived.Add(float64(len(body) + 4))
 		req, err := decodeRequest(body, c.s.supported)
 		if err != nil {
+			c.s.pool.release(pooled)
 			c.s.logger.Warn("closing connection: undecodable request", "remote", c.remote, "err", err)
 			return
 		}
+		req.pooled = pooled
 		req.size = len(body)
 		req.body = body
 		c.hold(req.size)
@@ -272,6 +318,27 @@ func (c *conn) readLoop(out chan<- request) {
 			return
 		}
 	}
+}
+
+// takePool waits until queued.max.request.bytes admits the next frame,
+// whose size it peeks, and returns what it took (0 for a size readFrame
+// refuses anyway). False when the connection or the server is closing.
+func (c *conn) takePool(br *bufio.Reader) (int64, bool) {
+	if c.s.pool.size <= 0 {
+		return 0, true
+	}
+	hdr, err := br.Peek(4)
+	if err != nil {
+		return 0, true // readFrame sees the same error
+	}
+	n := int64(int32(binary.BigEndian.Uint32(hdr)))
+	if n < minFrame || n > int64(c.s.cfg.MaxRequestBytes) {
+		return 0, true
+	}
+	if !c.s.pool.acquire(n, c.stopping) {
+		return 0, false
+	}
+	return n, true
 }
 
 // dispatch runs the handler for one request.

@@ -175,7 +175,10 @@ type request struct {
 	header
 	msg  kmsg.Request // nil when the version is unsupported (ApiVersions answers it anyway)
 	size int          // frame bytes, held against the connection's read-ahead budget
-	body []byte       // the frame msg was decoded from (its fields may alias it)
+	// pooled is what the request holds of queued.max.request.bytes,
+	// returned once it is answered.
+	pooled int64
+	body   []byte // the frame msg was decoded from (its fields may alias it)
 	// raw marks an unframed SASL token (after SaslHandshake v0): body is
 	// the token, key is 36 (SaslAuthenticate) for metrics.
 	raw bool

@@ -7,7 +7,9 @@ package protocol
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"sort"
 	"strconv"
@@ -104,6 +106,18 @@ type Config struct {
 	// ListenerName is the name of the listener served (the brokers'
 	// endpoints of that name are the addresses clients are given).
 	ListenerName string
+	// Connection limits, Kafka's SocketServer settings. MaxConnections is
+	// max.connections and MaxConnectionsPerIP max.connections.per.ip (0
+	// in both means the Kafka default, no limit, unless LimitConnections
+	// is set); MaxConnectionsPerIPOverrides maps IP addresses to their own
+	// limit; IdleTimeout is connections.max.idle.ms (0: never);
+	// QueuedMaxRequestBytes is queued.max.request.bytes (<= 0: no limit).
+	LimitConnections             bool
+	MaxConnections               int
+	MaxConnectionsPerIP          int
+	MaxConnectionsPerIPOverrides map[string]int
+	IdleTimeout                  time.Duration
+	QueuedMaxRequestBytes        int64
 }
 
 // Server is the Kafka protocol listener of one broker.
@@ -128,6 +142,8 @@ type Server struct {
 	closing  atomic.Bool
 	sendfile sendfileStats
 	frames   framePool // recyclable frame buffers of this server's connections
+	quotas   *connQuotas
+	pool     *requestPool
 }
 
 // New builds a server; Serve starts it on a listener the caller bound.
@@ -148,6 +164,12 @@ func New(cfg Config) (*Server, error) {
 		ctx: ctx, cancel: cancel, hard: hard, hardStop: hardStop, sessions: newFetchSessions(),
 	}
 	s.handlers = s.buildHandlers()
+	maxConns, perIP := cfg.MaxConnections, cfg.MaxConnectionsPerIP
+	if !cfg.LimitConnections {
+		maxConns, perIP = math.MaxInt, math.MaxInt
+	}
+	s.quotas = newConnQuotas(maxConns, perIP, cfg.MaxConnectionsPerIPOverrides)
+	s.pool = newRequestPool(cfg.QueuedMaxRequestBytes)
 	m, err := newMetrics(cfg.Registerer, s)
 	if err != nil {
 		cancel()
@@ -170,6 +192,10 @@ func (s *Server) Serve(ln net.Listener) {
 	}
 	s.wg.Add(1)
 	go s.accept()
+	if s.cfg.IdleTimeout > 0 {
+		s.wg.Add(1)
+		go s.reapIdle(s.cfg.IdleTimeout)
+	}
 	s.logger.Info("kafka listener started", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(s.host, strconv.Itoa(int(s.port))))
 }
 
@@ -179,6 +205,22 @@ func (s *Server) Addr() net.Addr {
 		return nil
 	}
 	return s.ln.Addr()
+}
+
+// QueuedRequestBytes is how many bytes of requests read and not yet
+// handled hold queued.max.request.bytes now (0 without that limit).
+func (s *Server) QueuedRequestBytes() int64 {
+	if s.pool.size <= 0 {
+		return 0
+	}
+	return s.pool.queued()
+}
+
+// OpenConnections is how many client connections are open.
+func (s *Server) OpenConnections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
 }
 
 // SendfileCalls reports how many sendfile(2) calls and bytes the fetch
@@ -191,6 +233,10 @@ func (s *Server) accept() {
 	defer s.wg.Done()
 	var backoff time.Duration
 	for {
+		// max.connections: stop accepting until a connection closes.
+		if !s.quotas.waitSlot() {
+			return
+		}
 		nc, err := s.ln.Accept()
 		if err != nil {
 			if s.closing.Load() {
@@ -210,11 +256,20 @@ func (s *Server) accept() {
 			continue
 		}
 		backoff = 0
+		ip := remoteIP(nc.RemoteAddr())
+		if ok, max := s.quotas.inc(ip); !ok {
+			// Kafka's acceptor on TooManyConnectionsException.
+			s.logger.Info(fmt.Sprintf("Rejected connection from %s, address already has the configured maximum of %d connections.", ip, max))
+			nc.Close()
+			s.quotas.dec(ip)
+			continue
+		}
 		c := newConn(s, nc)
 		s.mu.Lock()
 		if s.closing.Load() {
 			s.mu.Unlock()
 			nc.Close()
+			s.quotas.dec(ip)
 			continue
 		}
 		s.conns[c] = struct{}{}
@@ -226,6 +281,7 @@ func (s *Server) accept() {
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()
+			s.quotas.dec(ip)
 		}()
 	}
 }
@@ -240,6 +296,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.ln != nil {
 		s.ln.Close()
 	}
+	s.quotas.close()
+	s.pool.wake() // readers waiting for queued.max.request.bytes see closing
 	s.cancel()
 	s.mu.Lock()
 	for c := range s.conns {

@@ -245,6 +245,11 @@ func (s *Server) Start() (err error) {
 		ln.Close()
 		return err
 	}
+	overrides, err := connectionOverrides(s.cfg.Get("max.connections.per.ip.overrides"))
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	s.startCoordinators()
 	defer func() {
 		if err != nil {
@@ -252,24 +257,30 @@ func (s *Server) Start() (err error) {
 		}
 	}()
 	proto, err := protocol.New(protocol.Config{
-		Broker:           s.broker,
-		MaxRequestBytes:  int32(s.cfg.Int64("socket.request.max.bytes")),
-		AdvertisedHost:   host,
-		AdvertisedPort:   port,
-		AutoCreateTopics: s.cfg.Bool("auto.create.topics.enable"),
-		Group:            s.groupHandler(),
-		Txn:              s.txnHandler(),
-		Logger:           s.logger,
-		Registerer:       s.reg,
-		SASLMechanisms:   s.cfg.SASLMechanisms(),
-		PlainUsers:       s.plainUsers,
-		Authorizer:       s.sec.authorizer,
-		Quotas:           s.sec.quotas,
-		Security:         s.sec.protocolStore(),
-		PrincipalMapper:  s.sec.mapper,
-		Cluster:          s.clusterAPI(),
-		ListenerName:     s.listener.Name,
-		TxnMarkers:       s.txnMarkers(),
+		LimitConnections:             true,
+		MaxConnections:               s.cfg.Int("max.connections"),
+		MaxConnectionsPerIP:          s.cfg.Int("max.connections.per.ip"),
+		MaxConnectionsPerIPOverrides: overrides,
+		IdleTimeout:                  idleTimeout(s.cfg.Int64("connections.max.idle.ms")),
+		QueuedMaxRequestBytes:        s.cfg.Int64("queued.max.request.bytes"),
+		Broker:                       s.broker,
+		MaxRequestBytes:              int32(s.cfg.Int64("socket.request.max.bytes")),
+		AdvertisedHost:               host,
+		AdvertisedPort:               port,
+		AutoCreateTopics:             s.cfg.Bool("auto.create.topics.enable"),
+		Group:                        s.groupHandler(),
+		Txn:                          s.txnHandler(),
+		Logger:                       s.logger,
+		Registerer:                   s.reg,
+		SASLMechanisms:               s.cfg.SASLMechanisms(),
+		PlainUsers:                   s.plainUsers,
+		Authorizer:                   s.sec.authorizer,
+		Quotas:                       s.sec.quotas,
+		Security:                     s.sec.protocolStore(),
+		PrincipalMapper:              s.sec.mapper,
+		Cluster:                      s.clusterAPI(),
+		ListenerName:                 s.listener.Name,
+		TxnMarkers:                   s.txnMarkers(),
 	})
 	if err != nil {
 		ln.Close()
@@ -399,4 +410,52 @@ func (s *Server) closeAll(ctx context.Context) error {
 	}
 	errs = append(errs, s.broker.Shutdown(ctx))
 	return errors.Join(errs...)
+}
+
+// connectionOverrides resolves max.connections.per.ip.overrides to IP
+// addresses: host names are looked up once at startup, as Kafka does
+// (InetAddress.getByName); every address of a name gets its count.
+func connectionOverrides(v string) (map[string]int, error) {
+	byHost, err := config.ConnectionOverrides(v)
+	if err != nil || len(byHost) == 0 {
+		return nil, err
+	}
+	out := make(map[string]int, len(byHost))
+	for host, n := range byHost {
+		if ip := net.ParseIP(host); ip != nil {
+			out[normalIP(ip)] = n
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("max.connections.per.ip.overrides: resolve %s: %w", host, err)
+		}
+		for _, a := range addrs {
+			out[normalIP(a.IP)] = n
+		}
+	}
+	return out, nil
+}
+
+// normalIP spells an address as the connection quotas key it.
+func normalIP(ip net.IP) string {
+	if v4 := ip.To4(); v4 != nil {
+		return v4.String()
+	}
+	return ip.String()
+}
+
+// idleTimeout maps connections.max.idle.ms to the protocol's IdleTimeout:
+// negative disables it (Kafka's Selector has no idle expiry then); 0
+// closes a connection as soon as it is idle.
+func idleTimeout(ms int64) time.Duration {
+	switch {
+	case ms < 0:
+		return 0
+	case ms == 0:
+		return time.Nanosecond
+	}
+	return time.Duration(ms) * time.Millisecond
 }
