@@ -60,12 +60,11 @@ func (p *Partition) AppendNoWait(records []byte, acks int16) (storage.AppendResu
 	return res, err
 }
 
-// AppendCoordinator durably appends a batch written by the broker itself
-// (the group coordinator's transactional offset commits: producer id and
-// epoch set, base sequence -1): no sequence checks, the transaction it
-// opens is closed by a marker. It returns after fsync, whatever
-// strata.durable.acks says (WaitSynced).
-func (p *Partition) AppendCoordinator(ctx context.Context, batch []byte) (storage.AppendResult, error) {
+// AppendCoordinator appends a batch written by the broker itself (the
+// group coordinator's transactional offset commits: producer id and epoch
+// set, base sequence -1): no sequence checks, the transaction it opens is
+// closed by a marker. Call WaitSynced before acting on it.
+func (p *Partition) AppendCoordinator(batch []byte) (storage.AppendResult, error) {
 	lead := p.Leadership()
 	epoch := lead.LeaderEpoch
 	r := p.repl.Load()
@@ -86,7 +85,7 @@ func (p *Partition) AppendCoordinator(ctx context.Context, batch []byte) (storag
 	if r != nil {
 		r.Appended()
 	}
-	return res, p.WaitSynced(ctx, res)
+	return res, nil
 }
 
 // AppendMarker writes a transaction marker (see storage.Log.AppendMarker)

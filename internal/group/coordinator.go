@@ -21,16 +21,18 @@ import (
 
 // Storage is the __consumer_offsets topic as the coordinator sees it.
 type Storage interface {
-	// Append durably appends one v2 record batch (built with record.Build,
-	// offsets 0-based; the log assigns real offsets) to __consumer_offsets
-	// partition p; returns after fsync.
-	Append(ctx context.Context, partition int32, batch []byte) error
+	// Append appends one v2 record batch (built with record.Build, offsets
+	// 0-based; the log assigns real offsets) to __consumer_offsets
+	// partition p and returns a function that waits until it is fsynced
+	// (an error when the log fails or closes, or ctx ends). Appends to a
+	// partition are ordered as the calls are.
+	Append(partition int32, batch []byte) (durable func(context.Context) error, err error)
 	// AppendTxn is Append for a transactional offset commit: batch carries
 	// the producer's id and epoch, the isTransactional attribute and
 	// baseSequence -1. The log checks the producer epoch (no sequence
 	// checks) and opens the producer's transaction in partition p, so the
 	// marker that later ends it also bounds the last stable offset.
-	AppendTxn(ctx context.Context, partition int32, batch []byte) error
+	AppendTxn(partition int32, batch []byte) (durable func(context.Context) error, err error)
 	// Log returns partition p's log for replay at Load.
 	Log(partition int32) *storage.Log
 }
@@ -110,6 +112,9 @@ type Coordinator struct {
 	// (ownership.go).
 	parts  []atomic.Int32
 	closed atomic.Bool
+	// ctx ends when the coordinator closes: waits for writes stop.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	order atomic.Int64 // log order of the last offset commit stored (see offset.order)
 
@@ -164,6 +169,7 @@ func NewCoordinator(cfg Config, store Storage, logger *slog.Logger, reg promethe
 			c.parts[i].Store(partLoading) // until Load
 		}
 	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.env = &env{
 		clock:        cfg.Clock,
 		initialDelay: cfg.InitialRebalanceDelay,
@@ -183,43 +189,23 @@ func NewCoordinator(cfg Config, store Storage, logger *slog.Logger, reg promethe
 }
 
 // runLocked runs a timer callback under the group's lock, then persists
-// any metadata change it made.
+// any metadata change it made (waiting for it without the lock).
 func (c *Coordinator) runLocked(g *group, f func()) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if c.closed.Load() || g.state == stateDead {
+		g.mu.Unlock()
 		return
 	}
 	f()
-	c.flushDirty(context.Background(), g)
+	c.unlockAndComplete(g, "timer")
 }
 
-// flushDirty writes the group metadata record if the state machine asked
-// for it. Called with g.mu held.
-func (c *Coordinator) flushDirty(ctx context.Context, g *group) error {
-	if !g.dirty {
-		return nil
-	}
-	g.dirty = false
-	err := c.appendRecords(ctx, g.id, []record.Record{{Key: groupKey(g.id), Value: groupValue(g)}})
-	if err != nil {
-		c.logger.Error("store group metadata", "group", g.id, "err", err)
-	}
-	return err
-}
-
-// appendRecords writes records for groupID to its __consumer_offsets
-// partition and waits for the fsync.
-func (c *Coordinator) appendRecords(ctx context.Context, groupID string, recs []record.Record) error {
-	b, err := buildBatch(c.env.clock.Now(), recs)
-	if err != nil {
-		return err
-	}
-	p := PartitionFor(groupID, c.cfg.NumPartitions)
-	if err := c.store.Append(ctx, p, b); err != nil {
-		return fmt.Errorf("append to __consumer_offsets-%d: %w", p, err)
-	}
-	return nil
+// appendRecordsWait writes records of g and waits for them to be durable
+// with g's lock held: only the rare administrative writes (OffsetDelete,
+// DeleteGroups, offset expiry) do, whose effect must not be seen before
+// it is stored.
+func (c *Coordinator) appendRecordsWait(g *group, recs []record.Record) error {
+	return c.await(c.appendLocked(g, recs))
 }
 
 // lookup returns the live group, or nil.
@@ -305,6 +291,11 @@ func (c *Coordinator) removeGroup(g *group) {
 func (g *group) restore(v *kmsg.GroupMetadataValue) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.restoreLocked(v)
+}
+
+// restoreLocked is restore with g.mu held.
+func (g *group) restoreLocked(v *kmsg.GroupMetadataValue) {
 	g.protocolType = v.ProtocolType
 	g.generation = v.Generation
 	if v.Protocol != nil {
@@ -347,6 +338,7 @@ func (c *Coordinator) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	c.cancel()
 	c.mu.Lock()
 	stopTimer(c.expiryTimer)
 	gs := make([]*group, 0, len(c.groups))

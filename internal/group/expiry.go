@@ -1,7 +1,5 @@
 package group
 
-import "context"
-
 // scheduleExpiry arms the next offsets.retention.check.interval.ms round.
 func (c *Coordinator) scheduleExpiry() {
 	c.mu.Lock()
@@ -31,7 +29,7 @@ func (c *Coordinator) expireOffsets() {
 		ks := g.expiredOffsets(now, c.cfg.OffsetsRetention)
 		dropGroup := g.state == stateEmpty && g.isEmpty() && len(ks) == len(g.offsets) && len(g.txn) == 0
 		if len(ks) > 0 || dropGroup {
-			if err := c.appendRecords(context.Background(), g.id, g.tombstones(ks, dropGroup)); err != nil {
+			if err := c.appendRecordsWait(g, g.tombstones(ks, dropGroup)); err != nil {
 				c.logger.Warn("store offset expiry", "group", g.id, "err", err)
 				g.mu.Unlock()
 				continue

@@ -141,6 +141,11 @@ type group struct {
 
 	// dirty is set when the group metadata record must be (re)written.
 	dirty bool
+	// stored is the group metadata last written durably (nil: none), to
+	// which a failed write reloads the group; writeEpoch counts those
+	// reloads (see write.go).
+	stored     *kmsg.GroupMetadataValue
+	writeEpoch uint64
 }
 
 // env is what a group needs from its coordinator: time, the tunables and a

@@ -130,9 +130,9 @@ func (c *Coordinator) deleteGroup(ctx context.Context, id string) int16 {
 	if g.state != stateEmpty || len(g.members) > 0 {
 		return kerr.NonEmptyGroup.Code
 	}
-	if err := c.appendRecords(ctx, g.id, g.tombstones(nil, true)); err != nil {
+	if err := c.appendRecordsWait(g, g.tombstones(nil, true)); err != nil {
 		c.logger.Warn("store group deletion", "group", g.id, "err", err)
-		return storeErrorCode(err)
+		return storeErrorCode(err, kerr.UnknownServerError.Code)
 	}
 	g.offsets = map[tp]offset{}
 	c.removeGroup(g)

@@ -6,15 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/strata-io/strata/internal/record"
 )
-
-// unlock persists any metadata change of g, then releases its lock.
-func (c *Coordinator) unlock(ctx context.Context, g *group) {
-	_ = c.flushDirty(ctx, g)
-	g.mu.Unlock()
-}
 
 func (c *Coordinator) findCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCoordinatorResponse {
 	resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
@@ -102,10 +94,9 @@ func (c *Coordinator) joinGroup(ctx context.Context, r *kmsg.JoinGroupRequest) (
 		return fail(kerr.UnknownMemberID.Code)
 	}
 	res, ch := g.join(p)
-	if err := c.flushDirty(ctx, g); err != nil && res != nil && res.err == 0 {
-		res = &joinResult{err: kerr.CoordinatorNotAvailable.Code, memberID: r.MemberID}
+	if code := c.unlockAndComplete(g, "join"); code != 0 && res != nil && res.err == 0 {
+		res = &joinResult{err: code, memberID: r.MemberID}
 	}
-	g.mu.Unlock()
 	if ch != nil {
 		select {
 		case jr := <-ch:
@@ -152,14 +143,20 @@ func (c *Coordinator) syncGroup(ctx context.Context, r *kmsg.SyncGroupRequest) (
 	}
 	res, ch, leader := g.sync(p)
 	if leader {
-		var code int16
-		if err := c.appendRecords(ctx, g.id, []record.Record{{Key: groupKey(g.id), Value: groupValue(g)}}); err != nil {
-			c.logger.Error("store group assignment", "group", g.id, "err", err)
-			code = kerr.CoordinatorNotAvailable.Code
+		// The assignment is stored before anyone gets it: appended now,
+		// completed once durable, without holding the group meanwhile. A
+		// failure reloads the group, which answers every waiting
+		// SyncGroup (the leader's too) with the error.
+		gen := g.generation
+		w := c.writeMetadataLocked(g, true)
+		g.mu.Unlock()
+		err := c.await(w)
+		g.mu.Lock()
+		if c.settleLocked(g, w, err, "sync") == 0 {
+			g.finishSync(gen, 0)
 		}
-		g.finishSync(code)
 	}
-	c.unlock(ctx, g)
+	c.unlockAndComplete(g, "sync")
 	if ch != nil {
 		select {
 		case sr := <-ch:
@@ -187,7 +184,9 @@ func (c *Coordinator) heartbeat(r *kmsg.HeartbeatRequest) kmsg.Response {
 		return resp
 	}
 	resp.ErrorCode = g.heartbeatReq(r.MemberID, r.InstanceID, r.Generation)
-	c.unlock(context.Background(), g)
+	if code := c.unlockAndComplete(g, "heartbeat"); code != 0 && resp.ErrorCode == 0 {
+		resp.ErrorCode = code
+	}
 	return resp
 }
 
@@ -212,7 +211,11 @@ func (c *Coordinator) leaveGroup(ctx context.Context, r *kmsg.LeaveGroupRequest)
 	}
 	if g := c.lockGroup(r.Group, false); g != nil {
 		codes = g.leave(ls)
-		c.unlock(ctx, g)
+		if code := c.unlockAndComplete(g, "leave"); code != 0 {
+			// Kafka answers a failed write with the top-level error only.
+			resp.ErrorCode = code
+			return resp
+		}
 	} else {
 		codes = make([]int16, len(ls))
 		for i := range codes {

@@ -2,7 +2,6 @@ package group
 
 import (
 	"context"
-	"errors"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -10,20 +9,6 @@ import (
 
 	"github.com/strata-io/strata/internal/record"
 )
-
-// storeErrorCode maps a failed __consumer_offsets append to the code a
-// client retries on, as Kafka does (GroupMetadataManager.storeOffsets): a
-// partition this broker no longer leads is NOT_COORDINATOR (the client
-// looks the coordinator up again), other failures COORDINATOR_NOT_AVAILABLE.
-func storeErrorCode(err error) int16 {
-	switch {
-	case errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge):
-		return kerr.InvalidCommitOffsetSize.Code
-	case errors.Is(err, kerr.NotLeaderForPartition):
-		return kerr.NotCoordinator.Code
-	}
-	return kerr.CoordinatorNotAvailable.Code
-}
 
 // partitionCodes holds one error code per requested topic partition of an
 // offset commit (plain or transactional).
@@ -108,15 +93,16 @@ func (c *Coordinator) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequ
 		codes.fill(kerr.IllegalGeneration.Code)
 		return resp
 	}
-	defer c.unlock(ctx, g)
 	if code := g.validateCommit(r.MemberID, r.InstanceID, r.Generation); code != 0 {
 		codes.fill(code)
 		if g.removable() {
 			c.removeGroup(g)
 		}
+		c.unlockAndComplete(g, "offset commit")
 		return resp
 	}
 	if len(offs) == 0 {
+		c.unlockAndComplete(g, "offset commit")
 		return resp
 	}
 	keys := make([]tp, 0, len(offs))
@@ -127,15 +113,25 @@ func (c *Coordinator) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequ
 	for _, k := range keys {
 		recs = append(recs, record.Record{Key: offsetKey(g.id, k), Value: offsetValue(offs[k])})
 	}
-	if err := c.appendRecords(ctx, g.id, recs); err != nil {
+	// Appended under the lock (log order), waited for without it; the
+	// offsets are visible once durable (Kafka's pending offset commits).
+	w := c.appendLocked(g, recs)
+	order := c.nextOrder()
+	g.mu.Unlock()
+	err := c.await(w)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err != nil {
 		c.logger.Warn("store offset commit", "group", g.id, "err", err)
-		codes.fill(storeErrorCode(err))
+		codes.fill(storeErrorCode(err, kerr.InvalidCommitOffsetSize.Code))
 		if g.removable() {
 			c.removeGroup(g)
 		}
 		return resp
 	}
-	g.applyCommit(offs, c.nextOrder())
+	if g.state != stateDead {
+		g.applyCommit(offs, order)
+	}
 	c.m.commits.Add(float64(len(offs)))
 	return resp
 }
@@ -294,7 +290,7 @@ func (c *Coordinator) offsetDelete(ctx context.Context, r *kmsg.OffsetDeleteRequ
 		resp.ErrorCode = code
 		return resp
 	}
-	defer c.unlock(ctx, g)
+	defer g.mu.Unlock()
 	var subscribed map[string]bool
 	if g.state != stateEmpty {
 		var ok bool
@@ -328,10 +324,10 @@ func (c *Coordinator) offsetDelete(ctx context.Context, r *kmsg.OffsetDeleteRequ
 	if len(recs) == 0 {
 		return resp
 	}
-	if err := c.appendRecords(ctx, g.id, recs); err != nil {
+	if err := c.appendRecordsWait(g, recs); err != nil {
 		c.logger.Warn("store offset delete", "group", g.id, "err", err)
 		resp.Topics = nil
-		resp.ErrorCode = storeErrorCode(err)
+		resp.ErrorCode = storeErrorCode(err, kerr.UnknownServerError.Code)
 		return resp
 	}
 	for _, k := range gone {

@@ -28,6 +28,12 @@ type memStore struct {
 	next    map[int32]int64
 	fail    error
 	failTxn error // returned by AppendTxn only (e.g. a fenced producer)
+	// failWait fails the wait for durability of the appends made while it
+	// is set (the append itself succeeds: an fsync failing).
+	failWait error
+	// hold, when set, keeps the waits for durability of the appends made
+	// meanwhile until it is closed.
+	hold    chan struct{}
 	appends int
 }
 
@@ -35,34 +41,48 @@ func newMemStore() *memStore {
 	return &memStore{parts: map[int32][][]byte{}, next: map[int32]int64{}}
 }
 
-func (s *memStore) Append(_ context.Context, p int32, batch []byte) error {
+func (s *memStore) Append(p int32, batch []byte) (func(context.Context) error, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail != nil {
-		return s.fail
+		return nil, s.fail
 	}
 	if err := record.Validate(batch); err != nil {
-		return err
+		return nil, err
 	}
-	b := append([]byte(nil), batch...)
-	record.Batch(b).SetBaseOffset(s.next[p])
-	s.next[p] += int64(record.Batch(b).LastOffsetDelta()) + 1
-	s.parts[p] = append(s.parts[p], b)
+	failWait, hold := s.failWait, s.hold
+	if failWait == nil {
+		// Stored only when it will be durable: a failed wait stands for
+		// bytes a power cut would lose.
+		b := append([]byte(nil), batch...)
+		record.Batch(b).SetBaseOffset(s.next[p])
+		s.next[p] += int64(record.Batch(b).LastOffsetDelta()) + 1
+		s.parts[p] = append(s.parts[p], b)
+	}
 	s.appends++
-	return nil
+	return func(ctx context.Context) error {
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return failWait
+	}, nil
 }
 
-func (s *memStore) AppendTxn(ctx context.Context, p int32, batch []byte) error {
+func (s *memStore) AppendTxn(p int32, batch []byte) (func(context.Context) error, error) {
 	s.mu.Lock()
 	err := s.failTxn
 	s.mu.Unlock()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if b := record.Batch(batch); !b.IsTransactional() || b.ProducerID() < 0 || b.BaseSequence() != -1 {
-		return fmt.Errorf("AppendTxn of a batch with attributes %#x, producer id %d, base sequence %d", b.Attributes(), b.ProducerID(), b.BaseSequence())
+		return nil, fmt.Errorf("AppendTxn of a batch with attributes %#x, producer id %d, base sequence %d", b.Attributes(), b.ProducerID(), b.BaseSequence())
 	}
-	return s.Append(ctx, p, batch)
+	return s.Append(p, batch)
 }
 
 // marker appends a COMMIT or ABORT control batch of producer pid, as the

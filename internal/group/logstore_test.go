@@ -35,20 +35,21 @@ func openLogStore(t *testing.T, dir string, n int) *logStore {
 	return s
 }
 
-func (s *logStore) Append(ctx context.Context, p int32, batch []byte) error {
-	res, err := s.logs[p].Append(batch, storage.AppendOptions{RequireKeys: true})
-	if err != nil {
-		return err
-	}
-	return s.logs[p].WaitDurable(ctx, res.LastOffset+1)
+func (s *logStore) Append(p int32, batch []byte) (func(context.Context) error, error) {
+	return s.append(p, batch, storage.AppendOptions{RequireKeys: true})
 }
 
-func (s *logStore) AppendTxn(ctx context.Context, p int32, batch []byte) error {
-	res, err := s.logs[p].Append(batch, storage.AppendOptions{RequireKeys: true, Coordinator: true})
+func (s *logStore) AppendTxn(p int32, batch []byte) (func(context.Context) error, error) {
+	return s.append(p, batch, storage.AppendOptions{RequireKeys: true, Coordinator: true})
+}
+
+func (s *logStore) append(p int32, batch []byte, opts storage.AppendOptions) (func(context.Context) error, error) {
+	l := s.logs[p]
+	res, err := l.Append(batch, opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return s.logs[p].WaitDurable(ctx, res.LastOffset+1)
+	return func(ctx context.Context) error { return l.WaitDurable(ctx, res.LastOffset+1) }, nil
 }
 
 // marker appends a transaction marker to partition p and waits for it to be

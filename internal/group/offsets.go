@@ -48,6 +48,9 @@ func (g *group) validateCommit(memberID string, instanceID *string, generation i
 // their position in the log (see offset.order).
 func (g *group) applyCommit(offs map[tp]offset, order int64) {
 	for k, o := range offs {
+		if cur, ok := g.offsets[k]; ok && cur.order > order {
+			continue // a later commit of the partition became durable first
+		}
 		o.order = order
 		g.offsets[k] = o
 	}

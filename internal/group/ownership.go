@@ -147,6 +147,7 @@ func (c *Coordinator) load(ctx context.Context, ps []int32) error {
 		}
 		if lg.meta != nil {
 			g.restore(lg.meta)
+			g.stored = lg.meta // what a failed write reverts to (write.go)
 		}
 		c.groups[id] = g
 		n++

@@ -46,9 +46,9 @@ func groupKey(group string) []byte {
 	return key.AppendTo(nil)
 }
 
-// groupValue encodes the group's metadata as of now (Kafka stores only the
+// groupMetadata is the group's metadata as of now (Kafka stores only the
 // selected protocol's subscription for each member).
-func groupValue(g *group) []byte {
+func groupMetadata(g *group) *kmsg.GroupMetadataValue {
 	v := kmsg.NewGroupMetadataValue()
 	v.Version = groupValueVersion
 	v.ProtocolType = g.protocolType
@@ -80,7 +80,7 @@ func groupValue(g *group) []byte {
 		}
 		v.Members = append(v.Members, mv)
 	}
-	return v.AppendTo(nil)
+	return &v
 }
 
 // buildBatch wraps key/value records into one uncompressed v2 batch with

@@ -21,7 +21,7 @@ func FuzzReplay(f *testing.F) {
 	g := newGroup("g", &env{clock: newFakeClock()})
 	g.members["m"] = &member{id: "m", protocols: []protocol{{name: "range", metadata: []byte{1}}}}
 	g.protocol = "range"
-	f.Add(groupKey("g"), groupValue(g))
+	f.Add(groupKey("g"), groupMetadata(g).AppendTo(nil))
 	f.Add(groupKey("g"), []byte(nil))
 	f.Add([]byte{0, 9, 1}, []byte{1})
 	f.Add([]byte{0, 1, 0, 200}, []byte{0, 3})
@@ -66,7 +66,7 @@ func TestRecordSchemasRoundTrip(t *testing.T) {
 		rebalanceTimeout: time.Minute, protocols: []protocol{{name: "range", metadata: []byte{1}}}, assignment: []byte{2}}
 	g.protocolType, g.protocol, g.generation, g.leader = "consumer", "range", 7, "m"
 	var v kmsg.GroupMetadataValue
-	if err := v.ReadFrom(groupValue(g)); err != nil {
+	if err := v.ReadFrom(groupMetadata(g).AppendTo(nil)); err != nil {
 		t.Fatal(err)
 	}
 	m := v.Members[0]
@@ -131,7 +131,7 @@ func TestLoadSkipsForeignRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.store.Append(context.Background(), p, b); err != nil {
+	if _, err := h.store.Append(p, b); err != nil {
 		t.Fatal(err)
 	}
 	h.restart()

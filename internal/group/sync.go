@@ -74,10 +74,11 @@ func (g *group) sync(p syncParams) (res *syncResult, wait <-chan syncResult, lea
 	}
 }
 
-// finishSync completes the leader's SyncGroup once its assignment is stored
-// (errCode 0) or failed to be stored.
-func (g *group) finishSync(errCode int16) {
-	if g.state != stateCompletingRebalance {
+// finishSync completes the leader's SyncGroup of generation once its
+// assignment is stored (errCode 0) or failed to be stored; nothing when
+// the group moved on meanwhile.
+func (g *group) finishSync(generation int32, errCode int16) {
+	if g.state != stateCompletingRebalance || g.generation != generation {
 		return
 	}
 	if errCode != 0 {

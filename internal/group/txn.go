@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -93,18 +94,19 @@ func (c *Coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 		codes.fill(kerr.IllegalGeneration.Code)
 		return resp
 	}
-	defer c.unlock(ctx, g)
 	if code := g.validateTxnCommit(memberID, instanceID, generation); code != 0 {
 		codes.fill(code)
 		if g.removable() {
 			c.removeGroup(g)
 		}
+		c.unlockAndComplete(g, "transactional offset commit")
 		return resp
 	}
 	if len(offs) == 0 {
 		if g.removable() {
 			c.removeGroup(g)
 		}
+		c.unlockAndComplete(g, "transactional offset commit")
 		return resp
 	}
 	part := PartitionFor(g.id, c.cfg.NumPartitions)
@@ -117,20 +119,55 @@ func (c *Coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 	for _, k := range keys {
 		recs = append(recs, record.Record{Key: offsetKey(g.id, k), Value: offsetValue(offs[k])})
 	}
+	// Appended under the lock (log order) and recorded as pending at once,
+	// so that the transaction's marker, whenever it comes, finds them;
+	// waited for without the lock, and taken back if the write fails.
 	b, err := buildTxnBatch(now, r.ProducerID, r.ProducerEpoch, recs)
+	var wait func(context.Context) error
 	if err == nil {
-		err = c.store.AppendTxn(ctx, part, b)
+		wait, err = c.store.AppendTxn(part, b)
 	}
+	var order int64
+	if err == nil {
+		order = c.nextOrder()
+		c.addPending(g, r.ProducerID, offs, order)
+		g.mu.Unlock()
+		if err = wait(c.ctx); err != nil {
+			err = fmt.Errorf("wait for __consumer_offsets-%d to be durable: %w", part, err)
+		}
+		g.mu.Lock()
+	}
+	defer g.mu.Unlock()
 	if err != nil {
 		c.logger.Warn("store transactional offset commit", "group", g.id, "producer_id", r.ProducerID, "err", err)
-		codes.fill(txnErrorCode(err, storeErrorCode(err)))
+		codes.fill(txnErrorCode(err, storeErrorCode(err, kerr.InvalidCommitOffsetSize.Code)))
+		c.dropPendingWrite(g, r.ProducerID, order)
 		if g.removable() {
 			c.removeGroup(g)
 		}
 		return resp
 	}
-	c.addPending(g, r.ProducerID, offs)
 	return resp
+}
+
+// dropPendingWrite takes back the pending transactional offsets of pid
+// recorded by the write of order that failed (g.mu held).
+func (c *Coordinator) dropPendingWrite(g *group, pid int64, order int64) {
+	pend := g.txn[pid]
+	if order == 0 || pend == nil {
+		return
+	}
+	for k, o := range pend {
+		if o.order == order {
+			delete(pend, k)
+		}
+	}
+	if len(pend) == 0 {
+		delete(g.txn, pid)
+		c.mu.Lock()
+		c.indexTxn(pid, g.id, false)
+		c.mu.Unlock()
+	}
 }
 
 // txnErrorCode returns the code of a producer-state error (fencing, epoch,
@@ -213,8 +250,7 @@ func (c *Coordinator) indexTxn(pid int64, id string, add bool) {
 // addPending records pid's stored transactional offsets of g (a later
 // commit of a partition in the same transaction replaces the earlier one).
 // Called with g.mu held.
-func (c *Coordinator) addPending(g *group, pid int64, offs map[tp]offset) {
-	ord := c.nextOrder()
+func (c *Coordinator) addPending(g *group, pid int64, offs map[tp]offset, ord int64) {
 	if g.txn == nil {
 		g.txn = map[int64]map[tp]offset{}
 	}

@@ -37,34 +37,43 @@ func (s *Server) ensureOffsetsTopic() error {
 // offsetsStore implements group.Storage over __consumer_offsets.
 type offsetsStore struct{ b *broker.Broker }
 
-// Append durably appends one batch to a __consumer_offsets partition: it
-// returns after fsync, whatever strata.durable.acks says.
-func (o offsetsStore) Append(ctx context.Context, partition int32, batch []byte) error {
+// Append appends one batch to a __consumer_offsets partition and returns
+// the wait for its fsync, which happens whatever strata.durable.acks says.
+func (o offsetsStore) Append(partition int32, batch []byte) (func(context.Context) error, error) {
 	p, err := o.b.Partition(offsetsTopic, partition)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	res, err := p.AppendNoWait(batch, -1)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := p.WaitSynced(ctx, res); err != nil {
-		return fmt.Errorf("wait for fsync of %s-%d: %w", offsetsTopic, partition, err)
-	}
-	return nil
+	return o.synced(p, res), nil
 }
 
-// AppendTxn durably appends a transactional offset-commit batch (producer
-// id and epoch set, base sequence -1) written by the coordinator itself.
-func (o offsetsStore) AppendTxn(ctx context.Context, partition int32, batch []byte) error {
+// AppendTxn appends a transactional offset-commit batch (producer id and
+// epoch set, base sequence -1) written by the coordinator itself and
+// returns the wait for its fsync.
+func (o offsetsStore) AppendTxn(partition int32, batch []byte) (func(context.Context) error, error) {
 	p, err := o.b.Partition(offsetsTopic, partition)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := p.AppendCoordinator(ctx, batch); err != nil {
-		return fmt.Errorf("transactional offsets to %s-%d: %w", offsetsTopic, partition, err)
+	res, err := p.AppendCoordinator(batch)
+	if err != nil {
+		return nil, fmt.Errorf("transactional offsets to %s-%d: %w", offsetsTopic, partition, err)
 	}
-	return nil
+	return o.synced(p, res), nil
+}
+
+// synced is the wait for res to be fsynced.
+func (o offsetsStore) synced(p *broker.Partition, res storage.AppendResult) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := p.WaitSynced(ctx, res); err != nil {
+			return fmt.Errorf("wait for fsync of %s-%d: %w", offsetsTopic, p.Index, err)
+		}
+		return nil
+	}
 }
 
 // verifyTxnOffsets checks that a TxnOffsetCommit's __consumer_offsets

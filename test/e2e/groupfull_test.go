@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// rawGroup speaks group requests over one plain connection (kgo would
+// retry NOT_COORDINATOR itself; this test wants to see it).
+type rawGroup struct {
+	t    *testing.T
+	c    net.Conn
+	corr int32
+}
+
+func dialGroup(t *testing.T, addr string) *rawGroup {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawGroup{t: t, c: c}
+}
+
+// do sends req and decodes the answer into resp (non-flexible versions
+// only, so both headers are the short ones).
+func (g *rawGroup) do(req kmsg.Request, resp kmsg.Response) {
+	g.t.Helper()
+	g.corr++
+	if _, err := g.c.Write(frame(req.Key(), req.GetVersion(), g.corr, false, req.AppendTo(nil))); err != nil {
+		g.t.Fatal(err)
+	}
+	corr, body, err := readFrame(g.c)
+	if err != nil || corr != g.corr {
+		g.t.Fatalf("%s: %v (correlation %d)", kmsg.NameForKey(req.Key()), err, corr)
+	}
+	resp.SetVersion(req.GetVersion())
+	if err := resp.ReadFrom(body); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// staticJoin sends a JoinGroup v4 of static member instance (a new or
+// restarted member) with 64 KiB of user data, so that every group
+// metadata record needs new pages of the segment, which a full disk does
+// not give.
+func (g *rawGroup) staticJoin(group, instance string) *kmsg.JoinGroupResponse {
+	j := kmsg.NewPtrJoinGroupRequest()
+	j.Version, j.Group, j.InstanceID = 5, group, &instance
+	j.SessionTimeoutMillis, j.RebalanceTimeoutMillis, j.ProtocolType = 30000, 30000, "consumer"
+	p := kmsg.NewJoinGroupRequestProtocol()
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.UserData = make([]byte, 64<<10)
+	p.Name, p.Metadata = "range", meta.AppendTo(nil)
+	j.Protocols = append(j.Protocols, p)
+	resp := kmsg.NewPtrJoinGroupResponse()
+	g.do(j, resp)
+	return resp
+}
+
+// members returns the member ids of group.
+func (g *rawGroup) members(group string) []string {
+	d := kmsg.NewPtrDescribeGroupsRequest()
+	d.Version = 4
+	d.Groups = []string{group}
+	resp := kmsg.NewPtrDescribeGroupsResponse()
+	g.do(d, resp)
+	var ids []string
+	for _, m := range resp.Groups[0].Members {
+		ids = append(ids, m.MemberID)
+	}
+	return ids
+}
+
+// TestGroupWritesOnFullDisk: on a full disk the group metadata record of a
+// static member's rejoin cannot be stored: the broker answers
+// NOT_COORDINATOR (it used to answer success and keep a group nothing
+// stored), the group it shows is the one a restart loads, and once there
+// is room the rejoin succeeds.
+func TestGroupWritesOnFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	mountTmpfs(t, dir, "8m")
+	small := []string{"--offsets.topic.num.partitions", "1", "--transaction.state.log.num.partitions", "1"}
+	p := startBroker(t, dir, small...)
+	g := dialGroup(t, p.Kafka)
+	inst := "i1"
+	j := g.staticJoin("full-g", inst)
+	if j.ErrorCode != 0 {
+		t.Fatalf("join: %v", kerr.ErrorForCode(j.ErrorCode))
+	}
+	s := kmsg.NewPtrSyncGroupRequest()
+	s.Version, s.Group, s.MemberID, s.Generation, s.InstanceID = 3, "full-g", j.MemberID, j.Generation, &inst
+	a := kmsg.NewSyncGroupRequestGroupAssignment()
+	a.MemberID, a.MemberAssignment = j.MemberID, []byte{}
+	s.GroupAssignment = append(s.GroupAssignment, a)
+	sr := kmsg.NewPtrSyncGroupResponse()
+	if g.do(s, sr); sr.ErrorCode != 0 {
+		t.Fatalf("sync: %v", kerr.ErrorForCode(sr.ErrorCode))
+	}
+	fillDisk(t, dir)
+
+	// The static member restarts: its new member id cannot be stored.
+	if j2 := g.staticJoin("full-g", inst); j2.ErrorCode != kerr.NotCoordinator.Code {
+		t.Errorf("static rejoin on a full disk: error %d (%v) member %s, want NOT_COORDINATOR", j2.ErrorCode, kerr.ErrorForCode(j2.ErrorCode), j2.MemberID)
+	}
+	if ids := g.members("full-g"); len(ids) != 1 || ids[0] != j.MemberID {
+		t.Errorf("after the failed rejoin the broker shows members %v, the store holds [%s]", ids, j.MemberID)
+	}
+	// A restart (still on the full disk) loads the same group.
+	p.Kill()
+	p = startBroker(t, dir, small...)
+	g = dialGroup(t, p.Kafka)
+	if ids := g.members("full-g"); len(ids) != 1 || ids[0] != j.MemberID {
+		t.Errorf("after a restart: members %v, want [%s]", ids, j.MemberID)
+	}
+	// Room again: the rejoin is stored.
+	if err := os.Remove(filepath.Join(dir, ".filler")); err != nil {
+		t.Fatal(err)
+	}
+	j3 := g.staticJoin("full-g", inst)
+	if j3.ErrorCode != 0 {
+		t.Fatalf("rejoin with room: %v", kerr.ErrorForCode(j3.ErrorCode))
+	}
+	if ids := g.members("full-g"); len(ids) != 1 || ids[0] != j3.MemberID {
+		t.Errorf("after the rejoin: members %v, want [%s]", ids, j3.MemberID)
+	}
+}
+
+// fillDisk takes every free byte of the file system holding dir with a
+// hidden filler file (a failed write may have left some room behind).
+func fillDisk(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, ".filler"))
+	if err != nil {
+		t.Fatalf("filler: %v", err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 4096)
+	for n := len(chunk); n > 0; n /= 2 {
+		for {
+			if _, err := f.Write(chunk[:n]); err != nil {
+				break
+			}
+		}
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err == nil && st.Bavail > 0 {
+		t.Logf("disk filled: %d bytes still free", st.Bavail*uint64(st.Bsize))
+	}
+}
