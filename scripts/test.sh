@@ -64,5 +64,14 @@ fi
 
 log "go vet ./..."
 go vet ./...
+go vet -tags invariants ./internal/storage
+# The storage invariants (segments sorted and not overlapping, high
+# watermark <= log end, log start within the log, offset index entries
+# increasing and on batch starts) are checked under the invariants build
+# tag, as pebble's; the storage and cleaner model tests run with them on
+# (the cleaner's with fewer rapid cases: its checks are the expensive part).
+log "go test -tags invariants (storage and cleaner model tests)"
+go test -tags invariants -count=1 -timeout 10m -run 'TestLogModel|TestInvariants' ./internal/storage
+go test -tags invariants -count=1 -timeout 10m -run 'TestCleanerModel' ./internal/cleaner -rapid.checks=20
 log "go test ./... -count=1 -timeout 20m"
 exec go test ./... -count=1 -timeout 20m

@@ -457,5 +457,6 @@ func (l *Log) rollLocked() error {
 		f.Release()
 	}
 	l.publish()
+	l.checkInvariants(true)
 	return nil
 }

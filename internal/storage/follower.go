@@ -408,6 +408,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		l.rep.marks = l.rep.marks[:0]
 	}
 	l.publishView(true)
+	l.checkInvariants(true)
 	l.deleter.schedule(files, l.cfg.Load().FileDeleteDelay)
 	return nil
 }

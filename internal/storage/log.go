@@ -62,6 +62,11 @@ type writeMark struct {
 // writer at a time (Append is serialised internally); readers run
 // concurrently and take no lock across disk I/O.
 type Log struct {
+	// invSeg and invEntries are how far the invariants build has checked
+	// the active segment's offset index (see invariants.go).
+	invSeg     *segment
+	invEntries int
+
 	dir       string
 	topic     string
 	partition int32
@@ -323,6 +328,7 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 	l.lastFlush = l.now()
 	l.mu.Lock()
 	l.publish()
+	l.checkInvariants(true)
 	l.mu.Unlock()
 	return l, nil
 }

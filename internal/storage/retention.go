@@ -30,6 +30,7 @@ func (l *Log) DeleteRecords(before int64) (newLogStart int64, err error) {
 	}
 	l.logStart = before
 	l.publish()
+	l.checkInvariants(true)
 	if l.epochs.truncateFromStart(before) {
 		if err := l.writeEpochCheckpoint(); err != nil {
 			l.logger.Warn("leader epoch checkpoint", "err", err)
@@ -122,6 +123,7 @@ func (l *Log) deleteSegmentsLocked(dead []*segment, newStart int64) error {
 	}
 	l.segs = append([]*segment(nil), l.segs[len(dead):]...)
 	l.publish()
+	l.checkInvariants(true)
 	if l.epochs.truncateFromStart(l.logStart) {
 		if err := l.writeEpochCheckpoint(); err != nil {
 			l.logger.Warn("leader epoch checkpoint", "err", err)

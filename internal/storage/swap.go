@@ -288,6 +288,7 @@ func (l *Log) ReplaceSegments(old []int64, replacements []*SegmentWriter) error 
 		l.logStart = reps[0].seg.base
 	}
 	l.publish()
+	l.checkInvariants(true)
 	unpin()
 	for _, s := range dead {
 		s.markDeleted()
