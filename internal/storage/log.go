@@ -114,6 +114,10 @@ type Log struct {
 	// dirsUnsynced: the partition directory is new and neither it nor its
 	// entry in the log dir is fsynced yet (see load).
 	dirsUnsynced bool
+	// metaPending: partition.metadata could not be written at open (a
+	// full disk after a crash took the unsynced file); it is written
+	// before the directory's first fsync (writePendingMeta).
+	metaPending *[16]byte
 	// closing holds (with a reference each) the .log files of rolled
 	// segments not yet fsynced; the recovery point checkpoint moves past
 	// them once a sync round or Flush covered them.
@@ -639,9 +643,41 @@ func (l *Log) writePartitionMetadata(topicID [16]byte) ([16]byte, error) {
 	if l.dirsUnsynced {
 		// A new directory: durable with it (a torn or lost file is written
 		// again at the next start).
-		return topicID, writeFileNoSync(l.fsys, name, FormatPartitionMetadata(topicID))
+		err = writeFileNoSync(l.fsys, name, FormatPartitionMetadata(topicID))
+	} else {
+		err = vfs.WriteFileAtomic(l.fsys, name, FormatPartitionMetadata(topicID), 0o644)
 	}
-	return topicID, vfs.WriteFileAtomic(l.fsys, name, FormatPartitionMetadata(topicID), 0o644)
+	if err != nil {
+		// A crash can take the file (written without fsync) and a full disk
+		// then refuses it again: the log still opens and serves what it
+		// has, and the file is written before the directory's first fsync
+		// (Kafka too writes partition.metadata apart from opening the log,
+		// PartitionMetadataFile.maybeFlush). Without it the directory counts
+		// as new, so nothing in it is durable until the file is.
+		l.logger.Warn("partition.metadata not written; retried before the log's first fsync", "dir", l.dir, "err", err)
+		id := topicID
+		l.metaPending = &id
+		l.dirsUnsynced = true
+		_ = l.fsys.Remove(name + ".tmp")
+		_ = l.fsys.Remove(name) // no empty or torn file left to be fsynced as if written
+	}
+	return topicID, nil
+}
+
+// writePendingMeta writes partition.metadata when it could not be written
+// at open (metaPending); syncDirsLocked and the sync rounds then fsync it
+// with the directory. l.mu must be held.
+func (l *Log) writePendingMeta() error {
+	if l.metaPending == nil {
+		return nil
+	}
+	name := filepath.Join(l.dir, PartitionMetaFile)
+	if err := writeFileNoSync(l.fsys, name, FormatPartitionMetadata(*l.metaPending)); err != nil {
+		_ = l.fsys.Remove(name) // syncNewDir then fails instead of syncing an empty file
+		return err
+	}
+	l.metaPending = nil
+	return nil
 }
 
 // syncDirsLocked fsyncs a new partition directory and its parent once,
@@ -649,6 +685,9 @@ func (l *Log) writePartitionMetadata(topicID [16]byte) ([16]byte, error) {
 func (l *Log) syncDirsLocked() error {
 	if !l.dirsUnsynced {
 		return nil
+	}
+	if err := l.writePendingMeta(); err != nil {
+		return err
 	}
 	if err := syncNewDir(l.fsys, l.dir); err != nil {
 		return err
@@ -943,6 +982,11 @@ func (l *Log) prepareSync(journal, journaling bool) syncPrep {
 	}
 	p.ckpt = l.active.base
 	if l.dirsUnsynced {
+		// A failed write leaves the file missing: syncNewDir then fails
+		// the round for this log, as any fsync error does.
+		if err := l.writePendingMeta(); err != nil {
+			l.logger.Warn("partition.metadata", "err", err)
+		}
 		p.dirs = []string{l.dir, filepath.Dir(l.dir)}
 	}
 	for _, f := range l.closing {
