@@ -70,3 +70,26 @@ func FuzzTopicConfig(f *testing.F) {
 		}
 	})
 }
+
+// FuzzConnectionOverrides: max.connections.per.ip.overrides either parses
+// to hosts of Kafka's valid host characters with non-negative counts, or
+// is refused with an error wrapping ErrInvalid; never a panic.
+func FuzzConnectionOverrides(f *testing.F) {
+	for _, s := range []string{"", "127.0.0.1:4", "localhost:2, ::1:3", "a:b", ":1", "h:-1", "h:1,,", "h\x00:1", "[::1]:2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ConnectionOverrides(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("%q: error %v does not wrap ErrInvalid", s, err)
+			}
+			return
+		}
+		for host, n := range m {
+			if host == "" || n < 0 || strings.Trim(host, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-%._:") != "" {
+				t.Fatalf("%q: accepted host %q count %d", s, host, n)
+			}
+		}
+	})
+}
