@@ -246,3 +246,53 @@ func TestQuotasPerBroker(t *testing.T) {
 		t.Errorf("first produce on broker %d throttled %d ms: quotas are per broker", leaders[1].NodeID, resp.ThrottleMillis)
 	}
 }
+
+// Replica fetchers are clients of the leader's listener like any other
+// (Kafka: the inter-broker principal needs CLUSTER_ACTION on the cluster).
+// On PLAINTEXT they are User:ANONYMOUS: once an ACL names the cluster,
+// ANONYMOUS's CLUSTER_ACTION grant is what lets the followers fetch, so
+// that an acks=all produce completes (the ISR cannot shrink meanwhile:
+// replica.lag.time.max.ms is ten minutes).
+func TestReplicationWithAuthorizer(t *testing.T) {
+	c := servertest.StartN(t, 3, servertest.Options{Controllers: 3,
+		Settings: map[string]string{
+			"authorizer.class.name":          "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+			"allow.everyone.if.no.acl.found": "true",
+			"replica.fetch.wait.max.ms":      "200",
+			"replica.lag.time.max.ms":        "600000",
+		},
+		Logger: servertest.TestLogger(t, slog.LevelWarn)})
+	ctx := ctxT(t)
+	adm := kadm.NewClient(c.Client())
+	mustACL(t, adm, kadm.NewACLs().Allow("User:ANONYMOUS").Clusters().Operations(kadm.OpClusterAction, kadm.OpDescribe))
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "rep"); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range c.Brokers {
+		eventually(t, fmt.Sprintf("broker %d applies the ACL", b.NodeID), func() error {
+			d, err := kadm.NewClient(onPlain(t, b)).DescribeACLs(ctx, kadm.NewACLs().AnyResource().Allow().AllowHosts().
+				Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny))
+			if err != nil || len(d) == 0 || len(d[0].Described) != 2 {
+				return fmt.Errorf("%+v %v", d, err)
+			}
+			return nil
+		})
+	}
+	prod := c.Client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("rep"))
+	if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatalf("acks=all produce to a topic replicated on three brokers: %v", err)
+	}
+	if _, isr := partitionState(t, c.Brokers[0].Addr(), "rep", 0); len(isr) != 3 {
+		t.Errorf("ISR %v after the produce", isr)
+	}
+}
+
+func onPlain(t *testing.T, b *servertest.Broker) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
