@@ -250,6 +250,26 @@ func TestClusterExactCommandLines(t *testing.T) {
 			return nil
 		})
 	}
+	// Kafka's controller metrics and /readyz on every node's HTTP listener.
+	waitFor(t, ctx, "controller metrics", func() error {
+		active := 0.0
+		for i, n := range nodes {
+			base := fmt.Sprintf("http://127.0.0.1:%d", ports[i].metrics)
+			if code, _, err := httpGet(ctx, base+"/readyz"); err != nil || code != 200 {
+				return fmt.Errorf("node %d /readyz: %d %v", n.id, code, err)
+			}
+			m := scrape(t, ctx, base+"/metrics")
+			active += m["kafka_controller_kafkacontroller_activecontrollercount"]
+			if m["kafka_controller_kafkacontroller_globaltopiccount"] < 1 || m["kafka_controller_kafkacontroller_globalpartitioncount"] < 6 ||
+				m["kafka_controller_kafkacontroller_offlinepartitionscount"] != 0 {
+				return fmt.Errorf("node %d metrics %v", n.id, m)
+			}
+		}
+		if active != 1 {
+			return fmt.Errorf("%v active controllers", active)
+		}
+		return nil
+	})
 	dc := rawRequest(t, ctx, nodes[2].Kafka, kmsg.NewPtrDescribeClusterRequest()).(*kmsg.DescribeClusterResponse)
 	if dc.ErrorCode != 0 || len(dc.Brokers) != 3 || dc.ControllerID < 1 || dc.ControllerID > 3 {
 		t.Fatalf("DescribeCluster: %+v", dc)
@@ -342,6 +362,17 @@ func TestClusterExactCommandLines(t *testing.T) {
 		}
 		return nil
 	})
+	offline := 0 // every topic's, the internal ones included
+	for _, tp := range metadata(t, ctx, nodes[0].Kafka).Topics {
+		for _, p := range tp.Partitions {
+			if p.Leader == -1 {
+				offline++
+			}
+		}
+	}
+	if got := scrape(t, ctx, fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0].metrics))["kafka_controller_kafkacontroller_offlinepartitionscount"]; got != float64(offline) || offline < len(onVictim) {
+		t.Fatalf("OfflinePartitionsCount %v with node 3 down, Metadata shows %d leaderless", got, offline)
+	}
 	phase("node 3's partitions offline")
 	victim.restart(t)
 	phase("node 3 restarted")
@@ -371,7 +402,10 @@ func TestClusterExactCommandLines(t *testing.T) {
 	nodes[1].Kill()
 	nodes[2].Kill()
 	phase("nodes 2 and 3 killed: no quorum")
-	one := newClient(t, kgo.SeedBrokers(nodes[0].Kafka), kgo.DefaultProduceTopic("spread"),
+	// Not idempotent: a new producer id needs a block from the store
+	// unless the broker still has one, as Kafka's AllocateProducerIds
+	// needs its controller quorum.
+	one := newClient(t, kgo.SeedBrokers(nodes[0].Kafka), kgo.DefaultProduceTopic("spread"), kgo.DisableIdempotentWrite(),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(time.Hour), kgo.MetadataMaxAge(time.Hour))
 	for _, p := range onNode1 {
 		if err := one.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte(fmt.Sprintf("noquorum-%d", p))}).FirstErr(); err != nil {
@@ -783,4 +817,21 @@ func TestClusterAdoptsSingleNodeDir(t *testing.T) {
 	if code := n.Term(); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
+}
+
+// scrape reads the kafka_controller_* samples of a Prometheus text page.
+func scrape(t testing.TB, ctx context.Context, url string) map[string]float64 {
+	t.Helper()
+	code, body, err := httpGet(ctx, url)
+	if err != nil || code != 200 {
+		t.Fatalf("GET %s: %d %v", url, code, err)
+	}
+	out := map[string]float64{}
+	for _, l := range strings.Split(body, "\n") {
+		if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[0], "kafka_controller_") {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			out[f[0]] = v
+		}
+	}
+	return out
 }
