@@ -27,7 +27,7 @@ var saslSettings = []string{"sasl.enabled.mechanisms", plainJAASSetting(Protocol
 // saslTable lists the SASL settings (Kafka's names).
 var saslTable = []Setting{
 	def("sasl.enabled.mechanisms", TypeList, "GSSAPI", custom("PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (a non-empty subset, on a SASL_PLAINTEXT or SASL_SSL listener)", mechanismsReason),
-		"SASL mechanisms the SASL listener offers. Kafka's default, GSSAPI (Kerberos), is not supported, so a SASL listener must set this to a subset of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. PLAIN users come from listener.name.<listener>.plain.sasl.jaas.config; SCRAM credentials are managed with the AlterUserScramCredentials API (kafka-configs --alter --add-config 'SCRAM-SHA-256=[password=...]', kadm AlterUserSCRAMs, strata user scram set)."),
+		"SASL mechanisms the SASL listener offers: a subset of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka's default, GSSAPI, is not supported). PLAIN users come from listener.name.<listener>.plain.sasl.jaas.config; SCRAM users are managed with AlterUserScramCredentials (kafka-configs, kadm, strata user scram set)."),
 	def(plainJAASSetting(ProtocolSASLPlaintext), TypePassword, "", custom("a PlainLoginModule JAAS entry", jaasReason),
 		"PLAIN users of a SASL_PLAINTEXT listener, in Kafka's broker JAAS format: org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"alice-secret\" user_bob=\"bob-secret\"; (one user_NAME=\"password\" per user). Reported as sensitive by DescribeConfigs."),
 	def(plainJAASSetting(ProtocolSASLSSL), TypePassword, "", custom("a PlainLoginModule JAAS entry", jaasReason),

@@ -14,7 +14,7 @@ var securityTable = []Setting{
 			return err.Error()
 		}
 		return ""
-	}), "Switches authorization on with Kafka's StandardAuthorizer rules (either of Kafka's two class names); empty leaves every authenticated client free to do anything. ACLs live in the cluster metadata, so the node must run with the KRaft settings (docs/security.md)."),
+	}), "Kafka's StandardAuthorizer (either class name) switches ACLs on; empty allows everything. Needs the KRaft settings (docs/security.md)."),
 	def("super.users", TypeString, "", custom("principals separated by semicolons, e.g. User:admin;User:ops", func(v string) string {
 		if _, err := authz.ParseSuperUsers(v); err != nil {
 			return err.Error()
