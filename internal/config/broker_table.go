@@ -52,8 +52,8 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 		"How often idle partitions are checked against segment.ms, so a segment that gets no more appends still rolls (Kafka rolls only on append)."),
 	def("strata.durable.acks", TypeBoolean, "true", anyValue,
 		"When true, acks=all produce requests are answered only after their data is fsynced (group commit), and the high watermark covers only fsynced data. When false, acks=all is answered once the data is written (not fsynced) and consumers may read it at once, so a power loss (not a process crash) can lose acknowledged records; the group and transaction coordinators' own records (committed offsets, group metadata, transaction state and markers) are fsynced before they are answered either way."),
-	def("strata.log.journal.bytes", TypeLong, "67108864", zeroOrAtLeast(1<<20),
-		"Size of each of the two write-ahead journal files of a log dir (created and zero-filled the first time a group-commit round spans many partitions): such a round writes the partitions' new bytes to the journal and fsyncs it once instead of fsyncing every segment file, and recovery replays it into the segments (see docs/storage.md). 0 turns the journal off. Only used with strata.durable.acks=true."),
+	def("strata.log.journal.bytes", TypeLong, "0", zeroOrAtLeast(1<<20),
+		"Size of each of the two write-ahead journal files of a log dir (0, the default, turns the journal off; 67108864 is a good size for thousands of partitions) (created and zero-filled the first time a group-commit round spans many partitions): such a round writes the partitions' new bytes to the journal and fsyncs it once instead of fsyncing every segment file, and recovery replays it into the segments (see docs/storage.md). The two files take 2x this size of the log dir's disk for good, so it is off by default. Only used with strata.durable.acks=true."),
 	// Topic defaults.
 	def("auto.create.topics.enable", TypeBoolean, "true", anyValue,
 		"Create a topic when a client asks for metadata of, or produces to, a topic that does not exist."),

@@ -145,6 +145,7 @@ func TestCrashAcksAllManyPartitions(t *testing.T) {
 	}
 	killRounds(t, crashScenario{
 		topic:      "crashmany",
+		flags:      []string{"--strata.log.journal.bytes", "67108864"},
 		partitions: parts,
 		rounds:     rounds,
 		mk: func(n int) *kgo.Record {
