@@ -184,18 +184,33 @@ func TestJournalCutNotReplayed(t *testing.T) {
 	acked := map[int][]ackedBatch{}
 	var mu sync.Mutex
 	round := func(tag string) {
+		// Every partition appends while the syncer's round lock is held,
+		// so its next round covers all of them (a round of fewer than
+		// journalMinFiles files bypasses the journal, and which appends a
+		// round catches would otherwise be up to the scheduler).
+		s.roundMu.Lock()
+		ress := make([]AppendResult, parts)
+		bs := make([][]byte, parts)
+		for p := range parts {
+			bs[p] = mkBatch(t, 2, tag, 1)
+			res, err := logs[p].Append(bs[p], AppendOptions{LeaderEpoch: 1})
+			if err != nil {
+				s.roundMu.Unlock()
+				t.Fatalf("append: %v", err)
+			}
+			ress[p] = res
+		}
+		s.roundMu.Unlock()
 		var wg sync.WaitGroup
 		for p := range parts {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				b := mkBatch(t, 2, tag, 1)
-				res := mustAppend(t, logs[p], b)
-				if err := logs[p].WaitDurable(context.Background(), res.LastOffset+1); err != nil {
+				if err := logs[p].WaitDurable(context.Background(), ress[p].LastOffset+1); err != nil {
 					t.Error(err)
 				}
 				mu.Lock()
-				acked[p] = append(acked[p], ackedBatch{res.BaseOffset, b})
+				acked[p] = append(acked[p], ackedBatch{ress[p].BaseOffset, bs[p]})
 				mu.Unlock()
 			}()
 		}
