@@ -208,6 +208,9 @@ func greedyLinearizable(ops []porcupine.Operation) (bool, []int) {
 			t = o.Call
 		}
 		if t > o.Return {
+			if i == 0 { // returned before it was called: only itself to name
+				return false, []int{o.Input.(logInput).op}
+			}
 			return false, []int{apps[i-1].Input.(logInput).op, o.Input.(logInput).op}
 		}
 		at[i] = t
