@@ -183,11 +183,13 @@ func (c *Cluster) waitRegistered(t testing.TB) {
 	for _, b := range c.Brokers {
 		for {
 			n, err := b.brokersListed()
-			if err == nil && n == len(c.Brokers) {
+			if err != nil || n == len(c.Brokers) {
+				// An error (a SASL listener, which this plain client
+				// cannot use) leaves the wait to the test.
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("servertest: node %d lists %d of %d brokers (%v)", b.index+1, n, len(c.Brokers), err)
+				t.Fatalf("servertest: node %d lists %d of %d brokers", b.index+1, n, len(c.Brokers))
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
