@@ -398,19 +398,10 @@ func guardDescribeConfigs(s *Server, ctx context.Context, c *conn, kreq kmsg.Req
 		rr.Configs = []kmsg.DescribeConfigsResponseResourceConfig{}
 		denied = append(denied, rr)
 	}
-	if len(denied) == 0 {
-		return next(ctx, c, kreq)
-	}
-	rep := reply{msg: req.ResponseKind()}
-	if len(part.Resources) > 0 {
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
-		}
-	}
-	resp := rep.msg.(*kmsg.DescribeConfigsResponse)
-	resp.Resources = append(resp.Resources, denied...)
-	return rep, nil
+	return serveAllowed(ctx, c, next, kreq, &part, len(denied), len(part.Resources), func(r kmsg.Response) {
+		resp := r.(*kmsg.DescribeConfigsResponse)
+		resp.Resources = append(resp.Resources, denied...)
+	})
 }
 
 // guardAlterConfigs: ALTER_CONFIGS on each resource.
@@ -432,19 +423,10 @@ func guardAlterConfigs(s *Server, ctx context.Context, c *conn, kreq kmsg.Reques
 		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = r.ResourceType, r.ResourceName, code, msg
 		denied = append(denied, rr)
 	}
-	if len(denied) == 0 {
-		return next(ctx, c, kreq)
-	}
-	rep := reply{msg: req.ResponseKind()}
-	if len(part.Resources) > 0 {
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
-		}
-	}
-	resp := rep.msg.(*kmsg.AlterConfigsResponse)
-	resp.Resources = append(resp.Resources, denied...)
-	return rep, nil
+	return serveAllowed(ctx, c, next, kreq, &part, len(denied), len(part.Resources), func(r kmsg.Response) {
+		resp := r.(*kmsg.AlterConfigsResponse)
+		resp.Resources = append(resp.Resources, denied...)
+	})
 }
 
 // guardIncrementalAlterConfigs: ALTER_CONFIGS on each resource.
@@ -466,19 +448,10 @@ func guardIncrementalAlterConfigs(s *Server, ctx context.Context, c *conn, kreq 
 		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = r.ResourceType, r.ResourceName, code, msg
 		denied = append(denied, rr)
 	}
-	if len(denied) == 0 {
-		return next(ctx, c, kreq)
-	}
-	rep := reply{msg: req.ResponseKind()}
-	if len(part.Resources) > 0 {
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
-		}
-	}
-	resp := rep.msg.(*kmsg.IncrementalAlterConfigsResponse)
-	resp.Resources = append(resp.Resources, denied...)
-	return rep, nil
+	return serveAllowed(ctx, c, next, kreq, &part, len(denied), len(part.Resources), func(r kmsg.Response) {
+		resp := r.(*kmsg.IncrementalAlterConfigsResponse)
+		resp.Resources = append(resp.Resources, denied...)
+	})
 }
 
 // guardDescribeLogDirs: DESCRIBE on the cluster, else an empty answer
@@ -642,5 +615,23 @@ func guardDescribeProducers(s *Server, ctx context.Context, c *conn, kreq kmsg.R
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
+	return rep, nil
+}
+
+// serveAllowed answers a request of which some resources were denied:
+// the allowed part (when any) goes to next, and addDenied appends the
+// denied resources' answers to its response (or to an empty one).
+func serveAllowed(ctx context.Context, c *conn, next handlerFn, req, part kmsg.Request, denied, allowed int, addDenied func(kmsg.Response)) (reply, error) {
+	if denied == 0 {
+		return next(ctx, c, req)
+	}
+	rep := reply{msg: req.ResponseKind()}
+	if allowed > 0 {
+		var err error
+		if rep, err = next(ctx, c, part); err != nil || rep.msg == nil {
+			return rep, err
+		}
+	}
+	addDenied(rep.msg)
 	return rep, nil
 }
