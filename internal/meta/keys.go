@@ -67,6 +67,13 @@ const (
 	kindScram
 )
 
+// maxPartitionsPerTopic bounds the partition number of a partition key:
+// the view indexes a topic's partitions by number, so a key naming
+// partition 2147483647 would otherwise allocate two billion slots. Kafka
+// creates at most 10,000 partitions per request (its controller's
+// MAX_PARTITIONS_PER_BATCH); no topic Strata creates comes near this.
+const maxPartitionsPerTopic = 1 << 20
+
 // parse classifies key and returns its parts: broker or config scope id,
 // topic name, or topic id and partition.
 func (k Keys) parse(key string) (kind keyKind, id int32, name string, tp TopicPartition, err error) {
@@ -88,7 +95,7 @@ func (k Keys) parse(key string) (kind keyKind, id int32, name string, tp TopicPa
 	case strings.HasPrefix(rest, "partitions/"):
 		idStr, pStr, ok := strings.Cut(strings.TrimPrefix(rest, "partitions/"), "/")
 		n, err := strconv.ParseInt(pStr, 10, 32)
-		if !ok || err != nil {
+		if !ok || err != nil || n < 0 || n >= maxPartitionsPerTopic {
 			return kindOther, 0, "", tp, fmt.Errorf("bad partition key %q", key)
 		}
 		return kindPartition, 0, "", TopicPartition{TopicID: idStr, Partition: int32(n)}, nil
