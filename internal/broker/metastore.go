@@ -64,7 +64,38 @@ func loadMeta(fsys vfs.FS, dir string) (*metaFile, error) {
 	if m.Version != metaVersion {
 		return nil, fmt.Errorf("topic metadata %s: unsupported version %d", path, m.Version)
 	}
+	if err := m.validate(); err != nil {
+		return nil, fmt.Errorf("topic metadata %s: %w", path, err)
+	}
 	return &m, nil
+}
+
+// validate refuses a metadata file Strata could not have written (a
+// damaged or hand-edited one) before anything is opened from it: a topic
+// name that is not a legal Kafka topic name would name a directory
+// outside the log dir ("../x"), two topics with one name or id would open
+// one partition directory twice, and partitions must be listed as Strata
+// keeps them (sorted by a unique, non-negative index). Found by
+// FuzzMetadataFile.
+func (m *metaFile) validate() error {
+	names, ids := map[string]bool{}, map[string]bool{}
+	for _, t := range m.Topics {
+		if err := ValidateTopicName(t.Name); err != nil {
+			return fmt.Errorf("topic %q: %v", t.Name, err)
+		}
+		if names[t.Name] || ids[t.ID] {
+			return fmt.Errorf("topic %q (id %s) is listed twice", t.Name, t.ID)
+		}
+		names[t.Name], ids[t.ID] = true, true
+		prev := int32(-1)
+		for _, p := range t.Partitions {
+			if p.Partition <= prev {
+				return fmt.Errorf("topic %q: partition %d listed after %d (partitions must be unique, non-negative and sorted)", t.Name, p.Partition, prev)
+			}
+			prev = p.Partition
+		}
+	}
+	return nil
 }
 
 // saveMeta writes the metadata file atomically.
