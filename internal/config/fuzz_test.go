@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -91,5 +92,62 @@ func FuzzConnectionOverrides(f *testing.F) {
 				t.Fatalf("%q: accepted host %q count %d", s, host, n)
 			}
 		}
+	})
+}
+
+// FuzzListeners feeds arbitrary listener settings (listeners,
+// advertised.listeners, listener.security.protocol.map,
+// controller.listener.names, controller.quorum.voters, process.roles,
+// inter.broker.listener.name) to LoadBroker: it refuses them with an error
+// wrapping ErrInvalid, or every listener it then hands the server has a
+// valid name, a host:port that splits back, a port in 0..65535 (not 0 when
+// advertised) and a known security protocol.
+func FuzzListeners(f *testing.F) {
+	f.Add("PLAINTEXT://:9092", "", "", "", "", "", "")
+	f.Add("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0", "PLAINTEXT://h:9092", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT", "CONTROLLER", "1@127.0.0.1:9093", "broker,controller", "")
+	f.Add("INTERNAL://[::1]:9094,EXTERNAL://:9095", "EXTERNAL://example.com:19095", "INTERNAL:SASL_SSL,EXTERNAL:SSL", "", "", "", "INTERNAL")
+	f.Add("SSL://:65536", "SSL://:0", "", "", "", "", "")
+	f.Add("a://:1,A://:2", "", "A:PLAINTEXT", "", "x@y", "controller", "b")
+	f.Fuzz(func(t *testing.T, listeners, advertised, protoMap, controllerNames, voters, roles, interBroker string) {
+		ov := map[string]string{}
+		for k, v := range map[string]string{"listeners": listeners, "advertised.listeners": advertised,
+			"listener.security.protocol.map": protoMap, "controller.listener.names": controllerNames,
+			"controller.quorum.voters": voters, "process.roles": roles, "inter.broker.listener.name": interBroker} {
+			if v != "" {
+				ov[k] = v
+			}
+		}
+		b, err := LoadBroker("", nil, ov)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error does not wrap ErrInvalid: %v", err)
+			}
+			return
+		}
+		check := func(what string, ls []Listener, advertised bool) {
+			for _, l := range ls {
+				if !validName(l.Name) || l.Port < 0 || l.Port > 65535 || (advertised && l.Port == 0) {
+					t.Fatalf("%s: accepted %+v", what, l)
+				}
+				if l.Protocol != ProtocolPlaintext && l.Protocol != ProtocolSSL && !IsSASL(l.Protocol) {
+					t.Fatalf("%s: %s has protocol %q", what, l.Name, l.Protocol)
+				}
+				if _, _, err := net.SplitHostPort(l.Addr()); err != nil {
+					t.Fatalf("%s: %s address %q: %v", what, l.Name, l.Addr(), err)
+				}
+			}
+		}
+		check("listeners", b.Listeners(), false)
+		check("client listeners", b.ClientListeners(), false)
+		check("advertised listeners", b.AdvertisedListeners(), false)
+		if l, ok := b.ControllerListener(); ok {
+			check("controller listener", []Listener{l}, false)
+		}
+		for _, v := range b.Voters() {
+			if v.Port <= 0 || v.Port > 65535 || v.Host == "" {
+				t.Fatalf("voter %+v accepted", v)
+			}
+		}
+		b.InterBrokerListener()
 	})
 }
