@@ -89,7 +89,7 @@ type role func(ctx context.Context, emit func(event)) error
 // faultClient is one Kafka client library with the roles the tests use
 // (nil when the client has none).
 type faultClient struct {
-	name                     string
+	name                      string
 	member, pipeline, produce func(clientOp) role
 }
 
@@ -207,7 +207,9 @@ func kafkajsFaults(t *testing.T) faultClient {
 	}
 	script, _ := filepath.Abs(filepath.Join("clients", "kafkajs_faults.js"))
 	mk := func(name string) func(clientOp) role {
-		return func(op clientOp) role { return scriptRole([]string{node, script}, []string{"NODE_PATH=" + modules}, name, op) }
+		return func(op clientOp) role {
+			return scriptRole([]string{node, script}, []string{"NODE_PATH=" + modules}, name, op)
+		}
 	}
 	return faultClient{name: "kafkajs", member: mk("member"), pipeline: mk("pipeline")}
 }
@@ -228,7 +230,15 @@ type supervisor struct {
 func newSupervisor(t *testing.T, log *eventLog) *supervisor {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &supervisor{t: t, log: log, ctx: ctx, cancel: cancel}
-	t.Cleanup(s.stop)
+	t.Cleanup(func() {
+		s.stop()
+		if t.Failed() { // what the clients printed last
+			evs := log.snapshot()
+			for _, ev := range evs[max(0, len(evs)-30):] {
+				t.Logf("%s: %s p%d@%d %v %s %s", ev.who, ev.Event, ev.Partition, ev.Offset, ev.Partitions, ev.Status, ev.Error)
+			}
+		}
+	})
 	return s
 }
 
