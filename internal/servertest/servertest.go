@@ -26,6 +26,7 @@ import (
 
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/etcdnode"
+	"github.com/strata-io/strata/internal/freeport"
 	"github.com/strata-io/strata/internal/server"
 )
 
@@ -213,23 +214,18 @@ func (b *Broker) brokersListed() (int, error) {
 
 // clusterSettings are the KRaft settings of n nodes of which the first
 // controllers are combined nodes (nil maps when controllers is 0). The
-// controller ports are reserved by binding and releasing them: they must
-// be known before any node starts (controller.quorum.voters).
+// controller ports must be known before any node starts
+// (controller.quorum.voters): internal/freeport reserves them for the test,
+// so no other socket takes one before the node binds it.
 func clusterSettings(t testing.TB, n, controllers int) []map[string]string {
 	out := make([]map[string]string, n)
 	if controllers <= 0 {
 		return out
 	}
 	controllers = min(controllers, n)
-	ports := make([]int, controllers)
+	ports := freeport.Take(t, controllers)
 	var voters []string
 	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("servertest: reserve a controller port: %v", err)
-		}
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
 		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, ports[i]))
 	}
 	for i := range out {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/freeport"
 )
 
 // node is one `strata serve` process of a multi-process cluster, with the
@@ -38,25 +39,12 @@ func exactPorts(n int) clusterPorts {
 	return clusterPorts{19092 + 100*n, 19093 + 100*n, 19094 + 100*n}
 }
 
-// freePorts returns n ports free at the time of asking (the kernel's
-// ephemeral range; a port taken between this and the node's bind fails
-// the start loudly, it cannot pass unnoticed).
+// freePorts returns n ports reserved for this test (internal/freeport:
+// below the ephemeral range, locked across test processes, so no other
+// socket takes one between now and the node's bind or restart).
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var lns []net.Listener
-	var out []int
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return out
+	return freeport.Take(t, n)
 }
 
 // randomPorts picks ports for n combined nodes.

@@ -8,7 +8,6 @@ package faults
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/strata-io/strata/internal/checker"
 	"github.com/strata-io/strata/internal/faults"
+	"github.com/strata-io/strata/internal/freeport"
 	"github.com/strata-io/strata/internal/workload"
 )
 
@@ -66,15 +66,13 @@ func artifacts(t *testing.T) string {
 	return t.TempDir()
 }
 
-// freeAddr returns a loopback address with a port free right now.
+// freeAddr returns a loopback address whose port is reserved for this test
+// (internal/freeport: below the ephemeral range and locked across test
+// processes, so nothing else takes it between now and the broker's bind,
+// nor between a SIGKILL and the restart on the same port).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return freeport.Addr(t)
 }
 
 // finish stops the workload, drains it, checks it, saves the artifacts and
