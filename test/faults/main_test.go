@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,4 +102,20 @@ func reportText(t *testing.T, res *checker.Result) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// envInt is the integer in environment variable name, or def.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// envString is environment variable name, or def when unset.
+func envString(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

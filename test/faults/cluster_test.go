@@ -1,0 +1,344 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-io/strata/internal/checker"
+	"github.com/strata-io/strata/internal/faults"
+	"github.com/strata-io/strata/internal/workload"
+)
+
+// netCluster is three combined `strata serve` nodes (broker and
+// controller, docs/cluster.md), each in its own network namespace
+// (faults.Net), so that iptables can cut the paths between them: node i
+// listens on <IP(i)>:9092 (Kafka), :9093 (controller: etcd peers and
+// clients) and :9094 (metrics). Clients run in the test's namespace and
+// reach every node over the bridge.
+type netCluster struct {
+	nt      *faults.Net
+	procs   []*faults.Proc
+	addrs   []string
+	metrics []string
+}
+
+// startNetCluster starts the cluster: replication factor 3,
+// min.insync.replicas=2, a 4 s broker session (a cut-off or paused broker
+// is fenced within seconds), replica.lag.time.max.ms=5000.
+func startNetCluster(t *testing.T, ctx context.Context, extra ...string) *netCluster {
+	t.Helper()
+	const n = 3
+	nt, err := faults.NewNet(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := nt.Close(); err != nil {
+			t.Errorf("close net: %v", err)
+		}
+	})
+	c := &netCluster{nt: nt}
+	var voters []string
+	for i := 0; i < n; i++ {
+		voters = append(voters, fmt.Sprintf("%d@%s:9093", i+1, nt.IP(i)))
+		c.addrs = append(c.addrs, nt.IP(i)+":9092")
+		c.metrics = append(c.metrics, nt.IP(i)+":9094")
+	}
+	base := t.TempDir()
+	for i := 0; i < n; i++ {
+		dir := filepath.Join(base, fmt.Sprintf("node-%d", i+1))
+		args := []string{"serve",
+			"--node.id", fmt.Sprint(i + 1),
+			"--process.roles", "broker,controller",
+			"--listeners", fmt.Sprintf("PLAINTEXT://%s,CONTROLLER://%s:9093", c.addrs[i], nt.IP(i)),
+			"--controller.listener.names", "CONTROLLER",
+			"--controller.quorum.voters", strings.Join(voters, ","),
+			"--broker.session.timeout.ms", "4000",
+			"--broker.heartbeat.interval.ms", "1000",
+			"--default.replication.factor", "3",
+			"--min.insync.replicas", "2",
+			"--replica.lag.time.max.ms", "5000",
+			"--strata.metrics.listener", c.metrics[i],
+			"--log.dirs", dir,
+			"--strata.log.format", "json",
+		}
+		c.procs = append(c.procs, faults.NewProc(faults.ProcSpec{Name: fmt.Sprintf("node-%d", i+1), Path: strataBin,
+			Args: append(args, extra...), Dir: base, Netns: nt.Netns(i), Ready: faults.StrataReady, LogPath: dir + ".log"}))
+	}
+	t.Cleanup(func() { // before nt.Close: cleanups run last in, first out
+		for i, p := range c.procs {
+			p.Stop()
+			if t.Failed() {
+				t.Logf("node-%d log: %s", i+1, filepath.Join(base, fmt.Sprintf("node-%d.log", i+1)))
+			}
+		}
+	})
+	errs := make(chan error, n)
+	for _, p := range c.procs {
+		go func() { errs <- p.Start(ctx) }() // owner: this call, which reads every result
+	}
+	for range c.procs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// leader is the node leading topic-0 now (waiting up to 10 s for one);
+// node 0 when none is known.
+func (c *netCluster) leader(ctx context.Context, topic string, logf func(string, ...any)) int {
+	for tries := 0; tries < 20 && ctx.Err() == nil; tries++ {
+		if i := leaderOf(ctx, c.addrs, topic, 0); i >= 0 {
+			return i
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	logf("no leader of %s-0 known: the fault targets node-1", topic)
+	return 0
+}
+
+// etcdLeader is the node whose metadata-store member is the Raft leader
+// (strata_metadata_store_is_leader on its metrics listener), -1 if none.
+func (c *netCluster) etcdLeader(ctx context.Context) int {
+	for i, m := range c.metrics {
+		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+m+"/metrics", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(body), "\nstrata_metadata_store_is_leader 1") {
+				cancel()
+				return i
+			}
+		}
+		cancel()
+	}
+	return -1
+}
+
+func (c *netCluster) others(i int) []int {
+	var out []int
+	for j := range c.procs {
+		if j != i {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// clusterFault names one row of the matrix: a fault whose target (the
+// leader of topic-0, the etcd leader...) is chosen when it is injected.
+type clusterFault struct {
+	name  string
+	fault func(c *netCluster, topic string, logf func(string, ...any)) faults.Fault
+}
+
+// healNet heals every iptables rule.
+func healNet(c *netCluster) func(context.Context) error {
+	return func(context.Context) error { return c.nt.Heal() }
+}
+
+// matrix is the cluster fault matrix (docs/reliability.md).
+var matrix = []clusterFault{
+	{"isolate-leader", func(c *netCluster, topic string, logf func(string, ...any)) faults.Fault {
+		// The leader keeps its clients but loses its followers and the
+		// metadata-store majority (its own member is the minority): its
+		// session lapses, the controller elects another ISR member; the old
+		// leader cannot acknowledge acks=all (its ISR cannot shrink without
+		// a compare-and-set in etcd).
+		return faults.FuncFault{Label: "isolate the leader of " + topic + "-0 from the other nodes (clients still reach it)",
+			InjectFn: func(ctx context.Context) error {
+				l := c.leader(ctx, topic, logf)
+				logf("isolate node-%d (leader)", l+1)
+				return c.nt.Split(l)
+			}, HealFn: healNet(c)}
+	}},
+	{"isolate-follower", func(c *netCluster, topic string, logf func(string, ...any)) faults.Fault {
+		// A follower cut from the leader and from the store majority: the ISR
+		// shrinks (min.insync.replicas=2 still met), the follower's session
+		// lapses; it catches up and rejoins after the heal.
+		return faults.FuncFault{Label: "isolate a follower of " + topic + "-0 from the other nodes",
+			InjectFn: func(ctx context.Context) error {
+				f := c.others(c.leader(ctx, topic, logf))[0]
+				logf("isolate node-%d (follower)", f+1)
+				return c.nt.Split(f)
+			}, HealFn: healNet(c)}
+	}},
+	{"split-leader-majority", func(c *netCluster, topic string, logf func(string, ...any)) faults.Fault {
+		// {leader, one follower} | {other follower}: the majority side keeps
+		// the store and the ISR quorum.
+		return faults.FuncFault{Label: "split {leader of " + topic + "-0, one follower} | {other follower}",
+			InjectFn: func(ctx context.Context) error {
+				l := c.leader(ctx, topic, logf)
+				o := c.others(l)
+				logf("split {node-%d, node-%d} | {node-%d}", l+1, o[0]+1, o[1]+1)
+				return c.nt.Split(l, o[0])
+			}, HealFn: healNet(c)}
+	}},
+	{"oneway-from-leader", func(c *netCluster, topic string, logf func(string, ...any)) faults.Fault {
+		// The other nodes drop every packet from the leader (TCP between them
+		// then fails both ways; the leader still hears datagrams).
+		return faults.FuncFault{Label: "the other nodes drop every packet from the leader of " + topic + "-0",
+			InjectFn: func(ctx context.Context) error {
+				l := c.leader(ctx, topic, logf)
+				logf("drop node-%d -> others", l+1)
+				for _, o := range c.others(l) {
+					if err := c.nt.Block(l, o); err != nil {
+						return err
+					}
+				}
+				return nil
+			}, HealFn: healNet(c)}
+	}},
+	{"oneway-to-leader", func(c *netCluster, topic string, logf func(string, ...any)) faults.Fault {
+		return faults.FuncFault{Label: "the leader of " + topic + "-0 drops every packet from the other nodes",
+			InjectFn: func(ctx context.Context) error {
+				l := c.leader(ctx, topic, logf)
+				logf("drop others -> node-%d", l+1)
+				for _, o := range c.others(l) {
+					if err := c.nt.Block(o, l); err != nil {
+						return err
+					}
+				}
+				return nil
+			}, HealFn: healNet(c)}
+	}},
+	{"etcd-quorum-cut", func(c *netCluster, topic string, logf func(string, ...any)) faults.Fault {
+		// Every node cut from every other: no metadata-store majority
+		// anywhere (docs/cluster.md "Quorum loss"): leaders keep serving,
+		// acks=all waits (followers cannot fetch), nothing moves; the quorum
+		// returns at the heal.
+		return faults.FuncFault{Label: "every node cut from every other (metadata store without quorum, no replication)",
+			InjectFn: func(ctx context.Context) error {
+				for i := range c.procs {
+					if err := c.nt.Split(i); err != nil {
+						return err
+					}
+				}
+				return nil
+			}, HealFn: healNet(c)}
+	}},
+	{"sigstop-leader", func(c *netCluster, topic string, logf func(string, ...any)) faults.Fault {
+		var victim *faults.Proc
+		return faults.FuncFault{Label: "SIGSTOP the leader of " + topic + "-0 past its session, then SIGCONT",
+			InjectFn: func(ctx context.Context) error {
+				victim = c.procs[c.leader(ctx, topic, logf)]
+				logf("SIGSTOP %s", victim.Name())
+				return victim.Pause()
+			}, HealFn: func(context.Context) error { return victim.Resume() }}
+	}},
+	{"kill-leader", func(c *netCluster, topic string, logf func(string, ...any)) faults.Fault {
+		var victim *faults.Proc
+		return faults.FuncFault{Label: "kill -9 the leader of " + topic + "-0, restart",
+			InjectFn: func(ctx context.Context) error {
+				victim = c.procs[c.leader(ctx, topic, logf)]
+				logf("kill -9 %s", victim.Name())
+				return victim.Kill(ctx)
+			}, HealFn: func(ctx context.Context) error { return victim.Start(ctx) }}
+	}},
+	{"kill-etcd-leader", func(c *netCluster, topic string, logf func(string, ...any)) faults.Fault {
+		var victim *faults.Proc
+		return faults.FuncFault{Label: "kill -9 the metadata store's Raft leader, restart",
+			InjectFn: func(ctx context.Context) error {
+				i := c.etcdLeader(ctx)
+				if i < 0 {
+					logf("no metadata-store leader found on the metrics listeners: node-1 is killed")
+					i = 0
+				}
+				victim = c.procs[i]
+				logf("kill -9 %s (metadata-store leader)", victim.Name())
+				return victim.Kill(ctx)
+			}, HealFn: func(ctx context.Context) error { return victim.Start(ctx) }}
+	}},
+	{"kill-all", func(c *netCluster, topic string, logf func(string, ...any)) faults.Fault {
+		// Every process SIGKILLed at once and restarted together. This is a
+		// whole-cluster crash, NOT a power loss: the page cache survives a
+		// SIGKILL, so fsync is not exercised here (the simulation and the
+		// CrashFS tests cover power cuts).
+		return faults.FuncFault{Label: "kill -9 every node at once, restart them together (the page cache survives: not a power cut)",
+			InjectFn: func(ctx context.Context) error {
+				for _, p := range c.procs {
+					if err := p.Kill(ctx); err != nil {
+						return err
+					}
+				}
+				return nil
+			}, HealFn: func(ctx context.Context) error {
+				errs := make(chan error, len(c.procs))
+				for _, p := range c.procs {
+					go func() { errs <- p.Start(ctx) }() // owner: this heal, which reads every result
+				}
+				var first error
+				for range c.procs {
+					if err := <-errs; err != nil && first == nil {
+						first = err
+					}
+				}
+				return first
+			}}
+	}},
+}
+
+// defaultRows are the rows the default suite runs (one fault each); the
+// whole matrix runs with STRATA_LONG=1.
+var defaultRows = []string{"isolate-leader", "etcd-quorum-cut", "oneway-from-leader"}
+
+// TestClusterFaultMatrix runs the workload (idempotent acks=all producers,
+// a transactional producer, an assign-mode READ_COMMITTED reader) against
+// three nodes in their own network namespaces while the rows of the matrix
+// are injected in turn, each for 6 s (past the 4 s broker session), with
+// 6 s of health between; then heals, drains and checks the history. The
+// default suite runs three rows once; STRATA_LONG=1 runs every row
+// (STRATA_FAULT_ROUNDS times, default 3).
+func TestClusterFaultMatrix(t *testing.T) {
+	t.Parallel()
+	rows := map[string]bool{}
+	for _, r := range defaultRows {
+		rows[r] = true
+	}
+	rounds := 1
+	if long() {
+		rows = nil
+		rounds = envInt("STRATA_FAULT_ROUNDS", 3)
+	}
+	if only := envString("STRATA_FAULT_ROWS", ""); only != "" {
+		rows = map[string]bool{}
+		for _, r := range strings.Split(only, ",") {
+			rows[r] = true
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds*len(matrix))*30*time.Second+4*time.Minute)
+	defer cancel()
+	c := startNetCluster(t, ctx)
+	const topic = "matrix"
+	var fs []faults.Fault
+	var names []string
+	for _, row := range matrix {
+		if rows == nil || rows[row.name] {
+			fs = append(fs, row.fault(c, topic, t.Logf))
+			names = append(names, row.name)
+		}
+	}
+	if len(fs) == 0 {
+		t.Fatalf("no matrix row selected by STRATA_FAULT_ROWS")
+	}
+	nem := &faults.Nemesis{Faults: fs, Rounds: rounds * len(fs), Healthy: 6 * time.Second, Faulty: 6 * time.Second}
+	cfg := workload.Config{Brokers: c.addrs, Topic: topic, Partitions: 3, Producers: 2, TxnProducers: 1,
+		AssignConsumers: 1, Rate: 50, TxnTimeout: 10 * time.Second, Logf: t.Logf,
+		ClientOpts: []kgo.Opt{kgo.RecordDeliveryTimeout(60 * time.Second)}}
+	res := runFaults(t, ctx, cfg, nem, map[string]string{
+		"broker": "strata, three combined nodes in their own network namespaces, replication factor 3, min.insync.replicas=2, acks=all",
+		"rows":   strings.Join(names, ", "),
+		"faults": fmt.Sprintf("%d round(s) of %d rows, 6 s each, 6 s healthy between", rounds, len(fs))})
+	t.Logf("rows %v: acknowledged %d records, transactions %v", names, res.Stats.AckedSends, res.Stats.Ops[checker.KindTxn])
+}
