@@ -194,13 +194,18 @@ func (l *Leader) syncFollowers(nowMs int64, newLeader bool) {
 // this Leader. newEpoch is true when this broker leads again at a higher
 // leader epoch (a reassignment or re-election): the shell records the new
 // epoch start (EpochStart) in the log's history. A state older than the one
-// held (lower partition epoch) is ignored, as Kafka's makeLeader does. A
-// committed state replaces any change in flight.
+// held (lower partition epoch) is ignored, as Kafka's makeLeader does, and
+// so is the state already held (same partition epoch): the shell applies
+// the view level-triggered, at every change of anything in it, and the
+// same state commits nothing, so a change in flight stays in flight (its
+// added replica keeps counting in the high watermark until the answer:
+// Kafka's PendingExpandIsr). A newer committed state replaces any change
+// in flight.
 func (l *Leader) Update(st State, nowMs int64) (hwChanged, newEpoch bool, err error) {
 	if st.Leader != l.cfg.Local || st.LeaderEpoch < l.st.LeaderEpoch {
 		return false, false, fmt.Errorf("partition now led by %d at epoch %d: %w", st.Leader, st.LeaderEpoch, kerr.NotLeaderForPartition)
 	}
-	if st.LeaderEpoch == l.st.LeaderEpoch && st.PartitionEpoch < l.st.PartitionEpoch {
+	if st.LeaderEpoch == l.st.LeaderEpoch && st.PartitionEpoch <= l.st.PartitionEpoch {
 		return false, false, nil
 	}
 	newEpoch = st.LeaderEpoch > l.st.LeaderEpoch

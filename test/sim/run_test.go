@@ -1,0 +1,120 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// paramsFor draws a run's settings from its seed: 3 to 5 brokers,
+// min.insync.replicas 1 to 3, durable acks or Kafka's semantics, a lossy
+// network (up to 10% dropped, 5% duplicated, delays up to 30 ms with a
+// slow tail), faults every ~1 s on average over 20 s, then 15 s healed.
+func paramsFor(seed uint64) params {
+	p := params{brokers: 3 + int(seed%3), durable: seed%2 == 0, lagMs: 1000, sessionMs: 3000,
+		maxDelay: 5 + int64(seed%26), faultRate: 0.25, faultMs: 20000, quietMs: 15000}
+	p.minISR = 1 + int(seed/2%3)
+	p.drop = float64(seed/7%11) / 100
+	p.dup = float64(seed/5%6) / 100
+	return p
+}
+
+func seedsFromEnv(def int) int {
+	if n, err := strconv.Atoi(os.Getenv("STRATA_SIM_SEEDS")); err == nil && n > 0 {
+		return n
+	}
+	if os.Getenv("STRATA_LONG") == "1" {
+		return 5000
+	}
+	return def
+}
+
+// runSeed plays one seed and fails t with its trace on a violation.
+func runSeed(t *testing.T, seed uint64) counts {
+	t.Helper()
+	p := paramsFor(seed)
+	s := newSim(seed, p)
+	s.fullTrace = os.Getenv("STRATA_SIM_TRACE") != ""
+	v := s.run()
+	if s.fullTrace {
+		if err := os.WriteFile(os.Getenv("STRATA_SIM_TRACE"), []byte(strings.Join(s.trace, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v != "" {
+		t.Fatalf("seed %d (%+v): %s\nlast events:\n%s\nreplay: STRATA_SIM_SEED=%d go test ./test/sim -run TestSimulation -v",
+			seed, p, v, strings.Join(s.trace, "\n"), seed)
+	}
+	return s.c
+}
+
+// TestSimulation plays many seeds (200; STRATA_SIM_SEEDS=N, 5000 with
+// STRATA_LONG=1; STRATA_SIM_SEED=S plays one) and fails on the first
+// violation of an invariant, printing the seed and its last events.
+func TestSimulation(t *testing.T) {
+	if s := os.Getenv("STRATA_SIM_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := runSeed(t, seed)
+		t.Logf("seed %d: %+v", seed, c)
+		return
+	}
+	n := seedsFromEnv(200)
+	var total counts
+	for seed := uint64(1); seed <= uint64(n); seed++ {
+		total.add(runSeed(t, seed))
+	}
+	t.Logf("%d seeds, %s", n, total)
+}
+
+func (c counts) String() string {
+	return fmt.Sprintf("%d events, %d messages (%d dropped, %d duplicated), %d process deaths, %d power cuts, %d pauses, %d network cuts, %d quorum losses, %d records produced, %d acknowledged, %d leader elections, %d truncations",
+		c.events, c.msgs, c.dropped, c.duplicated, c.crashes, c.powerCuts, c.pauses, c.cuts, c.quorumLosses, c.produced, c.acked, c.elections, c.truncations)
+}
+
+// TestSimulationDeterministic: the same seed replays the same run.
+func TestSimulationDeterministic(t *testing.T) {
+	for _, seed := range []uint64{3, 42, 1001} {
+		a, b := newSim(seed, paramsFor(seed)), newSim(seed, paramsFor(seed))
+		a.run()
+		b.run()
+		if a.hash != b.hash || a.c != b.c {
+			t.Fatalf("seed %d ran twice differently: %x %+v vs %x %+v", seed, a.hash, a.c, b.hash, b.c)
+		}
+	}
+}
+
+// TestSimulationRestartKeepsEpoch is a KNOWN BUG, reported to the lead
+// (docs/reliability.md "Known bug: a leader restarted within its session
+// keeps its leader epoch"); it runs only with
+// STRATA_KNOWN_BUG_SAME_EPOCH_RESTART=1 and fails until the bug is fixed.
+// A leader that loses power (strata.durable.acks=true) and restarts within
+// broker.session.timeout.ms re-registers by deleting and re-creating its
+// registration (meta.Store.Register); the controller reconciles on the view
+// (controller.FromView has no broker epochs) and sees the broker still
+// there, so the broker leads again at the SAME leader epoch with a log cut
+// back to its fsynced end. A follower that fetched the lost tail under
+// that epoch keeps it: the diverging-epoch check (KIP-101/279) cannot tell
+// two different records written under one epoch apart, the follower's
+// fetch offset counts as caught up, the high watermark passes records the
+// follower holds differently, and an election of that follower loses
+// acknowledged records. Kafka fences a re-registering broker (its
+// leaderships get a new leader epoch). Seed 26 (5 brokers,
+// min.insync.replicas=2, durable acks) shows it at t=4000-5435 ms.
+func TestSimulationRestartKeepsEpoch(t *testing.T) {
+	if os.Getenv("STRATA_KNOWN_BUG_SAME_EPOCH_RESTART") != "1" {
+		t.Skip("KNOWN BUG (docs/reliability.md): a leader restarted within its session keeps its leader epoch; STRATA_KNOWN_BUG_SAME_EPOCH_RESTART=1 runs the failing test")
+	}
+	for _, seed := range []uint64{26} {
+		p := paramsFor(seed)
+		p.restartKeepsEpoch = true
+		s := newSim(seed, p)
+		if v := s.run(); v != "" {
+			t.Errorf("seed %d with the restart invisible to the controller: %s\nlast events:\n%s", seed, v, strings.Join(s.trace, "\n"))
+		}
+	}
+}
