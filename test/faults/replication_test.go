@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,35 +26,57 @@ import (
 // fenced and its partitions move within seconds.
 func replicatedCluster(t *testing.T, ctx context.Context, extra ...string) ([]*faults.Proc, []string) {
 	t.Helper()
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	return startReplicated(t, ctx, addrs, nil, nil, extra...), addrs
+}
+
+// startReplicated starts three combined nodes listening on addrs; when
+// advertised is set, node i advertises advertised[i] (a proxy in front of
+// it) instead, and metrics[i] is its metrics listener (127.0.0.1:0 when
+// nil). Flags in extra replace the defaults they name.
+func startReplicated(t *testing.T, ctx context.Context, addrs, advertised, metrics []string, extra ...string) []*faults.Proc {
+	t.Helper()
 	const n = 3
-	addrs := make([]string, n)
 	ctls := make([]string, n)
 	var voters []string
-	for i := range addrs {
-		addrs[i], ctls[i] = freeAddr(t), freeAddr(t)
+	for i := range ctls {
+		ctls[i] = freeAddr(t)
 		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ctls[i]))
 	}
 	base := t.TempDir()
 	procs := make([]*faults.Proc, n)
 	for i := range procs {
 		dir := filepath.Join(base, fmt.Sprintf("node-%d", i+1))
-		args := []string{"serve",
-			"--node.id", fmt.Sprint(i + 1),
-			"--process.roles", "broker,controller",
-			"--listeners", fmt.Sprintf("PLAINTEXT://%s,CONTROLLER://%s", addrs[i], ctls[i]),
-			"--controller.listener.names", "CONTROLLER",
-			"--controller.quorum.voters", strings.Join(voters, ","),
-			"--broker.session.timeout.ms", "4000",
-			"--broker.heartbeat.interval.ms", "1000",
-			"--default.replication.factor", "3",
-			"--min.insync.replicas", "2",
-			"--replica.lag.time.max.ms", "5000",
-			"--strata.metrics.listener", "127.0.0.1:0",
-			"--log.dirs", dir,
-			"--strata.log.format", "json",
+		flags := map[string]string{
+			"--node.id":                      fmt.Sprint(i + 1),
+			"--process.roles":                "broker,controller",
+			"--listeners":                    fmt.Sprintf("PLAINTEXT://%s,CONTROLLER://%s", addrs[i], ctls[i]),
+			"--controller.listener.names":    "CONTROLLER",
+			"--controller.quorum.voters":     strings.Join(voters, ","),
+			"--broker.session.timeout.ms":    "4000",
+			"--broker.heartbeat.interval.ms": "1000",
+			"--default.replication.factor":   "3",
+			"--min.insync.replicas":          "2",
+			"--replica.lag.time.max.ms":      "5000",
+			"--strata.metrics.listener":      "127.0.0.1:0",
+			"--log.dirs":                     dir,
+			"--strata.log.format":            "json",
+		}
+		if advertised != nil {
+			flags["--advertised.listeners"] = "PLAINTEXT://" + advertised[i]
+		}
+		if metrics != nil {
+			flags["--strata.metrics.listener"] = metrics[i]
+		}
+		for j := 0; j+1 < len(extra); j += 2 {
+			flags[extra[j]] = extra[j+1]
+		}
+		args := []string{"serve"}
+		for _, k := range slices.Sorted(maps.Keys(flags)) {
+			args = append(args, k, flags[k])
 		}
 		procs[i] = faults.NewProc(faults.ProcSpec{Name: fmt.Sprintf("broker-%d", i+1), Path: strataBin,
-			Args: append(args, extra...), Dir: base, Ready: faults.StrataReady, LogPath: dir + ".log"})
+			Args: args, Dir: base, Ready: faults.StrataReady, LogPath: dir + ".log"})
 	}
 	t.Cleanup(func() {
 		for i, p := range procs {
@@ -74,7 +97,7 @@ func replicatedCluster(t *testing.T, ctx context.Context, extra ...string) ([]*f
 			t.Fatal(err)
 		}
 	}
-	return procs, addrs
+	return procs
 }
 
 // leaderOf returns the index of the broker leading topic's partition p,
