@@ -31,6 +31,7 @@ type Broker struct {
 	durableAcks bool
 	dirs        []*logDir
 	syncers     map[string]*storage.Syncer
+	files       *storage.FileCache // open segment files of every log (strata.log.max.open.files)
 	fs          vfs.FS
 
 	// adminMu serialises metadata changes and writes; it is never held
@@ -99,6 +100,7 @@ func OpenWithProgress(cfg *config.Broker, logger *slog.Logger, fsys vfs.FS, prog
 		nodeID:      int32(cfg.Int64("node.id")),
 		durableAcks: cfg.Bool("strata.durable.acks"),
 		syncers:     map[string]*storage.Syncer{},
+		files:       storage.NewFileCache(cfg.Int("strata.log.max.open.files")),
 		fs:          fsys,
 		topics:      map[string]*Topic{},
 		byID:        map[uuid.UUID]*Topic{},
@@ -359,6 +361,7 @@ func (b *Broker) storageOptions(dir string) storage.Options {
 	return storage.Options{
 		FS:                   b.fs,
 		Syncer:               b.syncers[dir],
+		Files:                b.files,
 		Logger:               b.logger,
 		ProducerIDExpiration: time.Duration(b.cfg.Int64("producer.id.expiration.ms")) * time.Millisecond,
 	}

@@ -202,9 +202,13 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 func (l *Log) writeLocked(records []byte, batches []record.Batch, end int64) error {
 	s := l.active
 	pos := s.size.Load()
-	if _, err := s.file.f.WriteAt(records, pos); err != nil {
+	f, err := s.writeFile()
+	if err != nil {
+		return fmt.Errorf("write: %v: %w", err, kerr.KafkaStorageError)
+	}
+	if _, err := f.WriteAt(records, pos); err != nil {
 		// Leave no byte behind: cut the file back to the last whole batch.
-		if terr := s.file.f.Truncate(pos); terr != nil {
+		if terr := f.Truncate(pos); terr != nil {
 			return l.fail(fmt.Errorf("write failed (%v) and truncate failed: %w", err, terr))
 		}
 		return fmt.Errorf("write: %v: %w", err, kerr.KafkaStorageError)
@@ -390,9 +394,9 @@ func (l *Log) Roll() error {
 func (l *Log) rollLocked() error {
 	l.changed = true
 	old := l.active
-	oldFile := old.file
-	if !oldFile.tryAcquire() {
-		return l.fail(fmt.Errorf("roll: active segment %d has no open file", old.base))
+	oldFile, err := old.acquire()
+	if err != nil {
+		return l.fail(fmt.Errorf("roll: active segment %d: %w", old.base, err))
 	}
 	if err := l.closeActiveFiles(old, false, false); err != nil {
 		oldFile.Release()

@@ -1,16 +1,38 @@
 package storage
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
-// fileCache bounds how many closed segments keep an open .log descriptor
-// and in-memory indexes. Segments load lazily on first read and the least
-// recently used are unloaded past the limit; active segments are not
-// counted. One cache may be shared by every log of a broker.
+// fileCache bounds the segment .log descriptors the logs keep open: closed
+// segments (their descriptor and loaded indexes) and active segments
+// alike. Kafka keeps a descriptor per segment for the life of the segment
+// (LogSegment holds a FileRecords whose FileChannel closes only when the
+// segment is deleted), so a broker with many partitions needs as many
+// descriptors as segments; Strata opens a segment's file on first use and
+// closes the least recently used ones past the limit
+// (strata.log.max.open.files). A closed segment just closes its file. An
+// active segment is closed only once every byte written to it is fsynced
+// in the file (Log.evictActive: an fsync before the close, so a write-back
+// error is never lost with the last descriptor) and is reopened by the
+// next append or read. Readers and sendfile hold a reference on the file
+// (SegmentFile), so closing an evicted segment's descriptor waits for them.
+// Index files hold no descriptor: they are read whole into memory.
+//
+// The count is of cached segments, so it bounds their descriptors; the
+// descriptors held beyond it are transient: a reader's reference on an
+// evicted file, a group-commit round's, and an active segment whose log is
+// busy (its writer holds the lock the eviction needs), which is tried
+// again at the next eviction.
 type fileCache struct {
 	mu         sync.Mutex
 	limit      int
 	head, tail *cacheElem // head = most recent
 	n          int
+
+	evicted       atomic.Uint64 // segments unloaded for the limit
+	activeEvicted atomic.Uint64 // of them, active segments (fsynced, then closed)
 }
 
 type cacheElem struct {
@@ -18,10 +40,10 @@ type cacheElem struct {
 	prev, next *cacheElem
 }
 
-// FileCache is a bounded LRU of open closed-segment files shared by logs.
+// FileCache is a bounded LRU of open segment files shared by logs.
 type FileCache = fileCache
 
-// NewFileCache returns a cache keeping at most limit closed segments open.
+// NewFileCache returns a cache keeping at most limit segment files open.
 func NewFileCache(limit int) *FileCache {
 	if limit < 1 {
 		limit = 1
@@ -29,29 +51,86 @@ func NewFileCache(limit int) *FileCache {
 	return &fileCache{limit: limit}
 }
 
-// touch marks s recently used and returns the segments to unload (the
-// caller unloads them after releasing s.mu).
-func (c *fileCache) touch(s *segment) []*segment {
+// Limit returns the bound.
+func (c *fileCache) Limit() int { return c.limit }
+
+// Len returns how many segments the cache holds.
+func (c *fileCache) Len() int {
 	c.mu.Lock()
-	var evict []*segment
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// Evictions returns how many segments the cache unloaded to stay within
+// its limit, and how many of them were active segments.
+func (c *fileCache) Evictions() (all, active uint64) {
+	return c.evicted.Load(), c.activeEvicted.Load()
+}
+
+// touch marks s recently used (adding it when new) and reports whether
+// the cache is over its limit (the caller then calls shrink, holding no
+// segment lock).
+func (c *fileCache) touch(s *segment) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.touchLocked(s)
+	return c.n > c.limit
+}
+
+func (c *fileCache) touchLocked(s *segment) {
 	if e := s.elem; e != nil {
+		if c.head != e {
+			c.unlink(e)
+			c.pushFront(e)
+		}
+		return
+	}
+	e := &cacheElem{seg: s}
+	s.elem = e
+	c.pushFront(e)
+	c.n++
+}
+
+// shrink unloads least recently used segments until the cache is within
+// its limit, sparing keep (the segment just used). A segment that cannot
+// be unloaded now (pinned by a swap, or an active segment whose log is
+// busy) goes back in as recently used; every cached segment is tried at
+// most once per call.
+func (c *fileCache) shrink(keep *segment) {
+	c.mu.Lock()
+	tries := c.n
+	c.mu.Unlock()
+	for ; tries > 0; tries-- {
+		c.mu.Lock()
+		if c.n <= c.limit {
+			c.mu.Unlock()
+			return
+		}
+		e := c.tail
+		if e != nil && e.seg == keep {
+			e = e.prev
+		}
+		if e == nil {
+			c.mu.Unlock()
+			return
+		}
 		c.unlink(e)
-		c.pushFront(e)
-	} else {
-		e := &cacheElem{seg: s}
-		s.elem = e
-		c.pushFront(e)
-		c.n++
-		for c.n > c.limit && c.tail != nil && c.tail != e {
-			t := c.tail
-			c.unlink(t)
-			c.n--
-			t.seg.elem = nil
-			evict = append(evict, t.seg)
+		c.n--
+		s := e.seg
+		s.elem = nil
+		c.mu.Unlock()
+		active := s.isActive()
+		if !s.unload() {
+			c.mu.Lock()
+			c.touchLocked(s)
+			c.mu.Unlock()
+			continue
+		}
+		c.evicted.Add(1)
+		if active {
+			c.activeEvicted.Add(1)
 		}
 	}
-	c.mu.Unlock()
-	return evict
 }
 
 func (c *fileCache) remove(s *segment) {

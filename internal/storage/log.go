@@ -333,6 +333,13 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 	l.mu.Lock()
 	l.publish()
 	l.checkInvariants(true)
+	if l.flushed == l.mark && len(l.closing) == 0 {
+		// Everything is durable: the active segment's file is closed
+		// until the first append or read reopens it through the file
+		// cache, so an idle partition holds no descriptor.
+		l.active.closeFile()
+		l.opts.Files.remove(l.active)
+	}
 	l.mu.Unlock()
 	return l, nil
 }
@@ -340,7 +347,7 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 func (l *Log) newSegment(base int64) *segment {
 	cfg := l.cfg.Load()
 	return &segment{
-		fsys: l.fsys, dir: l.dir, base: base, cache: l.opts.Files, logger: l.logger,
+		fsys: l.fsys, dir: l.dir, base: base, cache: l.opts.Files, log: l, logger: l.logger,
 		maxIndexBytes: cfg.SegmentIndexBytes, indexInterval: int64(cfg.IndexIntervalBytes),
 		firstBatchTs: -1,
 	}
@@ -776,25 +783,31 @@ func (l *Log) removeSegmentFiles(s *segment) {
 	}
 }
 
-// openActive opens the last segment for writing: .log read-write, index
-// files grown back to segment.index.bytes (Kafka preallocates them).
+// openActive makes the last segment the active one: its indexes loaded
+// (they stay in memory while it is active) and its .log opened read-write
+// through the file cache, which may close it again while the log is idle
+// (see evictActive).
 func (l *Log) openActive() error {
 	s := l.segs[len(l.segs)-1]
 	cfg := l.cfg.Load()
-	// Active first, so the cache never evicts what is loaded below.
 	s.mu.Lock()
 	s.active = true
-	s.mu.Unlock()
-	if l.opts.Files != nil {
-		l.opts.Files.remove(s)
+	if s.file != nil && !s.fileRW {
+		// Opened read-only as a closed segment (TruncateTo): reopened
+		// read-write below.
+		s.file.Release()
+		s.file = nil
 	}
+	s.mu.Unlock()
 	if _, _, err := s.indexes(); err != nil {
 		return err
 	}
-	f, err := l.fsys.OpenFile(s.path(LogSuffix), os.O_RDWR|os.O_CREATE, 0o644)
+	sf, err := s.acquire()
 	if err != nil {
 		return fmt.Errorf("open active segment: %w", err)
 	}
+	defer sf.Release()
+	f := sf.f
 	if cfg.Preallocate {
 		l.fsys.Preallocate(f, cfg.SegmentBytes)
 	}
@@ -803,10 +816,6 @@ func (l *Log) openActive() error {
 	// segment's indexes live in memory and are written when it closes:
 	// opening a partition changes no file.
 	s.mu.Lock()
-	if s.file != nil {
-		s.file.Release()
-	}
-	s.file = newSegmentFile(f)
 	oi, ti := s.oi, s.ti
 	s.mu.Unlock()
 	oi.maxEntries = int(cfg.SegmentIndexBytes) / offsetEntrySize
@@ -837,6 +846,30 @@ func (l *Log) openActive() error {
 	s.jitterMs = jitter(cfg)
 	l.active = s
 	return nil
+}
+
+// evictActive closes the file of l's active segment s for the file cache:
+// first every byte written to it is fsynced (flushLocked; nothing to do
+// for an idle partition), so the descriptor is never closed over unsynced
+// bytes whose write-back error no later descriptor would report. It
+// reports false when l is busy (its writer holds mu: the file is in use)
+// or the fsync failed; the cache tries again later. A failed log's file
+// closes without an fsync: nothing more of it is acknowledged.
+func (l *Log) evictActive(s *segment) bool {
+	if !l.mu.TryLock() {
+		return false
+	}
+	defer l.mu.Unlock()
+	if l.active != s || l.closed {
+		return s.unloadClosed()
+	}
+	if l.failed == nil {
+		if err := l.flushLocked(); err != nil {
+			return false
+		}
+	}
+	s.closeFile()
+	return true
 }
 
 func jitter(cfg *Config) int64 {
@@ -877,13 +910,16 @@ func (l *Log) closeActiveFiles(s *segment, syncLog, deferSync bool) error {
 		// Appended unsynced as aborts happened; now whole and durable.
 		errs = append(errs, write(l.fsys, s.path(TxnIndexSuffix), EncodeTxnIndex(ents)))
 	}
-	if s.file != nil {
-		if st, err := s.file.f.Stat(); err != nil || st.Size() != s.size.Load() {
-			errs = append(errs, s.file.f.Truncate(s.size.Load()))
+	// A file the cache closed was fsynced first (evictActive) and has
+	// no byte past the segment's size (a failed write is cut at once).
+	if f := s.fileRef(); f != nil {
+		if st, err := f.f.Stat(); err != nil || st.Size() != s.size.Load() {
+			errs = append(errs, f.f.Truncate(s.size.Load()))
 		}
 		if syncLog {
-			errs = append(errs, s.file.f.Sync())
+			errs = append(errs, f.f.Sync())
 		}
+		f.Release()
 	}
 	s.mu.Lock()
 	s.active = false
@@ -900,7 +936,7 @@ func (l *Log) closeFiles() {
 		s.mu.Lock()
 		s.active = false
 		s.mu.Unlock()
-		s.unload()
+		s.unloadClosed()
 		if s.cache != nil {
 			s.cache.remove(s)
 		}
@@ -998,20 +1034,33 @@ func (l *Log) prepareSync(journal, journaling bool) syncPrep {
 	switch {
 	case journal && l.cfg.Load().Durable && len(l.closing) == 0 &&
 		l.synced.base == l.active.base && l.mark.base == l.active.base && l.mark.pos > l.synced.pos &&
-		l.active.file != nil && l.active.file.tryAcquire():
+		l.activeFile(&p.jfile):
 		// The new bytes go to the journal; the segment file stays
 		// dirty (l.dirty) until a direct sync or a checkpoint.
-		p.jfile, p.jfrom = l.active.file, l.synced.pos
+		p.jfrom = l.synced.pos
 	case journaling && len(l.closing) == 0 && l.synced == l.mark:
 		// Nothing new since the journal made the bytes durable (a
 		// WaitDurable asked again): the journal's checkpoint will flush
 		// the segment.
 		p.inJrnl = true
-	case l.dirty && l.active.file != nil && l.active.file.tryAcquire():
-		p.files = append(p.files, l.active.file)
+	case l.dirty:
+		// The file is open: the cache closes an active segment's file
+		// only after an fsync that clears dirty (evictActive).
+		var f *SegmentFile
+		if l.activeFile(&f) {
+			p.files = append(p.files, f)
+		}
 		l.dirty = false
 	}
 	return p
+}
+
+// activeFile sets *f to the active segment's open file with a reference
+// and reports true; false when the cache closed it (then its bytes are
+// fsynced, see evictActive).
+func (l *Log) activeFile(f **SegmentFile) bool {
+	*f = l.active.fileRef()
+	return *f != nil
 }
 
 // finishSync applies a round's outcome: journaled rounds make the bytes
@@ -1077,8 +1126,13 @@ func (l *Log) flushLocked() error {
 			return l.fail(fmt.Errorf("fdatasync: %w", err))
 		}
 	}
-	if err := l.active.file.f.Sync(); err != nil {
-		return l.fail(fmt.Errorf("fdatasync: %w", err))
+	var af *SegmentFile
+	if l.activeFile(&af) { // closed by the cache only once fsynced
+		err := af.f.Sync()
+		af.Release()
+		if err != nil {
+			return l.fail(fmt.Errorf("fdatasync: %w", err))
+		}
 	}
 	l.releaseClosing()
 	l.dirty = false

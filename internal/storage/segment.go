@@ -94,6 +94,7 @@ type segment struct {
 	dir    string
 	base   int64
 	cache  *fileCache
+	log    *Log // owner: closing an active segment's file needs its lock (nil for the cleaner's output)
 	logger *slog.Logger
 
 	size       atomic.Int64 // bytes of whole batches in .log
@@ -107,6 +108,7 @@ type segment struct {
 	mu      sync.Mutex
 	loadMu  sync.Mutex   // one loader of the file / indexes at a time (held across disk I/O; s.mu never is)
 	file    *SegmentFile // owner reference while loaded
+	fileRW  bool         // file is open read-write (the active segment's writer may use it)
 	oi      *offsetIndex
 	ti      *timeIndex
 	deleted bool
@@ -127,7 +129,8 @@ type segment struct {
 func (s *segment) path(suffix string) string { return filepath.Join(s.dir, FileName(s.base, suffix)) }
 
 // acquire returns the .log file with an extra reference, opening it if
-// needed. It fails with errSegmentGone once the segment is deleted.
+// needed (read-write for the active segment, which its writer uses). It
+// fails with errSegmentGone once the segment is deleted.
 func (s *segment) acquire() (*SegmentFile, error) {
 	for {
 		s.mu.Lock()
@@ -136,11 +139,13 @@ func (s *segment) acquire() (*SegmentFile, error) {
 			return nil, errSegmentGone
 		}
 		if s.file != nil {
-			evict := s.touchLocked()
+			over := s.touchLocked()
 			s.file.refs.Add(1)
 			f := s.file
 			s.mu.Unlock()
-			unloadAll(evict)
+			if over {
+				s.cache.shrink(s)
+			}
 			return f, nil
 		}
 		s.mu.Unlock()
@@ -149,9 +154,14 @@ func (s *segment) acquire() (*SegmentFile, error) {
 		s.loadMu.Lock()
 		s.mu.Lock()
 		loaded := s.file != nil || s.deleted
+		rw := s.active
 		s.mu.Unlock()
 		if !loaded {
-			f, err := s.fsys.OpenFile(s.path(LogSuffix), os.O_RDONLY, 0)
+			flag := os.O_RDONLY
+			if rw {
+				flag = os.O_RDWR
+			}
+			f, err := s.fsys.OpenFile(s.path(LogSuffix), flag, 0)
 			if err != nil {
 				s.loadMu.Unlock()
 				return nil, fmt.Errorf("open segment %s: %w", s.path(LogSuffix), err)
@@ -160,7 +170,7 @@ func (s *segment) acquire() (*SegmentFile, error) {
 			if s.deleted {
 				f.Close()
 			} else {
-				s.file = newSegmentFile(f)
+				s.file, s.fileRW = newSegmentFile(f), rw
 			}
 			s.mu.Unlock()
 		}
@@ -168,17 +178,47 @@ func (s *segment) acquire() (*SegmentFile, error) {
 	}
 }
 
-func unloadAll(segs []*segment) {
-	for _, v := range segs {
-		v.unload()
+// writeFile returns the active segment's read-write file, reopening it if
+// the cache closed it. The caller holds the log's mu, which the cache
+// needs to close an active segment's file, so the file stays open until
+// it is released.
+func (s *segment) writeFile() (vfs.File, error) {
+	for {
+		f, err := s.acquire()
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		ok := s.file == f && s.fileRW
+		if !ok && s.file == f {
+			// Opened read-only while it was a closed segment (TruncateTo
+			// made it active again): reopen it read-write.
+			s.file = nil
+			f.Release()
+		}
+		s.mu.Unlock()
+		f.Release()
+		if ok {
+			return f.f, nil
+		}
 	}
 }
 
-func (s *segment) touchLocked() []*segment {
-	if s.cache != nil && !s.active {
-		return s.cache.touch(s)
+// fileRef returns the open .log file with a reference, or nil when it is
+// not open (the cache closed it).
+func (s *segment) fileRef() *SegmentFile {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.file != nil && s.file.tryAcquire() {
+		return s.file
 	}
 	return nil
+}
+
+// touchLocked marks s recently used in the cache (s.mu held) and reports
+// whether the cache must shrink.
+func (s *segment) touchLocked() bool {
+	return s.cache != nil && s.cache.touch(s)
 }
 
 // indexes returns the offset and time indexes, loading them if needed
@@ -193,9 +233,11 @@ func (s *segment) indexes() (*offsetIndex, *timeIndex, error) {
 		}
 		if s.oi != nil && s.ti != nil {
 			oi, ti := s.oi, s.ti
-			evict := s.touchLocked()
+			over := s.touchLocked()
 			s.mu.Unlock()
-			unloadAll(evict)
+			if over {
+				s.cache.shrink(s)
+			}
 			return oi, ti, nil
 		}
 		s.mu.Unlock()
@@ -350,17 +392,46 @@ func (s *segment) persistErr(err error) {
 }
 
 // unload drops the open file and the in-memory indexes (cache eviction).
-func (s *segment) unload() {
+// An active segment keeps its indexes (their only copy) and closes its
+// file only once its bytes are fsynced (Log.evictActive). It reports
+// false when the segment must stay loaded for now.
+func (s *segment) unload() bool {
+	if s.isActive() && s.log != nil {
+		return s.log.evictActive(s)
+	}
+	return s.unloadClosed()
+}
+
+func (s *segment) isActive() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active
+}
+
+// unloadClosed unloads a segment that is not active.
+func (s *segment) unloadClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.active || s.pinned > 0 {
-		return
+		return false
 	}
 	if s.file != nil {
 		s.file.Release()
 		s.file = nil
 	}
 	s.oi, s.ti = nil, nil
+	return true
+}
+
+// closeFile drops the owner reference on the file (an active segment's,
+// under the log's mu, once its bytes are durable).
+func (s *segment) closeFile() {
+	s.mu.Lock()
+	if s.file != nil {
+		s.file.Release()
+		s.file = nil
+	}
+	s.mu.Unlock()
 }
 
 // markDeleted makes later acquires fail and drops the owner reference;

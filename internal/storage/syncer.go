@@ -109,9 +109,11 @@ func (s *Syncer) journalCut(l *Log, offset int64) error {
 	return j.writeTruncate(l, offset)
 }
 
-// DefaultDirFileCache is how many closed segments (open descriptor plus
-// loaded indexes) the logs sharing a Syncer keep open together.
-const DefaultDirFileCache = 1024
+// DefaultDirFileCache is how many segment files (closed and active
+// segments) the logs sharing a Syncer keep open together when
+// Options.Files is not set (the broker shares one cache of
+// strata.log.max.open.files, the same default, over its log dirs).
+const DefaultDirFileCache = 10000
 
 // NewSyncer starts a group-commit syncer.
 func NewSyncer(logger *slog.Logger) *Syncer {

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"os"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -68,15 +69,19 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 		}
 	}
 	// Cut the target segment and make it the active one again.
-	f, err := target.acquire()
+	// Its own read-write descriptor: the cached one of a closed segment
+	// is read-only.
+	f, err := l.fsys.OpenFile(target.path(LogSuffix), os.O_RDWR, 0)
 	if err != nil {
 		return l.mark.leo, l.fail(err)
 	}
-	err = f.f.Truncate(pos)
+	err = f.Truncate(pos)
 	if err == nil {
-		err = f.f.Sync()
+		err = f.Sync()
 	}
-	f.Release()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return l.mark.leo, l.fail(fmt.Errorf("truncate segment %d: %w", target.base, err))
 	}
