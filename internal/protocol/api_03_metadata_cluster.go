@@ -84,7 +84,18 @@ func (s *Server) clusterMetadata(ctx context.Context, c *conn, req *kmsg.Metadat
 // autoCreate creates a topic for a Metadata request (auto.create.topics.enable).
 // As in Kafka, the request that creates it is answered LEADER_NOT_AVAILABLE
 // without partitions; clients retry and find it on their next request.
+// __consumer_offsets and __transaction_state are created as FindCoordinator
+// creates them, with their own partition counts, replication factors and
+// configs (Kafka's AutoTopicCreationManager.creatableTopic): created with
+// the defaults for ordinary topics they would have num.partitions
+// partitions, and every coordinator would refuse them (sarama asks for
+// __consumer_offsets' metadata before its transactional producer's
+// AddOffsetsToTxn).
 func (s *Server) autoCreate(ctx context.Context, name string) error {
+	if name == offsetsTopic || name == transactionTopic {
+		s.cfg.Cluster.EnsureInternalTopic(name)
+		return kerr.LeaderNotAvailable
+	}
 	_, err := s.cfg.Cluster.CreateTopic(ctx, broker.CreateTopicRequest{Name: name, NumPartitions: -1, ReplicationFactor: -1}, nil)
 	if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
 		return kerr.LeaderNotAvailable

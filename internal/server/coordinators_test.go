@@ -414,3 +414,51 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 		return errors.Join(errs...)
 	})
 }
+
+// TestClusterMetadataAutoCreatesInternalTopics: a Metadata request that
+// auto-creates __consumer_offsets or __transaction_state (sarama asks for
+// __consumer_offsets before its transactional producer's AddOffsetsToTxn)
+// creates them as FindCoordinator does, with offsets.topic.num.partitions /
+// transaction.state.log.num.partitions partitions, internal and compacted
+// (Kafka's AutoTopicCreationManager), not as an ordinary topic of
+// num.partitions partitions that no coordinator would serve; the groups and
+// transactions of the cluster then work.
+func TestClusterMetadataAutoCreatesInternalTopics(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"offsets.topic.num.partitions": "6", "transaction.state.log.num.partitions": "3",
+		"num.partitions": "1", "auto.create.topics.enable": "true"})
+	ctx := ctxT(t)
+	for topic, want := range map[string]int{"__consumer_offsets": 6, "__transaction_state": 3} {
+		eventually(t, "metadata of "+topic, func() error {
+			req := kmsg.NewPtrMetadataRequest()
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, rt)
+			req.AllowAutoTopicCreation = true
+			resp, err := req.RequestWith(ctx, c.Client())
+			if err != nil {
+				return err
+			}
+			mt := resp.Topics[0]
+			if err := kerr.ErrorForCode(mt.ErrorCode); err != nil {
+				return err
+			}
+			if len(mt.Partitions) != want || !mt.IsInternal {
+				t.Fatalf("%s auto-created with %d partitions (internal %v), want %d internal", topic, len(mt.Partitions), mt.IsInternal, want)
+			}
+			return nil
+		})
+	}
+	adm := kadm.NewClient(c.Client())
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	offs := kadm.Offsets{}
+	offs.AddOffset("t", 0, 7, -1)
+	eventually(t, "commit", func() error {
+		resp, err := adm.CommitOffsets(ctx, "after-auto-create", offs)
+		if err == nil {
+			err = resp.Error()
+		}
+		return err
+	})
+}
