@@ -252,6 +252,9 @@ func (s *supervisor) run(name string, r role) {
 			who := fmt.Sprintf("%s#%d", name, inc)
 			err := r(s.ctx, func(ev event) {
 				ev.who = who
+				if os.Getenv("STRATA_FAULTS_EVENTS") == "1" { // debugging: every event as it comes
+					s.t.Logf("%s: %s p%d@%d %v %s %s", ev.who, ev.Event, ev.Partition, ev.Offset, ev.Partitions, ev.Status, ev.Error)
+				}
 				s.log.add(ev)
 			})
 			if s.ctx.Err() != nil {

@@ -106,7 +106,11 @@ async function pipeline (op) {
       try {
         const txn = await producer.transaction()
         try {
-          await txn.send({ topic: op.out, acks: -1, messages: batch.messages.map((m) => ({ key: m.key, value: m.value })) })
+          // An explicit partition: kafkajs 2.2.4 runs its partitioner again
+          // on every retry of a send, so keyless records spread round robin
+          // can go to another partition the second time (written twice,
+          // others never: docs/compatibility.md).
+          await txn.send({ topic: op.out, acks: -1, messages: batch.messages.map((m) => ({ key: m.key, value: m.value, partition: batch.partition })) })
           const next = String(Number(batch.messages[batch.messages.length - 1].offset) + 1)
           await txn.sendOffsets({ consumerGroupId: op.group, topics: [{ topic: op.topic, partitions: [{ partition: batch.partition, offset: next }] }] })
           await txn.commit()

@@ -1,0 +1,262 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestCoordinatorFailoverTime measures (STRATA_LONG=1 only; it asserts
+// nothing about time) how long the coordinators of 1,000 consumer groups
+// and 1,000 transactional ids are unavailable when the broker holding a
+// third of them is killed with SIGKILL: every group has a committed offset
+// and every transactional id a producer id; from the signal, each group
+// commits again (OffsetCommit, retried until accepted) and each
+// transactional id calls InitProducerId again, 50 at a time, and the time
+// until the last succeeds is logged for docs/benchmarks.md. The broker
+// session timeout is 4 s (replicatedCluster), so most of the figure is the
+// controller noticing the death; the rest is the new leaders loading the
+// __consumer_offsets / __transaction_state partitions and the clients
+// finding the new coordinators.
+func TestCoordinatorFailoverTime(t *testing.T) {
+	if !long() {
+		t.Skip("a measurement: STRATA_LONG=1")
+	}
+	const n, workers = 1000, 50
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	procs, addrs := replicatedCluster(t, ctx)
+	admin := newAdmin(t, addrs)
+	createTopics(t, ctx, admin, 1, "bench")
+	groups := make([]string, n)
+	txnIDs := make([]string, n)
+	for i := range groups {
+		groups[i], txnIDs[i] = fmt.Sprintf("bench-group-%d", i), fmt.Sprintf("bench-txn-%d", i)
+	}
+	commit := func(ctx context.Context, cl *kgo.Client, g string, at int64) error {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Group, req.Generation = g, -1
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = "bench"
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Offset = at
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			return fmt.Errorf("malformed answer")
+		}
+		return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	initPID := func(ctx context.Context, cl *kgo.Client, id string) error {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis = &id, 60000
+		req.ProducerID, req.ProducerEpoch = -1, -1
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.MetadataMinAge(250*time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }), kgo.RequestRetries(1000),
+		kgo.RetryTimeout(5*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// all runs fn over every key with workers at a time, each retried until
+	// it succeeds; it returns how long the slowest took.
+	all := func(keys []string, fn func(context.Context, *kgo.Client, string) error) time.Duration {
+		start := time.Now()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := int(next.Add(1) - 1); i < len(keys); i = int(next.Add(1) - 1) {
+					for {
+						rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+						err := fn(rctx, cl, keys[i])
+						rcancel()
+						if err == nil || ctx.Err() != nil {
+							break
+						}
+						time.Sleep(50 * time.Millisecond)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	commitAll := func(at int64) func(context.Context, *kgo.Client, string) error {
+		return func(ctx context.Context, cl *kgo.Client, g string) error { return commit(ctx, cl, g, at) }
+	}
+	t.Logf("setup: %d groups committed in %v, %d transactional ids initialized in %v",
+		n, all(groups, commitAll(1)), n, all(txnIDs, initPID))
+	// The victim: the broker coordinating the most groups and ids.
+	load := make([]int, len(procs))
+	for _, g := range groups[:100] {
+		if i := coordinatorIndex(ctx, addrs, 0, g); i >= 0 {
+			load[i]++
+		}
+	}
+	victim := slices.Index(load, slices.Max(load))
+	t.Logf("coordinators of the first 100 groups per broker: %v; killing broker-%d", load, victim+1)
+	killed := time.Now()
+	if err := procs[victim].Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var groupsBack, txnsBack time.Duration
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); all(groups, commitAll(2)); groupsBack = time.Since(killed) }()
+	go func() { defer wg.Done(); all(txnIDs, initPID); txnsBack = time.Since(killed) }()
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatal(ctx.Err())
+	}
+	t.Logf("kill -9 of broker-%d -> every one of %d groups committed again after %v, every one of %d transactional ids initialized again after %v",
+		victim+1, n, groupsBack.Round(time.Millisecond), n, txnsBack.Round(time.Millisecond))
+	offs, err := admin.FetchOffsets(ctx, groups[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := offs.Lookup("bench", 0); o.At != 2 {
+		t.Errorf("group %s committed %d, want 2", groups[0], o.At)
+	}
+}
+
+// TestCoordinatorReplicationCost measures (STRATA_LONG=1 only) what
+// replicating the coordinators' logs costs, in one run: a three-node
+// cluster with __consumer_offsets / __transaction_state and the data topic
+// replicated once, then one with them replicated three times
+// (min.insync.replicas=2, the defaults). Logged: OffsetCommit throughput
+// (16 committers, one commit of one partition in flight each, for 10 s),
+// and the latency of whole transactions (InitProducerId once, then
+// produce one record to one partition and commit, 300 times in a row)
+// at p50 and p99.
+func TestCoordinatorReplicationCost(t *testing.T) {
+	if !long() {
+		t.Skip("a measurement: STRATA_LONG=1")
+	}
+	type figures struct {
+		commitsPerSec float64
+		p50, p99      time.Duration
+	}
+	measure := func(t *testing.T, rf int) figures {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		r := strconv.Itoa(rf)
+		isr := "2"
+		if rf == 1 {
+			isr = "1"
+		}
+		procs, addrs := replicatedCluster(t, ctx, "--offsets.topic.replication.factor", r,
+			"--transaction.state.log.replication.factor", r, "--transaction.state.log.min.isr", isr,
+			"--default.replication.factor", r, "--min.insync.replicas", isr)
+		defer func() {
+			for _, p := range procs {
+				p.Stop()
+			}
+		}()
+		admin := newAdmin(t, addrs)
+		createTopics2(t, ctx, admin, 16, int16(rf), "bench")
+		// OffsetCommit throughput: 16 groups, one committer each.
+		var commits atomic.Int64
+		var wg sync.WaitGroup
+		deadline := time.Now().Add(10 * time.Second)
+		for w := 0; w < 16; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer cl.Close()
+				adm := kadm.NewClient(cl)
+				g := fmt.Sprintf("commit-bench-%d", w)
+				for i := int64(1); time.Now().Before(deadline); i++ {
+					offs := kadm.Offsets{}
+					offs.Add(kadm.Offset{Topic: "bench", Partition: int32(w), At: i, LeaderEpoch: -1})
+					resp, err := adm.CommitOffsets(ctx, g, offs)
+					if err == nil {
+						err = resp.Error()
+					}
+					if err != nil {
+						continue
+					}
+					commits.Add(1)
+				}
+			}()
+		}
+		start := time.Now()
+		wg.Wait()
+		var f figures
+		f.commitsPerSec = float64(commits.Load()) / time.Since(start).Seconds()
+		// Transaction latency.
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.TransactionalID("latency-"+r), kgo.DefaultProduceTopic("bench"),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		var took []time.Duration
+		for i := 0; i < 300; i++ {
+			s := time.Now()
+			if err := cl.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.ProduceSync(ctx, &kgo.Record{Partition: int32(i % 16), Value: []byte("x")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				t.Fatal(err)
+			}
+			took = append(took, time.Since(s))
+		}
+		slices.Sort(took)
+		f.p50, f.p99 = took[len(took)/2], took[len(took)*99/100]
+		t.Logf("RF=%d: %.0f OffsetCommits/s; transaction (begin, one record, commit) p50 %v p99 %v",
+			rf, f.commitsPerSec, f.p50.Round(100*time.Microsecond), f.p99.Round(100*time.Microsecond))
+		return f
+	}
+	var one, three figures
+	t.Run("RF=1", func(t *testing.T) { one = measure(t, 1) })
+	t.Run("RF=3", func(t *testing.T) { three = measure(t, 3) })
+	if one.commitsPerSec > 0 && one.p50 > 0 {
+		t.Logf("RF=3 / RF=1: OffsetCommit throughput %.2fx; transaction latency p50 %.2fx, p99 %.2fx",
+			three.commitsPerSec/one.commitsPerSec, float64(three.p50)/float64(one.p50), float64(three.p99)/float64(one.p99))
+	}
+}
+
+// createTopics2 creates topics with a given replication factor.
+func createTopics2(t *testing.T, ctx context.Context, admin *kadm.Client, partitions int32, rf int16, topics ...string) {
+	t.Helper()
+	for _, topic := range topics {
+		r, err := admin.CreateTopic(ctx, partitions, rf, nil, topic)
+		if err == nil {
+			err = r.Err
+		}
+		if err != nil {
+			t.Fatalf("create %s: %v", topic, err)
+		}
+	}
+}
