@@ -19,16 +19,19 @@ import (
 // only partitions with news; epoch -1 is a sessionless full fetch.
 func (s *Server) handleFetch(ctx context.Context, c *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.FetchRequest)
-	if req.ReplicaID >= 0 {
+	unknown := s.resolveFetchTopicIDs(req) // v13+: topic ids to names
+	if fetchReplicaID(req) >= 0 {
 		if !c.allowedCluster(authz.OpClusterAction) { // a follower's fetch (Kafka's handleFetchRequest)
-			return reply{fetch: deniedFetch(req)}, nil
+			fr := deniedFetch(req)
+			fr.topicID = s.topicID
+			return reply{fetch: fr}, nil
 		}
-		return s.handleReplicaFetch(ctx, req)
+		return s.handleReplicaFetch(ctx, req, unknown)
 	}
 	plan := s.sessions.plan(req)
 	defer s.sessions.done(plan)
 	readCommitted := req.IsolationLevel == 1
-	fr := &fetchReply{version: req.Version, errorCode: plan.errorCode, readCommitted: readCommitted, readable: c.fetchAuth(req)}
+	fr := &fetchReply{version: req.Version, errorCode: plan.errorCode, readCommitted: readCommitted, readable: c.fetchAuth(req), topicID: s.topicID}
 	if plan.session != nil {
 		fr.sessionID = plan.session.id
 		fr.newSession = !plan.incremental
@@ -45,6 +48,7 @@ func (s *Server) handleFetch(ctx context.Context, c *conn, kreq kmsg.Request) (r
 	fl := s.newFetchFill(plan.parts, fr, maxBytes)
 	defer fl.unwait()
 	fl.readAll()
+	fr.addUnknownTopics(unknown) // after the planned slots, which index fr.topics
 	var moved []int
 	for fr.bytes < min(int64(req.MinBytes), maxBytes) && !fr.hasError && req.MaxWaitMillis > 0 {
 		if fl.w == nil {
@@ -307,13 +311,19 @@ type fetchReply struct {
 	// readable reports whether the principal may read a topic (nil: no
 	// authorizer; security.go fetchAuth).
 	readable func(topic string) bool
+	// topicID names a topic by id in v13+ answers (KIP-516).
+	topicID  func(name string) [16]byte
 	topics   []fetchTopic
 	bytes    int64
 	hasError bool
 }
 
 type fetchTopic struct {
-	name  string
+	name string
+	// id is the topic's id written by v13+ answers when hasID (an unknown
+	// id answered UNKNOWN_TOPIC_ID); otherwise fetchReply.topicID(name).
+	id    [16]byte
+	hasID bool
 	parts []fetchPart
 }
 

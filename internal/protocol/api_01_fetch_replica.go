@@ -20,19 +20,23 @@ import (
 // and min bytes (replica.fetch.wait.max.ms / replica.fetch.min.bytes of the
 // follower). Fetch sessions are not offered to followers: they send
 // sessionless full fetches.
-func (s *Server) handleReplicaFetch(ctx context.Context, req *kmsg.FetchRequest) (reply, error) {
-	brokerEpoch := int64(-1)
-	if req.Version >= 15 {
-		brokerEpoch = req.ReplicaState.Epoch
-	}
+//
+// From v15 the follower's id and broker epoch come in ReplicaState
+// (KIP-903): a fetch carrying an epoch older than the follower's current
+// registration is from a previous incarnation and is answered
+// NOT_LEADER_OR_FOLLOWER without recording its position (Kafka's
+// Replica.updateFetchStateOrThrow; replica.Leader.FollowerFetch).
+func (s *Server) handleReplicaFetch(ctx context.Context, req *kmsg.FetchRequest, unknown []unknownFetchTopic) (reply, error) {
+	replicaID, brokerEpoch := fetchReplicaID(req), fetchBrokerEpoch(req)
 	maxBytes := int64(req.MaxBytes)
 	if maxBytes <= 0 {
 		maxBytes = 1<<31 - 1
 	}
 	deadline := time.Now().Add(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
 	for {
-		fr := &fetchReply{version: req.Version}
-		waits := s.replicaFetchOnce(req, brokerEpoch, fr, maxBytes)
+		fr := &fetchReply{version: req.Version, topicID: s.topicID}
+		waits := s.replicaFetchOnce(req, replicaID, brokerEpoch, fr, maxBytes)
+		fr.addUnknownTopics(unknown)
 		done := fr.bytes >= int64(req.MinBytes) || fr.hasError || req.MaxWaitMillis <= 0 || len(waits) == 0
 		if !done {
 			remaining := time.Until(deadline)
@@ -47,7 +51,7 @@ func (s *Server) handleReplicaFetch(ctx context.Context, req *kmsg.FetchRequest)
 
 // replicaFetchOnce reads every partition of a follower's fetch once and
 // returns the channels that signal new data at their leaders.
-func (s *Server) replicaFetchOnce(req *kmsg.FetchRequest, brokerEpoch int64, fr *fetchReply, maxBytes int64) []<-chan struct{} {
+func (s *Server) replicaFetchOnce(req *kmsg.FetchRequest, replicaID int32, brokerEpoch int64, fr *fetchReply, maxBytes int64) []<-chan struct{} {
 	var waits []<-chan struct{}
 	remaining := maxBytes
 	for _, rt := range req.Topics {
@@ -62,7 +66,7 @@ func (s *Server) replicaFetchOnce(req *kmsg.FetchRequest, brokerEpoch int64, fr 
 				var ans replica.FetchAnswer
 				limit := min(int64(rp.PartitionMaxBytes), remaining)
 				ans, err = p.ServeReplicaFetch(replica.FetchPart{
-					Replica: req.ReplicaID, BrokerEpoch: brokerEpoch, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
+					Replica: replicaID, BrokerEpoch: brokerEpoch, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
 					FetchOffset: rp.FetchOffset, LastFetchedEpoch: rp.LastFetchedEpoch, LogStart: rp.LogStartOffset,
 					MaxBytes: max(limit, 0), MinOneBatch: fr.bytes == 0,
 				})

@@ -50,6 +50,9 @@ type fetchSession struct {
 	parts    map[partKey]*sessionPart
 	order    []partKey // stable response order
 	lastUsed time.Time
+	// usesIDs: opened by a v13+ fetch (topic ids, KIP-516); its
+	// incremental fetches must use ids too.
+	usesIDs bool
 }
 
 // fetchSessions is the broker's session cache.
@@ -106,7 +109,7 @@ func (fs *fetchSessions) plan(req *kmsg.FetchRequest) fetchPlan {
 		if len(fs.byID) >= maxFetchSessions || len(parts) == 0 {
 			return fetchPlan{parts: parts} // no room: sessionless answer
 		}
-		s := &fetchSession{id: fs.newIDLocked(), epoch: 1, parts: map[partKey]*sessionPart{}, lastUsed: fs.nowFn()}
+		s := &fetchSession{id: fs.newIDLocked(), epoch: 1, parts: map[partKey]*sessionPart{}, lastUsed: fs.nowFn(), usesIDs: req.Version >= 13}
 		for _, p := range parts {
 			k := partKey{p.topic, p.partition}
 			if _, dup := s.parts[k]; !dup {
@@ -124,6 +127,11 @@ func (fs *fetchSessions) plan(req *kmsg.FetchRequest) fetchPlan {
 	}
 	if req.SessionEpoch != s.epoch || fs.inUse[s.id] {
 		return fetchPlan{errorCode: kerr.InvalidFetchSessionEpoch.Code}
+	}
+	if s.usesIDs != (req.Version >= 13) {
+		// A session opened with topic ids continued without them, or the
+		// reverse (Kafka's FetchManager.newContext, KIP-516).
+		return fetchPlan{errorCode: kerr.FetchSessionTopicIDError.Code}
 	}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {

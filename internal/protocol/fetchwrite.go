@@ -12,7 +12,7 @@ import (
 	"github.com/strata-io/strata/internal/broker"
 )
 
-// fetchEncoder writes the Fetch response framing (v4-12) into a buffer;
+// fetchEncoder writes the Fetch response framing (v4-15) into a buffer;
 // record bytes are not copied: each partition's chunks are noted as a
 // "hole" to fill from the segment files while writing.
 type fetchEncoder struct {
@@ -76,7 +76,16 @@ func (e *fetchEncoder) encode(corr int32, fr *fetchReply) (int64, error) {
 	e.arrayLen(len(fr.topics))
 	var records int64
 	for _, t := range fr.topics {
-		e.str(t.name)
+		if e.version >= 13 {
+			// v13+ names the topic by id (KIP-516).
+			id := t.id
+			if !t.hasID && fr.topicID != nil {
+				id = fr.topicID(t.name)
+			}
+			e.buf = append(e.buf, id[:]...)
+		} else {
+			e.str(t.name)
+		}
 		e.arrayLen(len(t.parts))
 		for _, p := range t.parts {
 			e.i32(p.partition)

@@ -5,8 +5,8 @@ package protocol
 // (plus the group coordinator's keys when one is wired).
 func (s *Server) buildHandlers() map[int16]handler {
 	h := map[int16]handler{
-		0:  {0, 11, s.handleProduce}, // v0-2 for librdkafka <= 2.11, which enables gzip/snappy/lz4 only if v0 is served
-		1:  {4, 12, s.handleFetch},
+		0:  {0, 11, s.handleProduce},    // v0-2 for librdkafka <= 2.11, which enables gzip/snappy/lz4 only if v0 is served
+		1:  {4, 15, s.handleFetch},      // v13+ topic ids (KIP-516), v15 ReplicaState (KIP-903)
 		2:  {0, 7, s.handleListOffsets}, // v0 for Burrow 1.2.1 (sarama OffsetRequest v0 for end offsets)
 		3:  {0, 12, s.handleMetadata},
 		18: {0, 4, s.handleApiVersions},

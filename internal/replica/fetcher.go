@@ -148,6 +148,10 @@ func (f *fetcher) build() (*kmsg.FetchRequest, []position, time.Time) {
 			next = at
 		}
 	}
+	// The version is negotiated by the connection (kgo): up to v12 the
+	// top-level replica id and topic names are sent, from v13 topic ids
+	// (KIP-516), from v15 ReplicaState with this broker's epoch (KIP-903),
+	// which the leader checks against the registration it knows.
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = f.m.cfg.Local
 	req.ReplicaState.ID = f.m.cfg.Local
@@ -160,6 +164,7 @@ func (f *fetcher) build() (*kmsg.FetchRequest, []position, time.Time) {
 		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != p.r.tp.Topic {
 			t := kmsg.NewFetchRequestTopic()
 			t.Topic = p.r.tp.Topic
+			t.TopicID = p.r.log.TopicID()
 			req.Topics = append(req.Topics, t)
 		}
 		t := &req.Topics[len(req.Topics)-1]
@@ -206,10 +211,18 @@ func (f *fetcher) handle(conn Conn, pos []position, resp *kmsg.FetchResponse) {
 		return
 	}
 	byTP := make(map[TP]*kmsg.FetchResponseTopicPartition, len(pos))
+	names := map[[16]byte]string{} // v13+ answers name topics by id
+	for _, p := range pos {
+		names[p.r.log.TopicID()] = p.r.tp.Topic
+	}
 	for i := range resp.Topics {
 		t := &resp.Topics[i]
+		name := t.Topic
+		if name == "" {
+			name = names[t.TopicID]
+		}
 		for j := range t.Partitions {
-			byTP[TP{Topic: t.Topic, Partition: t.Partitions[j].Partition}] = &t.Partitions[j]
+			byTP[TP{Topic: name, Partition: t.Partitions[j].Partition}] = &t.Partitions[j]
 		}
 	}
 	for _, p := range pos {

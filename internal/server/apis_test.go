@@ -43,7 +43,7 @@ func TestFetchLimitsAndLongPoll(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	raw := tb.Client()
+	raw := tb.Client(fetchMax(12))
 	// KIP-74: max bytes smaller than the first batch still returns it whole.
 	resp, err := fetchReq("f", 0, 1000, 1000, 1, 0).RequestWith(ctx, raw)
 	if err != nil {
@@ -179,7 +179,7 @@ func TestFetchSessions(t *testing.T) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("a"), Partition: 0}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	raw := tb.Client()
+	raw := tb.Client(fetchMax(12))
 	// Initial (epoch 0): full answer, new session id.
 	req := fetchReq("s", 0, 1<<20, 1<<20, 0, 0)
 	p1 := kmsg.NewFetchRequestTopicPartition()

@@ -103,6 +103,11 @@ func TestOperationsTable(t *testing.T) {
 	if err := as(tb, "admin", kgo.DefaultProduceTopic("t1")).ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	tds, err := adm.ListTopics(ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1ID := tds["t1"].ID
 	bobCl := as(tb, "bob")
 	if err := bobCl.Ping(ctx); err != nil {
 		t.Fatal(err)
@@ -130,8 +135,9 @@ func TestOperationsTable(t *testing.T) {
 	fetch := func(replica int32) int16 {
 		req := kmsg.NewPtrFetchRequest()
 		req.ReplicaID, req.MaxBytes, req.SessionEpoch = replica, 1<<20, -1
+		req.ReplicaState.ID = replica // v15+ (KIP-903)
 		ft := kmsg.NewFetchRequestTopic()
-		ft.Topic = "t1"
+		ft.Topic, ft.TopicID = "t1", t1ID
 		fp := kmsg.NewFetchRequestTopicPartition()
 		fp.PartitionMaxBytes = 1 << 20
 		ft.Partitions = append(ft.Partitions, fp)

@@ -122,7 +122,7 @@ func TestProduceConsumeKindsOffsetsTimestamps(t *testing.T) {
 	if _, err := tb.Admin().CreateTopic(ctx, 1, 1, nil, "kinds"); err != nil {
 		t.Fatal(err)
 	}
-	cl := tb.Client(kgo.DefaultProduceTopic("kinds"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	cl := tb.Client(kgo.DefaultProduceTopic("kinds"), kgo.RequiredAcks(kgo.AllISRAcks()), fetchMax(12))
 	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 	recs := []*kgo.Record{
 		{Key: []byte("k1"), Value: []byte("keyed"), Timestamp: base},

@@ -149,7 +149,7 @@ func TestClusterTopics(t *testing.T) {
 	fp.PartitionMaxBytes = 1 << 20
 	ft.Partitions = append(ft.Partitions, fp)
 	freq.Topics = append(freq.Topics, ft)
-	fresp := request(t, other.Addr(), freq).(*kmsg.FetchResponse)
+	fresp := requestMax(t, other.Addr(), 12, freq).(*kmsg.FetchResponse)
 	if fpr := fresp.Topics[0].Partitions[0]; fpr.ErrorCode != kerr.NotLeaderForPartition.Code || fpr.CurrentLeader.LeaderID != p0.Leader {
 		t.Fatalf("fetch from a follower: %+v", fpr)
 	}

@@ -155,6 +155,9 @@ func (l *Log) UpdateConfig(cfg Config) {
 // LogStartOffset is the first offset still readable.
 func (l *Log) LogStartOffset() int64 { return l.v.Load().logStart }
 
+// TopicID is the id of the log's topic (its partition.metadata).
+func (l *Log) TopicID() [16]byte { return l.topicID }
+
 // LogEndOffset is the next offset to be assigned.
 func (l *Log) LogEndOffset() int64 { return l.v.Load().leo }
 

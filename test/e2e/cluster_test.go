@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/strata-io/strata/internal/freeport"
 )
@@ -132,7 +133,10 @@ func metadata(t testing.TB, ctx context.Context, addr string, topics ...string) 
 // rawRequest sends one request to the broker at addr only.
 func rawRequest(t testing.TB, ctx context.Context, addr string, req kmsg.Request) kmsg.Response {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	// Fetch stays at v12 (topics by name), as the callers write it.
+	vs := kversion.Stable()
+	vs.SetMaxKeyVersion(1, 12)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.MaxVersions(vs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,6 +23,12 @@ func rawFetch(t *testing.T, cl *kgo.Client, topic string, offset int64) (int16, 
 	req.MaxBytes = 1 << 20
 	ft := kmsg.NewFetchRequestTopic()
 	ft.Topic = topic
+	// kgo negotiates Fetch v13+, which names topics by id (KIP-516).
+	tds, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatalf("topic id of %s: %v", topic, err)
+	}
+	ft.TopicID = tds[topic].ID
 	fp := kmsg.NewFetchRequestTopicPartition()
 	fp.FetchOffset = offset
 	fp.PartitionMaxBytes = 1 << 20
