@@ -95,6 +95,14 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 		"Longest time the leader holds a follower's fetch waiting for replica.fetch.min.bytes; at most replica.lag.time.max.ms."),
 	def("replica.fetch.backoff.ms", TypeInt, "1000", atLeast(0),
 		"Pause before a follower fetches a partition again after a fetch error."),
+	// Preferred leaders (Kafka's ReplicationConfigs): the active
+	// controller's periodic preferred-leader election.
+	def("auto.leader.rebalance.enable", TypeBoolean, "true", anyValue,
+		"The active controller checks leader balance every leader.imbalance.check.interval.seconds and gives partitions back to their preferred replica (the first of the replica list) once it is in the ISR, for every broker whose share of preferred partitions led elsewhere exceeds leader.imbalance.per.broker.percentage."),
+	def("leader.imbalance.check.interval.seconds", TypeLong, "300", atLeast(1),
+		"How often the active controller checks leader balance (auto.leader.rebalance.enable)."),
+	def("leader.imbalance.per.broker.percentage", TypeInt, "10", atLeast(0),
+		"The share (percent) of a broker's preferred partitions that may be led by other brokers before the controller moves them back."),
 	def("log.segment.bytes", TypeInt, "1073741824", atLeast(14),
 		"Default for segment.bytes: size at which a segment is rolled."),
 	def("log.roll.ms", TypeLong, "", atLeast(1),

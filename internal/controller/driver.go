@@ -32,6 +32,8 @@ type Driver struct {
 	// OnActive, if set, is called with true when this node becomes the
 	// active controller and false when it stops being it.
 	OnActive func(bool)
+	// Rebalance is the automatic preferred-leader election (leaders.go).
+	Rebalance RebalanceConfig
 }
 
 // Run campaigns and, while active, reconciles, until ctx ends. Losing the
@@ -99,6 +101,8 @@ func (d *Driver) sleep(ctx context.Context, t time.Duration) {
 
 // lead reconciles after every change until the session ends.
 func (d *Driver) lead(ctx context.Context, sess *concurrency.Session) {
+	rebalance, stop := d.rebalanceTicker()
+	defer stop()
 	for {
 		changed := d.Cache.Changed()
 		if err := d.ReconcileOnce(ctx); err != nil && !errors.Is(err, meta.ErrConflict) {
@@ -118,6 +122,10 @@ func (d *Driver) lead(ctx context.Context, sess *concurrency.Session) {
 		case <-sess.Done():
 			return
 		case <-changed:
+		case <-rebalance:
+			if err := d.RebalanceOnce(ctx); err != nil {
+				d.Logger.Warn("preferred leader rebalance failed", "err", err)
+			}
 		}
 	}
 }

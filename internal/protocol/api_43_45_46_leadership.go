@@ -3,12 +3,14 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Leadership and reassignment requests on a one-node cluster. Every
+// Leadership and reassignment requests. In a cluster they go to the
+// metadata store (electLeadersCluster and below). On a one-node cluster: Every
 // partition's only replica is this node and is its leader, so there is
 // nothing to elect and nothing to move; the answers say exactly that, in
 // Kafka's terms, and change nothing.
@@ -18,12 +20,15 @@ import (
 // replica already leads; unknown partitions are UNKNOWN_TOPIC_OR_PARTITION.
 // A request for all partitions (null topics) reports nothing, as Kafka
 // leaves ELECTION_NOT_NEEDED out of such answers.
-func (s *Server) handleElectLeaders(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+func (s *Server) handleElectLeaders(ctx context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
 	if req.Version >= 1 && req.ElectionType != 0 && req.ElectionType != 1 {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return reply{msg: resp}, nil
+	}
+	if s.cfg.Cluster != nil {
+		return s.electLeadersCluster(ctx, req, resp)
 	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewElectLeadersResponseTopic()
@@ -40,6 +45,55 @@ func (s *Server) handleElectLeaders(_ context.Context, _ *conn, kreq kmsg.Reques
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	return reply{msg: resp}, nil
+}
+
+// electLeadersCluster runs ElectLeaders in a cluster (Kafka's
+// ReplicationControlManager.electLeaders): each named partition is elected
+// by compare-and-set in the metadata store; the answer per partition is
+// Kafka's code (ELECTION_NOT_NEEDED 84, PREFERRED_LEADER_NOT_AVAILABLE 80,
+// ELIGIBLE_LEADERS_NOT_AVAILABLE 83, UNKNOWN_TOPIC_OR_PARTITION 3) with its
+// message. v0 has no election type: PREFERRED.
+func (s *Server) electLeadersCluster(ctx context.Context, req *kmsg.ElectLeadersRequest, resp *kmsg.ElectLeadersResponse) (reply, error) {
+	typ := int8(0)
+	if req.Version >= 1 {
+		typ = req.ElectionType
+	}
+	var parts map[string][]int32
+	if req.Topics != nil {
+		parts = map[string][]int32{}
+		for _, rt := range req.Topics {
+			parts[rt.Topic] = append(parts[rt.Topic], rt.Partitions...)
+		}
+	}
+	if req.TimeoutMillis > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
+		defer cancel()
+	}
+	results, err := s.cfg.Cluster.ElectLeaders(ctx, typ, parts)
+	if err != nil && len(results) == 0 {
+		resp.ErrorCode = errCode(err)
+		return reply{msg: resp}, nil
+	}
+	byTopic := map[string]int{}
+	for _, r := range results {
+		i, ok := byTopic[r.Topic]
+		if !ok {
+			i = len(resp.Topics)
+			byTopic[r.Topic] = i
+			st := kmsg.NewElectLeadersResponseTopic()
+			st.Topic = r.Topic
+			resp.Topics = append(resp.Topics, st)
+		}
+		sp := kmsg.NewElectLeadersResponseTopicPartition()
+		sp.Partition = r.Partition
+		if r.Err != nil {
+			sp.ErrorCode = errCode(r.Err)
+			sp.ErrorMessage = errMessage(r.Err)
+		}
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, sp)
 	}
 	return reply{msg: resp}, nil
 }

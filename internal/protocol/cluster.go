@@ -33,6 +33,17 @@ type Cluster interface {
 	// EnsureInternalTopic starts creating an internal topic
 	// (__consumer_offsets, __transaction_state) unless it exists.
 	EnsureInternalTopic(name string)
+	// ElectLeaders runs ElectLeaders' elections (typ 0 PREFERRED, 1
+	// UNCLEAN); parts nil means every partition.
+	ElectLeaders(ctx context.Context, typ int8, parts map[string][]int32) ([]PartitionResult, error)
+}
+
+// PartitionResult is one partition's outcome of a cluster operation; Err
+// wraps the Kafka error (kerr) with its message, nil on success.
+type PartitionResult struct {
+	Topic     string
+	Partition int32
+	Err       error
 }
 
 // CreatedTopic is what CreateTopics answers about a new topic.

@@ -222,7 +222,7 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 		dctx, cancel := context.WithCancel(context.Background())
 		c.stop = cancel
 		d := &controller.Driver{NodeID: me, Store: c.store, Cache: c.cache, SessionTTL: session, Logger: s.logger,
-			Policy: s.policy, OnActive: func(on bool) { c.active.Store(on) }}
+			Policy: s.policy, OnActive: func(on bool) { c.active.Store(on) }, Rebalance: s.rebalanceConfig()}
 		go func() { defer close(c.done); d.Run(dctx) }()
 		if err := s.reg.Register(etcdnode.NewCollector(c.node)); err != nil {
 			return fail(fmt.Errorf("register metadata store metrics: %w", err))
