@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/strata-io/strata/internal/broker"
 	"github.com/strata-io/strata/internal/config"
@@ -35,6 +36,17 @@ import (
 // every broker its metadata, the test plays that part: it registers the
 // brokers, writes the partition's key, and applies the metadata to each
 // broker's replica Manager (rig.sync).
+
+// fetchV12 keeps the rig's followers at Fetch v12 (topics by name, the
+// top-level replica id): each rig broker created the topic on its own, so
+// their topic ids differ, which v13+ would refuse (UNKNOWN_TOPIC_ID). A
+// cluster's brokers share the store's ids and fetch at v15
+// (internal/server TestReplicaFetchV15, TestReplicatedCluster).
+var fetchV12 = func() *kversion.Versions {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(1, 12)
+	return v
+}()
 
 type rig struct {
 	t     testing.TB
@@ -157,7 +169,7 @@ func (r *rig) startNode(nd *rigNode) {
 			return "", false
 		}
 		return net.JoinHostPort(b.Listeners[0].Host, fmt.Sprint(b.Listeners[0].Port)), true
-	}}
+	}, Opts: []kgo.Opt{kgo.MaxVersions(fetchV12)}}
 	nd.mgr = replica.NewManager(replica.ManagerConfig{
 		Local: nd.id, BrokerEpoch: func() int64 { return epoch }, Fenced: sess.Fenced, Durable: true,
 		LagTimeMax: time.Second, FetchWaitMax: 100 * time.Millisecond, FetchBackoff: 50 * time.Millisecond,
