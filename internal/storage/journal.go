@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/vfs"
@@ -30,7 +31,12 @@ import (
 //
 // Two preallocated, zero-filled files alternate (strata-journal-0 and
 // strata-journal-1 at the root of the log dir, overwritten in place so an
-// fdatasync needs no metadata commit). A file fills from its start with
+// fdatasync needs no metadata commit). They exist only while they are of
+// use: created when a round first spans many partitions, sized to the
+// disk (each at most strata.log.journal.bytes and 1/16 of the free space
+// then, so both take at most an eighth of it; none when that is under
+// 1 MiB), removed again after journalIdleRelease without a journal round,
+// at a clean shutdown and at the next start (after recovery read them). A file fills from its start with
 // records of one generation; when a round does not fit, the other file
 // takes over under the next generation and the full one is checkpointed in
 // the background: one SyncFS of the log dir makes every segment byte it
@@ -61,6 +67,18 @@ const (
 	// DefaultJournalFileBytes is the size of each of the two journal
 	// files of a log dir.
 	DefaultJournalFileBytes = 64 << 20
+	// journalDiskShare: each journal file takes at most this fraction of
+	// the log dir's free space when it is created.
+	journalDiskShare = 16
+	// journalMinFileBytes is the smallest file the journal shrinks to for
+	// lack of space (or the configured size when smaller); below it the
+	// rounds fsync segments directly and creation is tried again after
+	// journalRetry.
+	journalMinFileBytes = 1 << 20
+	journalRetry        = time.Minute
+	// journalIdleRelease: the files are removed (their bytes made durable
+	// in the segments first) when no round used them for this long.
+	journalIdleRelease = 2 * time.Minute
 	// journalMinFiles is the fewest segment files a round must have to
 	// fsync for the journal to be used: below it, fsyncing them directly
 	// costs no more than the journal's write and fsync, and avoids
@@ -93,32 +111,37 @@ type jkey struct {
 // state is used by the Syncer's rounds (one at a time, under its roundMu)
 // and by the background checkpoints (under mu).
 type journal struct {
-	fsys     vfs.FS
-	dir      string
-	logger   *slog.Logger
-	fileSize int64
-	syncFS   vfs.SyncFS
+	fsys    vfs.FS
+	dir     string
+	logger  *slog.Logger
+	maxSize int64 // strata.log.journal.bytes
+	syncFS  vfs.SyncFS
+	now     func() time.Time
 
+	// files are open while they exist: from open (a previous run's, for
+	// recovery) to start, and from prepare to release.
 	files [2]vfs.File
 	// recs are the records found at open, by partition, oldest first; the
 	// logs replay them while they open, until start.
 	recs map[jkey][]jrec
 
-	sized   [2]bool // the file has the journal's size (zero-filled once)
-	started bool
-	cur     int    // file being written
-	pos     int64  // next write position in it
-	gen     uint64 // its generation
-	buf     []byte // the round being built
+	started  bool
+	cur      int       // file being written
+	pos      int64     // next write position in it
+	gen      uint64    // its generation
+	buf      []byte    // the round being built
+	lastUsed time.Time // last round written (under the syncer's round lock)
 
-	mu      sync.Mutex
-	covered [2]jlogs // per file: logs with bytes in it and the mark they reach
-	busy    [2]bool  // the file's checkpoint is running
-	ready   bool     // both files prepared
-	filling bool     // prepare is running
-	failed  error
-	stats   JournalStats
-	ckpts   sync.WaitGroup
+	mu       sync.Mutex
+	fileSize int64    // size of each prepared file (set with ready)
+	covered  [2]jlogs // per file: logs with bytes in it and the mark they reach
+	busy     [2]bool  // the file's checkpoint is running
+	ready    bool     // both files prepared
+	filling  bool     // prepare is running
+	retryAt  time.Time
+	failed   error
+	stats    JournalStats
+	ckpts    sync.WaitGroup
 }
 
 // jlogs maps a log to the furthest mark of its bytes in a journal file.
@@ -140,17 +163,20 @@ type JournalStats struct {
 	Checkpoints uint64 // files checkpointed (SyncFS of the dir)
 	Fallbacks   uint64 // rounds that fsynced segments directly for want of journal space
 	Replayed    uint64 // records replayed into segments at recovery
+	Created     uint64 // times the files were created (sized to the disk)
+	Released    uint64 // times idle files were removed
+	FileBytes   int64  // size of each file now (0: none)
 }
 
 func journalPath(dir string, i int) string {
 	return filepath.Join(dir, fmt.Sprintf("%s%d", journalFilePrefix, i))
 }
 
-// openJournal opens (creating and zero-filling when missing or of another
-// size) the journal files of dir and indexes their records for the
+// openJournal opens the journal files a previous run of dir left (none
+// is created here: see prepare) and indexes their records for the
 // recovery of the dir's logs.
-func openJournal(fsys vfs.FS, dir string, fileSize int64, logger *slog.Logger) (*journal, error) {
-	j := &journal{fsys: fsys, dir: dir, logger: logger, fileSize: fileSize, recs: map[jkey][]jrec{}}
+func openJournal(fsys vfs.FS, dir string, maxSize int64, logger *slog.Logger) (*journal, error) {
+	j := &journal{fsys: fsys, dir: dir, logger: logger, maxSize: maxSize, now: time.Now, recs: map[jkey][]jrec{}}
 	sfs, err := fsys.OpenSyncFS(dir)
 	if err != nil {
 		return nil, fmt.Errorf("journal of %s: %w", dir, err)
@@ -160,41 +186,24 @@ func openJournal(fsys vfs.FS, dir string, fileSize int64, logger *slog.Logger) (
 		k jkey
 		r jrec
 	}
-	created := false
 	for i := range j.files {
 		name := journalPath(dir, i)
-		_, statErr := fsys.Stat(name)
-		f, err := fsys.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		if _, err := fsys.Stat(name); errNotExist(err) {
+			continue
+		}
+		f, err := fsys.OpenFile(name, os.O_RDWR, 0)
 		if err != nil {
 			j.close()
 			return nil, fmt.Errorf("open journal %s: %w", name, err)
 		}
 		j.files[i] = f
-		created = created || statErr != nil
-		st, err := f.Stat()
+		recs, gen, err := readJournalFile(f, i)
 		if err != nil {
 			j.close()
-			return nil, fmt.Errorf("journal %s: %w", name, err)
+			return nil, err
 		}
-		if st.Size() > 0 {
-			recs, gen, err := readJournalFile(f, i)
-			if err != nil {
-				j.close()
-				return nil, err
-			}
-			j.gen = max(j.gen, gen)
-			found = append(found, recs...)
-		}
-		// A new (or resized) file is zero-filled before the journal uses it
-		// (prepare), so that rounds overwrite allocated blocks and their
-		// fdatasync commits no metadata.
-		j.sized[i] = st.Size() == fileSize
-	}
-	if created {
-		if err := fsys.SyncDir(dir); err != nil {
-			j.close()
-			return nil, fmt.Errorf("journal: fsync %s: %w", dir, err)
-		}
+		j.gen = max(j.gen, gen)
+		found = append(found, recs...)
 	}
 	sort.SliceStable(found, func(a, b int) bool { return found[a].r.gen < found[b].r.gen })
 	for _, kr := range found {
@@ -203,45 +212,139 @@ func openJournal(fsys vfs.FS, dir string, fileSize int64, logger *slog.Logger) (
 	return j, nil
 }
 
-// prepare zero-fills the files not yet at the journal size, in the
-// background (owned by the journal, waited for by wait): until it is done
-// rounds fsync segments directly. A broker whose rounds never span many
-// partitions never pays for it.
+// prepare creates both files, sized to the disk and zero-filled, in the
+// background (owned by the journal, waited for by wait): until they are
+// ready rounds fsync segments directly, and a broker whose rounds never
+// span many partitions never pays for them. A disk without room for them
+// (or a failed write) leaves no file behind; creation is tried again
+// after journalRetry.
 func (j *journal) prepare() {
 	defer j.ckpts.Done()
-	for i := range j.files {
-		if j.sized[i] {
-			continue
-		}
-		if err := j.prepareFile(i); err != nil {
-			j.fail(err)
-			return
-		}
-	}
-	if err := j.fsys.SyncDir(j.dir); err != nil {
-		j.fail(fmt.Errorf("journal: fsync %s: %w", j.dir, err))
-		return
+	size, err := j.plannedSize()
+	if err == nil {
+		err = j.createFiles(size)
 	}
 	j.mu.Lock()
-	j.ready = true
-	j.mu.Unlock()
+	defer j.mu.Unlock()
+	j.filling = false
+	if err != nil {
+		j.retryAt = j.now().Add(journalRetry)
+		j.logger.Info("write-ahead journal not created; group-commit rounds fsync segments directly", "dir", j.dir, "retry_in", journalRetry, "err", err)
+		return
+	}
+	j.fileSize, j.ready = size, true
+	j.lastUsed = j.now()
+	j.stats.Created++
+	j.stats.FileBytes = size
+	j.logger.Info("write-ahead journal created", "dir", j.dir, "file_bytes", size)
 }
 
-// prepareFile zero-fills journal file i to the journal size and fsyncs it.
-func (j *journal) prepareFile(i int) error {
-	f := j.files[i]
-	buf := make([]byte, 1<<20)
-	for off := int64(0); off < j.fileSize; off += int64(len(buf)) {
-		n := min(int64(len(buf)), j.fileSize-off)
+// errJournalNoRoom: the disk is too small for the journal now.
+var errJournalNoRoom = errors.New("not enough free space")
+
+// plannedSize is the size of each file: strata.log.journal.bytes, or
+// less on a disk with little free space (both files at most 1/8 of it),
+// but not under journalMinFileBytes.
+func (j *journal) plannedSize() (int64, error) {
+	size := j.maxSize
+	sfs, ok := j.fsys.(vfs.SpaceFS)
+	if !ok {
+		return size, nil
+	}
+	free, err := sfs.FreeSpace(j.dir)
+	if err != nil {
+		return size, nil // not known: as configured
+	}
+	if share := free / journalDiskShare; share < size {
+		size = share &^ 4095
+		if size < min(j.maxSize, journalMinFileBytes) {
+			return 0, fmt.Errorf("%w: %d bytes free in %s, the journal needs 2 x %d and takes at most 1/%d of it",
+				errJournalNoRoom, free, j.dir, min(j.maxSize, journalMinFileBytes), journalDiskShare/2)
+		}
+	}
+	return size, nil
+}
+
+// createFiles creates both files zero-filled to size and fsyncs them and
+// the dir; on failure it removes them.
+func (j *journal) createFiles(size int64) error {
+	var files [2]vfs.File
+	err := func() error {
+		for i := range files {
+			name := journalPath(j.dir, i)
+			f, err := j.fsys.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+			if err != nil {
+				return fmt.Errorf("create journal %s: %w", name, err)
+			}
+			files[i] = f
+			if err := zeroFill(f, size); err != nil {
+				return err
+			}
+		}
+		if err := j.fsys.SyncDir(j.dir); err != nil {
+			return fmt.Errorf("journal: fsync %s: %w", j.dir, err)
+		}
+		return nil
+	}()
+	if err != nil {
+		for i, f := range files {
+			if f != nil {
+				f.Close()
+				j.fsys.Remove(journalPath(j.dir, i))
+			}
+		}
+		return err
+	}
+	j.mu.Lock()
+	j.files = files
+	j.mu.Unlock()
+	return nil
+}
+
+// zeroFill writes size zero bytes to f (so that rounds overwrite allocated
+// blocks and their fdatasync commits no metadata) and fsyncs it.
+func zeroFill(f vfs.File, size int64) error {
+	buf := make([]byte, min(size, 1<<20))
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		n := min(int64(len(buf)), size-off)
 		if _, err := f.WriteAt(buf[:n], off); err != nil {
 			return fmt.Errorf("preallocate journal %s: %w", f.Name(), err)
 		}
 	}
-	if err := f.Truncate(j.fileSize); err != nil {
-		return fmt.Errorf("size journal %s: %w", f.Name(), err)
-	}
 	if err := f.Sync(); err != nil {
 		return fmt.Errorf("fsync journal %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// removeFiles voids, closes and removes the files that exist (their
+// records are no longer needed: replayed at start, checkpointed at
+// release) and fsyncs the dir. Voided first, so a removal a power cut
+// undoes leaves nothing to replay.
+func (j *journal) removeFiles() error {
+	removed := false
+	for i, f := range j.files {
+		if f == nil {
+			continue
+		}
+		if st, err := f.Stat(); err != nil || st.Size() >= jrnlVoidMarker {
+			if err := j.void(i, j.gen); err != nil {
+				return err
+			}
+		}
+		f.Close()
+		j.mu.Lock()
+		j.files[i] = nil
+		j.mu.Unlock()
+		if err := j.fsys.Remove(journalPath(j.dir, i)); err != nil && !errNotExist(err) {
+			return fmt.Errorf("remove journal %s: %w", journalPath(j.dir, i), err)
+		}
+		removed = true
+	}
+	if removed {
+		if err := j.fsys.SyncDir(j.dir); err != nil {
+			return fmt.Errorf("journal: fsync %s: %w", j.dir, err)
+		}
 	}
 	return nil
 }
@@ -403,19 +506,16 @@ func (j *journal) payload(r jrec) ([]byte, error) {
 }
 
 // start ends recovery: every log of the dir is open and replayed what it
-// needed, so every record found at open is made void, and rounds may use
-// the journal from the next generation on.
+// needed, so the files found at open are voided and removed, and rounds
+// may use the journal (once a round creates its files) from the next
+// generation on.
 func (j *journal) start() error {
 	j.mu.Lock()
 	j.recs = nil
-	j.ready = j.sized[0] && j.sized[1]
+	j.ready = false
 	j.mu.Unlock()
-	for i, f := range j.files {
-		if st, err := f.Stat(); err != nil || st.Size() >= jrnlVoidMarker {
-			if err := j.void(i, j.gen); err != nil {
-				return err
-			}
-		}
+	if err := j.removeFiles(); err != nil {
+		return err
 	}
 	j.gen++
 	j.cur, j.pos = 0, 0
@@ -439,6 +539,9 @@ func (j *journal) void(i int, gen uint64) error {
 	binary.BigEndian.PutUint64(marker[8:], gen)
 	binary.BigEndian.PutUint32(marker[4:], crc32.Checksum(marker[8:], crcTable))
 	f := j.files[i]
+	if f == nil {
+		return nil // not created: nothing to void
+	}
 	if _, err := f.WriteAt(marker[:], 0); err != nil {
 		return fmt.Errorf("void journal %s: %w", f.Name(), err)
 	}
@@ -451,10 +554,11 @@ func (j *journal) void(i int, gen uint64) error {
 // reserve makes room for a round of n bytes, switching files (and
 // starting the full one's checkpoint) when the current one is full. It
 // reports false when the journal cannot take the round: not started,
-// failed, the round larger than a file, or the other file still being
+// failed, its files not created yet (the first such call starts creating
+// them), the round larger than a file, or the other file still being
 // checkpointed.
 func (j *journal) reserve(n int64) bool {
-	if !j.started || n > j.fileSize {
+	if !j.started {
 		return false
 	}
 	j.mu.Lock()
@@ -463,11 +567,14 @@ func (j *journal) reserve(n int64) bool {
 		return false
 	}
 	if !j.ready {
-		if !j.filling {
+		if !j.filling && !j.now().Before(j.retryAt) {
 			j.filling = true
 			j.ckpts.Add(1)
 			go j.prepare() // owner: the journal; waited for by wait
 		}
+		return false
+	}
+	if n > j.fileSize {
 		return false
 	}
 	if j.pos+n <= j.fileSize {
@@ -501,6 +608,7 @@ func (j *journal) write(round []byte, records int, logs []jmark) error {
 		return j.fail(fmt.Errorf("fsync journal %s: %w", f.Name(), err))
 	}
 	j.pos += int64(len(round))
+	j.lastUsed = j.now()
 	j.mu.Lock()
 	c := j.covered[j.cur]
 	if c == nil {
@@ -618,6 +726,47 @@ func (j *journal) barrier() error {
 	}
 	j.gen++
 	j.pos = 0
+	return nil
+}
+
+// releaseIfIdle removes the files when no round wrote them for
+// journalIdleRelease (the caller holds the syncer's round lock): every
+// journaled byte is made durable in its segment first (barrier). The next
+// round over many partitions creates them again.
+func (j *journal) releaseIfIdle(now time.Time) error {
+	j.mu.Lock()
+	idle := j.started && j.ready && !j.filling && now.Sub(j.lastUsed) >= journalIdleRelease
+	j.mu.Unlock()
+	if !idle {
+		return nil
+	}
+	return j.release("idle")
+}
+
+// release makes every journaled byte durable in its segment and removes
+// the files (the caller holds the syncer's round lock, or the syncer is
+// closing: why says which).
+func (j *journal) release(why string) error {
+	if err := j.barrier(); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	had := j.files[0] != nil || j.files[1] != nil
+	j.ready = false
+	j.fileSize = 0
+	j.mu.Unlock()
+	if !had {
+		return nil
+	}
+	j.cur, j.pos = 0, 0
+	if err := j.removeFiles(); err != nil {
+		return j.fail(err)
+	}
+	j.mu.Lock()
+	j.stats.Released++
+	j.stats.FileBytes = 0
+	j.mu.Unlock()
+	j.logger.Info("write-ahead journal files removed", "dir", j.dir, "why", why)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/strata-io/strata/internal/vfs"
 )
@@ -34,11 +35,12 @@ type Syncer struct {
 }
 
 // OpenJournal gives the syncer the write-ahead journal of log dir dir
-// (files of fileBytes each, created when missing; see journal.go): rounds
+// (files of at most fileBytes each, created when a round first spans many
+// partitions and sized to the disk's free space; see journal.go): rounds
 // that would fsync many segment files then write and fsync the journal
 // once instead. Call it before opening the dir's logs, which replay what
-// the journal holds for them when they recover, and StartJournal once they
-// are all open.
+// a previous run's journal holds for them when they recover, and
+// StartJournal once they are all open.
 func (s *Syncer) OpenJournal(fsys vfs.FS, dir string, fileBytes int64) error {
 	if s.jrnl != nil {
 		return errors.New("journal already open")
@@ -47,7 +49,9 @@ func (s *Syncer) OpenJournal(fsys vfs.FS, dir string, fileBytes int64) error {
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
 	s.jrnl = j
+	s.mu.Unlock()
 	if n := len(j.recs); n > 0 {
 		s.logger.Info("journal holds records to replay", "dir", dir, "partitions", n)
 	}
@@ -148,7 +152,7 @@ func (s *Syncer) Close() error {
 		// SyncFS), then the journal is voided: a clean start replays
 		// nothing.
 		s.jrnl.wait()
-		if err := s.jrnl.barrier(); err != nil {
+		if err := s.jrnl.release("shutdown"); err != nil {
 			errs = append(errs, err)
 		}
 		s.jrnl.close()
@@ -289,14 +293,38 @@ func (s *Syncer) forget(l *Log) {
 
 func (s *Syncer) run() {
 	defer close(s.done)
+	idle := time.NewTicker(journalIdleCheck)
+	defer idle.Stop()
 	for {
 		select {
 		case <-s.wake:
 			s.round()
+		case now := <-idle.C:
+			s.releaseIdleJournal(now)
 		case <-s.stop:
 			s.round()
 			return
 		}
+	}
+}
+
+// journalIdleCheck is how often the syncer checks whether its journal's
+// files went unused for journalIdleRelease.
+const journalIdleCheck = 10 * time.Second
+
+// releaseIdleJournal removes the journal's files when no round used them
+// for journalIdleRelease, so an idle broker holds no disk space for them.
+func (s *Syncer) releaseIdleJournal(now time.Time) {
+	s.mu.Lock()
+	j := s.jrnl
+	s.mu.Unlock()
+	if j == nil {
+		return
+	}
+	s.roundMu.Lock()
+	defer s.roundMu.Unlock()
+	if err := j.releaseIfIdle(now); err != nil {
+		s.logger.Warn("release idle journal", "dir", j.dir, "err", err)
 	}
 }
 

@@ -31,6 +31,7 @@ type CrashFS struct {
 	hook    func(op, name string) error
 	now     func() time.Time
 	locks   map[string]bool // held Lock names (not part of the durable state)
+	free    int64           // FreeSpace answer; < 0: not known (SetFreeSpace)
 }
 
 type inode struct {
@@ -48,7 +49,27 @@ func NewCrashFS() *CrashFS {
 		durable: map[string]*inode{},
 		dirs:    map[string]bool{"/": true, ".": true},
 		now:     time.Now,
+		free:    -1,
 	}
+}
+
+// SetFreeSpace makes FreeSpace report n bytes (n < 0: not known, the
+// default). Nothing enforces it: tests of code that sizes files to the
+// disk set it.
+func (c *CrashFS) SetFreeSpace(n int64) {
+	c.mu.Lock()
+	c.free = n
+	c.mu.Unlock()
+}
+
+// FreeSpace implements SpaceFS with the value of SetFreeSpace.
+func (c *CrashFS) FreeSpace(string) (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.free < 0 {
+		return 0, errors.ErrUnsupported
+	}
+	return c.free, nil
 }
 
 // SetHook installs fn, called before every mutating operation (op is one of
@@ -125,6 +146,7 @@ func (c *CrashFS) crash(keep func(int) int) *CrashFS {
 	defer c.mu.Unlock()
 	n := NewCrashFS()
 	n.now = c.now
+	n.free = c.free
 	for d := range c.dirs {
 		n.dirs[d] = true
 	}

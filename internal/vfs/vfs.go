@@ -70,6 +70,18 @@ type FS interface {
 	OpenSyncFS(dir string) (SyncFS, error)
 }
 
+// SpaceFS is implemented by file systems that tell how much room is left.
+// Callers sizing files to the disk (the storage journal) take a file
+// system without it, or whose FreeSpace fails, as having room.
+type SpaceFS interface {
+	// FreeSpace returns the bytes an unprivileged writer may still
+	// allocate on the file system holding dir (statfs f_bavail).
+	FreeSpace(dir string) (int64, error)
+}
+
+// FreeSpace implements SpaceFS.
+func (OS) FreeSpace(dir string) (int64, error) { return freeSpace(dir) }
+
 // SyncFS flushes a whole file system (see FS.OpenSyncFS).
 type SyncFS interface {
 	// Sync makes every file's data, every file's size and every directory

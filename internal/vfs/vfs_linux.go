@@ -21,3 +21,12 @@ func fallocate(f *os.File, size int64) error {
 	}
 	return err
 }
+
+// freeSpace is statfs(2)'s f_bavail in bytes.
+func freeSpace(dir string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, &os.PathError{Op: "statfs", Path: dir, Err: err}
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
