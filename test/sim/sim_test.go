@@ -632,6 +632,13 @@ func (s *sim) alter(n *node, ch *replica.IsrChange) {
 		}
 		if err != nil {
 			s.say("quorum: %s from %d refused (%s)", ch, n.id, code(err))
+			if errors.Is(err, kerr.InvalidUpdateVersion) || errors.Is(err, kerr.FencedLeaderEpoch) {
+				// The partition changed meanwhile (the shell's ErrStale):
+				// the change stays in flight until the leader learns the
+				// new state; only a refused registration check fails it
+				// (ErrIneligible -> AlterFailed), as replica.Manager does.
+				return
+			}
 			s.send(quorum, n.id, "alter-refused", func() {
 				if n.incarnation == inc && n.leader != nil && n.leader.Pending() == ch {
 					n.leader.AlterFailed(ch)
@@ -728,7 +735,6 @@ func (s *sim) fetched(n *node, lid int32, off int64, a fetchAnswer) {
 			n.log.truncate(r.TruncateTo)
 		}
 	case a.err != nil:
-		s.say("%d: fetch from %d at %d: %s", n.id, lid, off, code(a.err))
 	case a.div != nil:
 		tr := replica.Truncate(*a.div, n.log.end(), n.log.lookup)
 		if tr.Offset < n.log.end() {
