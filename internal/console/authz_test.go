@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/strata-io/strata/internal/servertest"
 )
 
 // TestAuthorizer: on a broker with an authorizer the console requires a
@@ -19,27 +21,10 @@ import (
 // and her produce, config edit and clean now are refused with Kafka's
 // authorization error; admin (a super user) does all three.
 func TestAuthorizer(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	b, base := startBroker(t, map[string]string{
-		"node.id":                   "1",
-		"process.roles":             "broker,controller",
-		"listeners":                 fmt.Sprintf("SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:%d", port),
-		"controller.listener.names": "CONTROLLER",
-		"controller.quorum.voters":  fmt.Sprintf("1@127.0.0.1:%d", port),
-		"sasl.enabled.mechanisms":   "PLAIN",
-		"listener.name.sasl_plaintext.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";`,
-		"authorizer.class.name":                               "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-		"super.users":                                         "User:admin",
-	})
+	b, base, adm := startAuthzBroker(t)
 	if !consoleOf(t, b).RequiresLogin() {
 		t.Fatal("a console on loopback with an authorizer does not require login")
 	}
-	adm := kadm.NewClient(b.Client(kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())))
 	compact := "compact"
 	mustCreate(t, adm, "public", 1, map[string]*string{"cleanup.policy": &compact})
 	mustCreate(t, adm, "secret", 1, map[string]*string{"cleanup.policy": &compact})
@@ -115,5 +100,98 @@ func TestAuthorizer(t *testing.T) {
 	_, body = w.post("/compaction/clean", url.Values{"topic": {"public"}})
 	if msg, isErr := flashOf(body); isErr {
 		t.Errorf("admin's clean now: %q", msg)
+	}
+}
+
+// startAuthzBroker starts a combined KRaft node with a SASL_PLAINTEXT
+// listener and Kafka's StandardAuthorizer, User:admin its only super user
+// and no ACL; it returns the broker, its console and admin's client.
+func startAuthzBroker(t *testing.T) (*servertest.Broker, string, *kadm.Client) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	b, base := startBroker(t, map[string]string{
+		"node.id":                   "1",
+		"process.roles":             "broker,controller",
+		"listeners":                 fmt.Sprintf("SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:%d", port),
+		"controller.listener.names": "CONTROLLER",
+		"controller.quorum.voters":  fmt.Sprintf("1@127.0.0.1:%d", port),
+		"sasl.enabled.mechanisms":   "PLAIN",
+		"listener.name.sasl_plaintext.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";`,
+		"authorizer.class.name":                               "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"super.users":                                         "User:admin",
+	})
+	return b, base, kadm.NewClient(b.Client(kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())))
+}
+
+// TestSamplerActsAsBroker: the history sampler is the broker sampling its
+// own state, not a client: under an authorizer with no ACL for it (nor
+// for any principal it could be), it still samples every group's lag, and
+// a group's lag plot shows to admin; alice, who may describe both groups
+// but only topic "public", sees the plot of the group reading "public"
+// only, and none for the group that also reads "secret" (its plot sums a
+// lag she may not see).
+func TestSamplerActsAsBroker(t *testing.T) {
+	b, base, adm := startAuthzBroker(t)
+	mustCreate(t, adm, "public", 1, nil)
+	mustCreate(t, adm, "secret", 1, nil)
+	cl := b.Client(kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()))
+	for i := 0; i < 6; i++ {
+		if err := cl.ProduceSync(ctxT(t), &kgo.Record{Topic: "public", Value: []byte("p")}, &kgo.Record{Topic: "secret", Value: []byte("s")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit := func(group string, topics ...string) {
+		offs := kadm.Offsets{}
+		for _, tp := range topics {
+			offs.Add(kadm.Offset{Topic: tp, Partition: 0, At: 2, LeaderEpoch: -1})
+		}
+		if err := adm.CommitAllOffsets(ctxT(t), group, offs); err != nil {
+			t.Fatalf("commit %s: %v", group, err)
+		}
+	}
+	commit("open", "public")
+	commit("mixed", "public", "secret")
+	acls := kadm.NewACLs().Topics("public").Groups("open", "mixed").Allow("User:alice").Operations(kadm.OpRead, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral)
+	res, err := adm.CreateACLs(ctxT(t), acls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	addScramUser(t, adm, "alice", "alice pw")
+	addScramUser(t, adm, "admin", "admin pw")
+	c := consoleOf(t, b)
+	c.SampleNow(ctxT(t))
+	c.SampleNow(ctxT(t))
+
+	login := func(user, pw string) *web {
+		w := newWeb(t, base)
+		w.mustGet("/login")
+		if code, _ := w.post("/login", url.Values{"user": {user}, "password": {pw}, "next": {"/groups"}}); code != 200 {
+			t.Fatalf("%s's login: %d", user, code)
+		}
+		return w
+	}
+	admin := login("admin", "admin pw")
+	for _, g := range []string{"open", "mixed"} {
+		if body := admin.mustGet("/groups/" + g); !strings.Contains(body, "<polyline") {
+			t.Errorf("admin: no lag plot of %s (the sampler did not sample it):\n%s", g, body)
+		}
+	}
+	alice := login("alice", "alice pw")
+	if body := alice.mustGet("/groups/open"); !strings.Contains(body, "<polyline") {
+		t.Errorf("alice: no lag plot of open:\n%s", body)
+	}
+	body := alice.mustGet("/groups/mixed")
+	if strings.Contains(body, "<polyline") || strings.Contains(body, ">secret<") {
+		t.Errorf("alice sees the lag plot of mixed, which sums secret's lag:\n%s", body)
 	}
 }

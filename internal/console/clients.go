@@ -16,10 +16,6 @@ const (
 	// (KafkaPrincipal.ANONYMOUS), so the console gets what a client on a
 	// loopback PLAINTEXT listener would.
 	anonymousUser = "ANONYMOUS"
-	// samplerUser is the history sampler's own principal (User:strata-console):
-	// with an authorizer, it needs DESCRIBE on the groups and topics whose
-	// lag it plots (or a place in super.users).
-	samplerUser = "strata-console"
 )
 
 // Client pool bounds: a user's client closes after clientIdle without a
@@ -37,7 +33,8 @@ var errTooManyUsers = errors.New("too many console users at once: try again in a
 // (User:<login>) by the broker's authorizer, exactly as that user's own
 // client would be.
 type clients struct {
-	dial func(ctx context.Context, user string) (net.Conn, error)
+	// dialer returns the connections of user's client.
+	dialer func(user string) func(ctx context.Context, addr string) (net.Conn, error)
 
 	mu     sync.Mutex
 	m      map[string]*pooled
@@ -49,8 +46,8 @@ type pooled struct {
 	used time.Time
 }
 
-func newClients(dial func(ctx context.Context, user string) (net.Conn, error)) *clients {
-	return &clients{dial: dial, m: map[string]*pooled{}}
+func newClients(dialer func(user string) func(ctx context.Context, addr string) (net.Conn, error)) *clients {
+	return &clients{dialer: dialer, m: map[string]*pooled{}}
 }
 
 // get returns user's client, making it on first use.
@@ -71,7 +68,7 @@ func (p *clients) get(user string) (*kafka, error) {
 			return nil, errTooManyUsers
 		}
 	}
-	k, err := newKafka(func(ctx context.Context) (net.Conn, error) { return p.dial(ctx, user) })
+	k, err := newKafka(p.dialer(user))
 	if err != nil {
 		return nil, fmt.Errorf("console: client for user %q: %w", user, err)
 	}
@@ -79,7 +76,7 @@ func (p *clients) get(user string) (*kafka, error) {
 	return k, nil
 }
 
-// evictIdle closes the clients unused for clientIdle (the sampler's stays).
+// evictIdle closes the clients unused for clientIdle.
 func (p *clients) evictIdle() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -88,7 +85,7 @@ func (p *clients) evictIdle() {
 
 func (p *clients) evictLocked(now time.Time) {
 	for u, e := range p.m {
-		if u != samplerUser && now.Sub(e.used) > clientIdle {
+		if now.Sub(e.used) > clientIdle {
 			e.k.close()
 			delete(p.m, u)
 		}

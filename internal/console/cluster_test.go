@@ -12,7 +12,9 @@ import (
 	"github.com/strata-io/strata/internal/servertest"
 )
 
-var brokerRowRe = regexp.MustCompile(`<tr><td>(\d+)(?: <span class="badge">this broker</span>)?</td><td><code>[^<]*</code></td><td>([^<]*)</td><td>(-?\d+)</td><td>([^<]*)</td><td class="num">(\d+)</td>`)
+// brokerRowRe is a row of the overview's broker table: node, rack, epoch,
+// state, leaders (an offline broker has no address).
+var brokerRowRe = regexp.MustCompile(`<tr><td>(\d+)(?: <span class="badge">this broker</span>)?</td><td>(?:<code>[^<]*</code>|<span class="muted">—</span>)</td><td>(<span class="muted">none</span>|[^<]*)</td><td>(-?\d+|—)</td><td(?: class="bad")?>([^<]*)</td><td class="num">(\d+)</td>`)
 
 var offlineRe = regexp.MustCompile(`<dt>Offline</dt><dd(?: class="bad")?>(\d+)</dd>`)
 
@@ -20,7 +22,7 @@ var offlineRe = regexp.MustCompile(`<dt>Offline</dt><dd(?: class="bad")?>(\d+)</
 // docs/cluster.md) node 1's overview lists every broker with its rack, its
 // registration epoch from the cluster metadata, "registered" and the
 // partitions it leads, and the active controller; once node 3 stops, the
-// partitions only it held show as offline.
+// partitions only it held show as offline and node 3 as an offline broker.
 func TestOverviewCluster(t *testing.T) {
 	c := servertest.StartN(t, 3, servertest.Options{Controllers: 3, Metrics: true,
 		Configure: func(i int, cfg *config.Broker) error { return cfg.Set("broker.rack", fmt.Sprintf("rack-%c", 'a'+i)) }})
@@ -73,7 +75,7 @@ func TestOverviewCluster(t *testing.T) {
 	if m := offlineRe.FindStringSubmatch(body); m == nil || m[1] == "0" {
 		t.Errorf("no offline partitions after node 3 stopped:\n%s", body)
 	}
-	if rows := brokerRowRe.FindAllStringSubmatch(body, -1); len(rows) != 2 {
+	if rows := brokerRowRe.FindAllStringSubmatch(body, -1); len(rows) != 3 || rows[2][1] != "3" || !strings.HasPrefix(rows[2][4], "offline") {
 		t.Errorf("broker rows after node 3 stopped: %q", rows)
 	}
 }

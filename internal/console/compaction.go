@@ -25,6 +25,7 @@ type compactionRow struct {
 }
 
 type compactionData struct {
+	NodeID  int32 // this broker: the cleaner shown is its own
 	Enabled bool
 	Topic   string
 	Rows    []compactionRow
@@ -34,7 +35,7 @@ type compactionData struct {
 }
 
 func (c *Console) compaction(w http.ResponseWriter, r *http.Request) {
-	d := compactionData{Enabled: c.cfg.Compaction != nil, Topic: strings.TrimSpace(r.URL.Query().Get("topic"))}
+	d := compactionData{NodeID: c.cfg.NodeID, Enabled: c.cfg.Compaction != nil, Topic: strings.TrimSpace(r.URL.Query().Get("topic"))}
 	if !d.Enabled {
 		c.render(w, r, http.StatusOK, "compaction", "Compaction", "compaction", d)
 		return

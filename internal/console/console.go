@@ -30,12 +30,35 @@ type Compaction interface {
 	CleanNow(ctx context.Context, topic string, partition int32) error
 }
 
+// Actor is who a console connection acts as: a user's principal
+// (User:<User>), or the broker itself (Broker: the history sampler).
+type Actor struct {
+	User   string
+	Broker bool
+}
+
+func (a Actor) String() string {
+	if a.Broker {
+		return "the broker itself"
+	}
+	return "User:" + a.User
+}
+
 // Config is what a Console is built from.
 type Config struct {
 	// Dial opens a connection to this broker's Kafka protocol server, in
-	// process (protocol.Server.ServeInProcess over a net.Pipe), whose
-	// requests the broker authorizes as User:<user>.
-	Dial func(ctx context.Context, user string) (net.Conn, error)
+	// process (over a net.Pipe): protocol.Server.ServeInProcess, whose
+	// requests the broker authorizes as User:<user>, or, for the broker
+	// itself, protocol.Server.ServeInProcessAsBroker (never authorized).
+	Dial func(ctx context.Context, as Actor) (net.Conn, error)
+	// Self is this broker's address as its Metadata answers advertise it
+	// (host:port): the console's clients reach it in process.
+	Self string
+	// DialPeer connects to another broker at addr (host:port, as Metadata
+	// advertises it): a page's Fetch goes to the partition's leader, a
+	// group's requests to its coordinator, wherever they are. Nil, or an
+	// error, leaves that broker out of reach: the page says so.
+	DialPeer func(ctx context.Context, addr string, as Actor) (net.Conn, error)
 	// Credentials are the broker's SCRAM users (logins).
 	Credentials Credentials
 	// Compaction is the cleaner (nil: the compaction page says so).
@@ -65,7 +88,7 @@ type Console struct {
 	cfg          Config
 	logger       *slog.Logger
 	clients      *clients
-	sampler      *kafka // the history sampler's client (User:strata-console)
+	sampler      *kafka // the history sampler's client (the broker itself)
 	none         *kafka // a client whose every request fails (no principal)
 	cluster      ClusterSource
 	pages        *pages
@@ -104,27 +127,40 @@ func New(cfg Config) (*Console, error) {
 		cfg.Cluster = LocalCluster{NodeID: cfg.NodeID}
 	}
 	logger := cfg.Logger.With("component", "console")
-	pool := newClients(cfg.Dial)
-	k, err := pool.get(samplerUser)
+	route := func(as Actor) func(ctx context.Context, addr string) (net.Conn, error) {
+		return func(ctx context.Context, addr string) (net.Conn, error) {
+			if addr == seedAddr || (cfg.Self != "" && addr == cfg.Self) {
+				return cfg.Dial(ctx, as)
+			}
+			if cfg.DialPeer == nil {
+				return nil, fmt.Errorf("console: the broker at %s is another broker, out of this console's reach", addr)
+			}
+			return cfg.DialPeer(ctx, addr, as)
+		}
+	}
+	pool := newClients(func(user string) func(ctx context.Context, addr string) (net.Conn, error) {
+		return route(Actor{User: user})
+	})
+	k, err := newKafka(route(Actor{Broker: true}))
 	if err != nil {
 		return nil, err
 	}
-	none, err := newKafka(func(context.Context) (net.Conn, error) {
+	none, err := newKafka(func(context.Context, string) (net.Conn, error) {
 		return nil, errors.New("console: no Kafka client for this request")
 	})
 	if err != nil {
-		pool.close()
+		k.close()
 		return nil, err
 	}
 	pg, err := loadPages()
 	if err != nil {
-		pool.close()
+		k.close()
 		none.close()
 		return nil, err
 	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
-		pool.close()
+		k.close()
 		none.close()
 		return nil, fmt.Errorf("console: session key: %w", err)
 	}
@@ -156,6 +192,7 @@ func (c *Console) Close() {
 		c.stop()
 		c.wg.Wait()
 		c.clients.close()
+		c.sampler.close()
 		c.none.close()
 	})
 }

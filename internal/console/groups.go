@@ -209,7 +209,17 @@ func (c *Console) group(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Offsets = lags[group]
 	d.TotalLag = totalLag(d.Offsets)
-	d.LagPlot = newPlot("Total lag of "+group, c.hist.get(lagKey(group)), 480, 100, func(f float64) string { return fmtNum(int64(f)) }, -1, 0)
+	// The history was sampled by the broker itself: its plot is shown
+	// only when this user's own OffsetFetch saw every topic it sums.
+	seen := map[string]bool{}
+	for _, o := range d.Offsets {
+		seen[o.Topic] = true
+	}
+	var lagHist []point
+	if c.hist.lagCovered(group, seen) {
+		lagHist = c.hist.get(lagKey(group))
+	}
+	d.LagPlot = newPlot("Total lag of "+group, lagHist, 480, 100, func(f float64) string { return fmtNum(int64(f)) }, -1, 0)
 	d.Topics = c.resetTopics(ctx, d.Offsets)
 	c.render(w, r, http.StatusOK, "group", group, "groups", d)
 }

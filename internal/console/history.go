@@ -78,8 +78,11 @@ type rates struct {
 	MsgsIn   float64
 	Produce  float64 // Produce requests
 	Fetch    float64 // Fetch requests
-	// TopicMsgs are records appended per second, by topic.
-	TopicMsgs map[string]float64
+	// TopicMsgs are records appended per second, by topic, to the
+	// partitions with a replica on this broker; TopicParts counts those
+	// partitions (a topic's rate is known when it has all of them).
+	TopicMsgs  map[string]float64
+	TopicParts map[string]int
 }
 
 // counters are the registry totals of one sample.
@@ -89,8 +92,9 @@ type counters struct {
 	bytesOut float64
 	produce  float64
 	fetch    float64
-	// ends are the summed log end offsets by topic.
-	ends map[string]float64
+	// ends are the summed log end offsets by topic, over parts partitions.
+	ends  map[string]float64
+	parts map[string]int
 	// sizes are partition sizes ("topic/partition").
 	sizes map[string]float64
 }
@@ -99,12 +103,31 @@ type counters struct {
 type history struct {
 	mu     sync.Mutex
 	series map[string]*ring
-	gen    uint64
-	prev   *counters
-	rates  rates
+	// lagTopics are, per group, the topics its last lag sample summed:
+	// the sampler acts as the broker itself, so a page shows a group's
+	// plot only to a user whose own OffsetFetch sees all of them.
+	lagTopics map[string]map[string]bool
+	gen       uint64
+	prev      *counters
+	rates     rates
 }
 
-func newHistory() *history { return &history{series: map[string]*ring{}} }
+func newHistory() *history {
+	return &history{series: map[string]*ring{}, lagTopics: map[string]map[string]bool{}}
+}
+
+// lagCovered reports whether topics (those a user's OffsetFetch of group
+// answered) include every topic of group's lag samples.
+func (h *history) lagCovered(group string, topics map[string]bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for t := range h.lagTopics[group] {
+		if !topics[t] {
+			return false
+		}
+	}
+	return true
+}
 
 // Series keys.
 func sizeKey(topic string, p int32) string { return "size\x00" + topic + "\x00" + strconv.Itoa(int(p)) }
@@ -187,6 +210,7 @@ func (c *Console) SampleNow(ctx context.Context) {
 	vals := map[string]float64{}
 	cur := c.gatherCounters(now)
 	var lagSampled bool
+	lagTopics := map[string]map[string]bool{}
 	if groups, err := c.sampler.adm.ListGroups(ctx); err == nil {
 		names := groups.Groups()
 		if len(names) > maxLagGroups {
@@ -198,6 +222,11 @@ func (c *Console) SampleNow(ctx context.Context) {
 				if l := totalLag(rows); l >= 0 {
 					vals[lagKey(g)] = float64(l)
 				}
+				ts := map[string]bool{}
+				for _, r := range rows {
+					ts[r.Topic] = true
+				}
+				lagTopics[g] = ts
 			}
 		} else {
 			c.logger.Debug("lag sample failed", "err", err)
@@ -226,7 +255,7 @@ func (c *Console) SampleNow(ctx context.Context) {
 				Valid: true, At: cur.at,
 				BytesIn: rate(cur.bytesIn, h.prev.bytesIn), BytesOut: rate(cur.bytesOut, h.prev.bytesOut),
 				Produce: rate(cur.produce, h.prev.produce), Fetch: rate(cur.fetch, h.prev.fetch),
-				TopicMsgs: map[string]float64{},
+				TopicMsgs: map[string]float64{}, TopicParts: cur.parts,
 			}
 			for t, e := range cur.ends {
 				if pe, ok := h.prev.ends[t]; ok {
@@ -242,7 +271,9 @@ func (c *Console) SampleNow(ctx context.Context) {
 	if fresh {
 		h.prev = cur
 	}
-	if !lagSampled {
+	if lagSampled {
+		h.lagTopics = lagTopics
+	} else {
 		// Keep the lag series alive through a failed sample.
 		for k, r := range h.series {
 			if len(k) > 4 && k[:4] == "lag\x00" {
@@ -270,7 +301,7 @@ func (c *Console) gatherCounters(now time.Time) *counters {
 		c.logger.Debug("gather metrics failed", "err", err)
 		return nil
 	}
-	cur := &counters{at: now, ends: map[string]float64{}, sizes: map[string]float64{}}
+	cur := &counters{at: now, ends: map[string]float64{}, parts: map[string]int{}, sizes: map[string]float64{}}
 	for _, mf := range mfs {
 		switch mf.GetName() {
 		case metricTopicBytesIn:
@@ -289,6 +320,7 @@ func (c *Console) gatherCounters(now time.Time) *counters {
 		case metricPartitionEnd:
 			for _, m := range mf.GetMetric() {
 				cur.ends[label(m, "topic")] += value(m)
+				cur.parts[label(m, "topic")]++
 			}
 		case metricPartitionSize:
 			for _, m := range mf.GetMetric() {

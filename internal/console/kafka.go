@@ -15,19 +15,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// kafka is the console's Kafka client: every connection is an in-process
-// pipe into this broker's protocol server.
+// kafka is the console's Kafka client: its connections to this broker
+// are in-process pipes into its protocol server; those to another broker
+// (a partition's leader, a group's coordinator) go to that broker.
 type kafka struct {
 	cl  *kgo.Client
 	adm *kadm.Client
 }
 
-func newKafka(dial func(ctx context.Context) (net.Conn, error)) (*kafka, error) {
+// seedAddr is the console clients' seed: never resolved, always this
+// broker in process.
+const seedAddr = "in-process:9092"
+
+func newKafka(dial func(ctx context.Context, addr string) (net.Conn, error)) (*kafka, error) {
 	cl, err := kgo.NewClient(
-		// The seed address is never resolved: every connection, to the
-		// seed or to the broker Metadata names, is an in-process pipe.
-		kgo.SeedBrokers("in-process:9092"),
-		kgo.Dialer(func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) }),
+		kgo.SeedBrokers(seedAddr),
+		kgo.Dialer(func(ctx context.Context, _, addr string) (net.Conn, error) { return dial(ctx, addr) }),
 		kgo.ClientID("strata-console"),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),
@@ -54,7 +57,23 @@ type partitionInfo struct {
 	Start, End    int64 // -1 unknown
 	Size          int64 // -1 unknown
 	UnderReplicat bool
-	Err           string
+	// UnderMinISR: the ISR is smaller than min.insync.replicas, so the
+	// leader refuses acks=all produce (NOT_ENOUGH_REPLICAS).
+	UnderMinISR bool
+	Err         string
+}
+
+// state says in a few words how a partition's replication stands.
+func (p partitionInfo) State() string {
+	switch {
+	case p.Leader < 0:
+		return "offline: no leader"
+	case p.UnderMinISR:
+		return "under min ISR: acks=all refused"
+	case p.UnderReplicat:
+		return "under-replicated"
+	}
+	return "in sync"
 }
 
 // topicInfo is one topic as the topic list shows it.
@@ -70,8 +89,9 @@ type topicInfo struct {
 	Err         string
 	// MsgRate is records per second appended lately (-1 unknown).
 	MsgRate float64
-	// URP and Offline count under-replicated and leaderless partitions.
-	URP, Offline int
+	// URP and Offline count under-replicated and leaderless partitions,
+	// UnderMinISR those whose ISR is below min.insync.replicas.
+	URP, Offline, UnderMinISR int
 }
 
 // metadata returns the cluster metadata (all topics when none given).
@@ -83,26 +103,44 @@ func (k *kafka) metadata(ctx context.Context, topics ...string) (kadm.Metadata, 
 	return m, nil
 }
 
-// sizes returns the bytes on disk of each partition, from DescribeLogDirs
-// (nil set: all), and the described log dirs.
-func (k *kafka) sizes(ctx context.Context, set kadm.TopicsSet) (map[string]map[int32]int64, []kadm.DescribedLogDir, error) {
+// replicaSizes are the bytes on disk of each replica: topic, partition,
+// broker.
+type replicaSizes map[string]map[int32]map[int32]int64
+
+// of returns a partition's size: its leader's replica (each replica holds
+// the same records, so adding them up would count a record once per
+// replica; -1 when the leader's is unknown).
+func (rs replicaSizes) of(topic string, p, leader int32) int64 {
+	if b, ok := rs[topic][p][leader]; ok {
+		return b
+	}
+	return -1
+}
+
+// sizes returns the bytes on disk of each replica, from DescribeLogDirs
+// sent to every broker (nil set: all partitions), and the described log
+// dirs of every broker.
+func (k *kafka) sizes(ctx context.Context, set kadm.TopicsSet) (replicaSizes, []kadm.DescribedLogDir, error) {
 	all, err := k.adm.DescribeAllLogDirs(ctx, set)
 	if err != nil {
 		return nil, nil, fmt.Errorf("describe log dirs: %w", err)
 	}
-	out := map[string]map[int32]int64{}
+	out := replicaSizes{}
 	var dirs []kadm.DescribedLogDir
-	for _, byDir := range all {
+	for broker, byDir := range all {
 		for _, d := range byDir {
 			dirs = append(dirs, d)
 			for t, ps := range d.Topics {
 				m := out[t]
 				if m == nil {
-					m = map[int32]int64{}
+					m = map[int32]map[int32]int64{}
 					out[t] = m
 				}
 				for p, dp := range ps {
-					m[p] += dp.Size
+					if m[p] == nil {
+						m[p] = map[int32]int64{}
+					}
+					m[p][broker] += dp.Size
 				}
 			}
 		}
@@ -117,7 +155,7 @@ func (k *kafka) sizes(ctx context.Context, set kadm.TopicsSet) (map[string]map[i
 }
 
 // listConfigNames are the configs the topic list shows.
-var listConfigNames = []string{"cleanup.policy", "retention.ms", "retention.bytes"}
+var listConfigNames = []string{"cleanup.policy", "retention.ms", "retention.bytes", "min.insync.replicas"}
 
 // topicConfigs returns, per topic, the values of names (DescribeConfigs
 // asking for those names only).
@@ -260,15 +298,28 @@ func (k *kafka) alterTopicConfig(ctx context.Context, topic, name string, value 
 }
 
 // offsets returns the start and end (high watermark) offsets of topics'
-// partitions.
+// partitions. When some partitions could not be asked (no leader: an
+// offline partition), it returns the others with a kadm.ShardErrors.
 func (k *kafka) offsets(ctx context.Context, topics ...string) (start, end kadm.ListedOffsets, err error) {
-	if start, err = k.adm.ListStartOffsets(ctx, topics...); err != nil {
-		return nil, nil, fmt.Errorf("list start offsets: %w", err)
+	start, err1 := k.adm.ListStartOffsets(ctx, topics...)
+	end, err2 := k.adm.ListEndOffsets(ctx, topics...)
+	for _, err := range []error{err1, err2} {
+		var se *kadm.ShardErrors
+		if err != nil && !errors.As(err, &se) {
+			return nil, nil, fmt.Errorf("list offsets: %w", err)
+		}
 	}
-	if end, err = k.adm.ListEndOffsets(ctx, topics...); err != nil {
-		return nil, nil, fmt.Errorf("list end offsets: %w", err)
+	if err := errors.Join(err1, err2); err != nil {
+		return start, end, fmt.Errorf("list offsets: %w", err)
 	}
 	return start, end, nil
+}
+
+// partial reports whether err (from offsets) left out only some
+// partitions: the rest of the answer stands.
+func partial(err error) bool {
+	var se *kadm.ShardErrors
+	return errors.As(err, &se)
 }
 
 // kafkaError is a Kafka error code with the broker's message, if any.

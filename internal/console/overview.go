@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sort"
@@ -10,6 +11,7 @@ import (
 )
 
 type overviewData struct {
+	NodeID     int32 // this broker
 	ClusterID  string
 	Mode       string
 	Controller string // Metadata's controller id
@@ -19,11 +21,15 @@ type overviewData struct {
 	Internal   int
 	Partitions int
 	URP        int
-	Offline    int
-	Dirs       []dirRow
-	Rates      rates
-	BytesPlot  plot
-	MsgsPlot   plot
+	// UnderMinISR counts partitions whose ISR is smaller than their
+	// topic's min.insync.replicas (acks=all produce is refused, Kafka's
+	// NOT_ENOUGH_REPLICAS); -1 when the configs could not be read.
+	UnderMinISR int
+	Offline     int
+	Dirs        []dirRow
+	Rates       rates
+	BytesPlot   plot
+	MsgsPlot    plot
 }
 
 type brokerRow struct {
@@ -36,6 +42,8 @@ type brokerRow struct {
 	Leaders  int
 	Replicas int
 	This     bool
+	// Offline is a broker that replicas name but Metadata does not list.
+	Offline bool
 }
 
 type dirRow struct {
@@ -66,11 +74,12 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadGateway, err)
 		return
 	}
-	d := overviewData{ClusterID: md.Cluster, Mode: cs.Mode, Controller: idOrNone(md.Controller)}
+	d := overviewData{NodeID: c.cfg.NodeID, ClusterID: md.Cluster, Mode: cs.Mode, Controller: idOrNone(md.Controller)}
 	if len(cs.Controllers) > 0 {
 		d.Quorum = "voters " + fmtIDs(cs.Controllers) + ", active " + idOrNone(cs.ActiveController)
 	}
 	leaders, replicas := map[int32]int{}, map[int32]int{}
+	shrunk := map[string]bool{} // topics with a partition under-replicated
 	for _, t := range md.Topics {
 		d.Topics++
 		if t.IsInternal {
@@ -85,10 +94,24 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			}
 			if len(p.ISR) < len(p.Replicas) {
 				d.URP++
+				shrunk[t.Topic] = true
 			}
 			for _, id := range p.Replicas {
 				replicas[id]++
 			}
+		}
+	}
+	d.UnderMinISR = c.underMinISR(ctx, md, shrunk)
+	listed := map[int32]bool{}
+	for _, b := range md.Brokers {
+		listed[b.NodeID] = true
+	}
+	// A broker that replicas name but Metadata does not list (stopped, or
+	// its session expired) still gets a row: it is what an operator looks
+	// for when partitions go under-replicated.
+	for id := range replicas {
+		if !listed[id] {
+			md.Brokers = append(md.Brokers, kadm.BrokerDetail{NodeID: id, Port: -1})
 		}
 	}
 	for _, b := range md.Brokers {
@@ -102,6 +125,9 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 				row.Epoch = strconv.FormatInt(st.Epoch, 10)
 			}
 			row.State = st.State
+		}
+		if !listed[b.NodeID] {
+			row.State, row.Offline = "offline: not registered (stopped, or its session expired)", true
 		}
 		d.Brokers = append(d.Brokers, row)
 	}
@@ -124,6 +150,36 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	d.BytesPlot = newPlot("Bytes produced per second", c.hist.get(keyBytesIn), 320, 80, fmtBytesRate, -1, 0)
 	d.MsgsPlot = newPlot("Records produced per second", c.hist.get(keyMsgsIn), 320, 80, fmtRate, -1, 0)
 	c.render(w, r, http.StatusOK, "overview", "Overview", "overview", d)
+}
+
+// underMinISR counts the partitions of topics (those with an
+// under-replicated partition) whose ISR is smaller than the topic's
+// min.insync.replicas (-1: unknown).
+func (c *Console) underMinISR(ctx context.Context, md kadm.Metadata, topics map[string]bool) int {
+	if len(topics) == 0 {
+		return 0
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	cfgs, err := c.kafkaFor(ctx).topicConfigs(ctx, names, []string{"min.insync.replicas"})
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, t := range names {
+		min, err := strconv.Atoi(cfgs[t]["min.insync.replicas"])
+		if err != nil {
+			return -1
+		}
+		for _, p := range md.Topics[t].Partitions {
+			if p.Leader >= 0 && len(p.ISR) < min {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func idOrNone(id int32) string {

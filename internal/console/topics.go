@@ -85,7 +85,7 @@ func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var (
-		sizes map[string]map[int32]int64
+		sizes replicaSizes
 		cfgs  map[string]map[string]string
 	)
 	if len(set) > 0 {
@@ -101,18 +101,26 @@ func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
 		if t.Err != nil {
 			ti.Err = t.Err.Error()
 		}
+		minISR, _ := strconv.Atoi(cfgs[name]["min.insync.replicas"])
 		for _, p := range t.Partitions {
 			ti.Replication = max(ti.Replication, len(p.Replicas))
 			if p.Leader < 0 {
 				ti.Offline++
+			} else if len(p.ISR) < minISR {
+				ti.UnderMinISR++
 			}
 			if len(p.ISR) < len(p.Replicas) {
 				ti.URP++
 			}
 		}
-		if s, ok := sizes[name]; ok {
+		if sizes != nil {
 			ti.Size = 0
-			for _, b := range s {
+			for _, p := range t.Partitions {
+				b := sizes.of(name, p.Partition, p.Leader)
+				if b < 0 {
+					ti.Size = -1 // a partition's size unknown: the topic's too
+					break
+				}
 				ti.Size += b
 			}
 		}
@@ -120,7 +128,8 @@ func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
 			ti.Policy = cf["cleanup.policy"]
 			ti.Retention = retentionText(cf["retention.ms"], cf["retention.bytes"])
 		}
-		if rt.Valid {
+		if rt.Valid && rt.TopicParts[name] == len(t.Partitions) {
+			// Every partition has a replica here: the rate is the topic's.
 			ti.MsgRate = rt.TopicMsgs[name]
 		}
 		d.Topics = append(d.Topics, ti)
@@ -172,10 +181,16 @@ type topicData struct {
 	// ConfigsErr says why the configs could not be read (say, no
 	// DESCRIBE_CONFIGS for this user): the rest of the page still shows.
 	ConfigsErr string
+	// OffsetsErr says why some partitions' offsets are unknown.
+	OffsetsErr string
 	Groups     []topicGroup
 	Size       int64
 	Records    int64
 	Compacted  bool
+	// URP, UnderMinISR and Offline count the partitions in each state.
+	URP, UnderMinISR, Offline int
+	// MinISR is min.insync.replicas (0: unknown).
+	MinISR int
 }
 
 // topicGroup is a group with committed offsets on the topic.
@@ -208,7 +223,7 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 	var (
 		start, end     kadm.ListedOffsets
 		offErr, cfgErr error
-		sizes          map[string]map[int32]int64
+		sizes          replicaSizes
 		lags           map[string][]groupLag
 	)
 	parallel(
@@ -225,16 +240,36 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 			}
 		},
 	)
-	if offErr != nil {
+	if offErr != nil && !partial(offErr) {
 		c.fail(w, r, http.StatusBadGateway, offErr)
 		return
+	}
+	if offErr != nil {
+		// Some partitions have no leader to ask: their offsets are
+		// unknown, the rest of the page stands.
+		d.OffsetsErr = offErr.Error()
 	}
 	if cfgErr != nil {
 		d.ConfigsErr = cfgErr.Error()
 	}
+	for _, e := range d.Configs {
+		if e.Name == "min.insync.replicas" {
+			d.MinISR, _ = strconv.Atoi(e.Value)
+		}
+	}
 	for _, p := range t.Partitions.Sorted() {
 		pi := partitionInfo{Partition: p.Partition, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, Replicas: p.Replicas, ISR: p.ISR,
 			Offline: p.OfflineReplicas, Start: -1, End: -1, Size: -1, UnderReplicat: len(p.ISR) < len(p.Replicas)}
+		pi.UnderMinISR = p.Leader >= 0 && len(p.ISR) < d.MinISR
+		switch {
+		case p.Leader < 0:
+			d.Offline++
+		case pi.UnderMinISR:
+			d.UnderMinISR++
+		}
+		if pi.UnderReplicat {
+			d.URP++
+		}
 		if p.Err != nil {
 			pi.Err = p.Err.Error()
 		}
@@ -247,7 +282,7 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 		if pi.Start >= 0 && pi.End >= 0 {
 			d.Records += pi.End - pi.Start
 		}
-		if s, ok := sizes[name][p.Partition]; ok {
+		if s := sizes.of(name, p.Partition, p.Leader); s >= 0 {
 			pi.Size = s
 			d.Size += s
 		}

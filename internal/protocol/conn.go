@@ -54,8 +54,11 @@ type conn struct {
 	// is time the current request spent waiting (a fetch's long poll),
 	// not counted against the request quota; throttleUntil is when a
 	// throttled connection may be served again (security.go).
-	principal     authz.Principal
-	subject       authz.Subject
+	principal authz.Principal
+	subject   authz.Subject
+	// itself marks the broker's own in-process connection
+	// (ServeInProcessAsBroker): never authorized, never throttled.
+	itself        bool
 	busyOff       time.Duration
 	throttleUntil time.Time
 

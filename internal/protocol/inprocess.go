@@ -24,6 +24,30 @@ func (s *Server) ServeInProcess(nc net.Conn, user string) error {
 	c.sasl.done = true
 	c.sasl.user = user
 	c.setPrincipal(authz.User(user)) // with an authorizer, User:<user> needs ACLs (or super.users)
+	return s.serveInProcess(c)
+}
+
+// ServeInProcessAsBroker serves one in-process connection of the broker
+// itself (the web console's history sampler reading the broker's own
+// groups and offsets): it has no client principal, so the authorizer is
+// not consulted and no client quota applies, as a Kafka broker reads its
+// own state (GroupCoordinator, ReplicaManager) without authorizing
+// itself. Nothing outside the process can open such a connection.
+func (s *Server) ServeInProcessAsBroker(nc net.Conn) error {
+	c := newConn(s, nc)
+	c.remote = "in-process:broker"
+	c.sasl.done = true
+	c.itself = true
+	c.setPrincipal(authz.User(BrokerItself))
+	return s.serveInProcess(c)
+}
+
+// BrokerItself names the principal of a ServeInProcessAsBroker connection
+// in logs; authorization never looks at it.
+const BrokerItself = "strata-broker-itself"
+
+func (s *Server) serveInProcess(c *conn) error {
+	nc := c.nc
 	c.authed.Store(true)
 	s.mu.Lock()
 	if s.closing.Load() {

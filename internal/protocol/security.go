@@ -78,7 +78,7 @@ func (c *conn) tlsPrincipal(tc *tls.Conn) bool {
 // resource (always, without an authorizer, and for in-process callers
 // without a connection).
 func (c *conn) allowed(op authz.Operation, rt authz.ResourceType, name string) bool {
-	if c == nil || c.s.cfg.Authorizer == nil {
+	if c == nil || c.itself || c.s.cfg.Authorizer == nil {
 		return true
 	}
 	return c.s.cfg.Authorizer.Authorize(c.subject, op, rt, name)
@@ -93,7 +93,7 @@ func (c *conn) allowedCluster(op authz.Operation) bool {
 // (Kafka's AuthHelper.authorizedOperations; every supported operation
 // without an authorizer).
 func (c *conn) authorizedOps(rt authz.ResourceType, name string) int32 {
-	if c == nil || c.s.cfg.Authorizer == nil {
+	if c == nil || c.itself || c.s.cfg.Authorizer == nil {
 		var bits int32
 		for _, op := range authz.SupportedOperations(rt) {
 			bits |= 1 << uint(op)
@@ -117,7 +117,7 @@ func (c *conn) topics(op authz.Operation) *topicFilter {
 
 // ok reports whether the topic is authorized.
 func (f *topicFilter) ok(topic string) bool {
-	if f.c == nil || f.c.s.cfg.Authorizer == nil {
+	if f.c == nil || f.c.itself || f.c.s.cfg.Authorizer == nil {
 		return true
 	}
 	if v, hit := f.seen[topic]; hit {
@@ -146,7 +146,7 @@ func throttleExempt(key int16) bool { return key == 17 || key == 36 }
 // the broker busy (waits excluded).
 func (c *conn) applyQuotas(req request, rep *reply, busy time.Duration) {
 	q := c.s.cfg.Quotas
-	if q == nil || req.raw || req.msg == nil || throttleExempt(req.key) {
+	if q == nil || c.itself || req.raw || req.msg == nil || throttleExempt(req.key) {
 		return
 	}
 	user, client := c.principal.Name, req.clientID

@@ -289,7 +289,7 @@ func (s *Server) Start() (err error) {
 	s.proto = proto
 	if s.metrics != nil {
 		// Already serving (since New): the console joins the routes.
-		if err := s.mountConsole(); err != nil {
+		if err := s.mountConsole(host, port); err != nil {
 			ln.Close()
 			return err
 		}

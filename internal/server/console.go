@@ -2,30 +2,43 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strconv"
+	"time"
 
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/console"
 )
 
 // mountConsole builds the web console and serves it at / on the HTTP
-// listener. Its Kafka client talks to this broker's protocol server over
+// listener. Its Kafka clients talk to this broker's protocol server over
 // in-process pipes (no socket, TLS or SASL), so every console action is
-// an ordinary Kafka request.
-func (s *Server) mountConsole() error {
+// an ordinary Kafka request; requests for another broker (a partition's
+// leader, a group's coordinator) go to that broker (dialPeer). host and
+// port are this broker's advertised address.
+func (s *Server) mountConsole(host string, port int32) error {
 	c, err := console.New(console.Config{
 		// Each connection acts as the console user it is dialled for
-		// (the logged-in SCRAM user, User:ANONYMOUS without a login, or
-		// the sampler's User:strata-console), so the authorizer checks
-		// a console action as that user's own client's.
-		Dial: func(_ context.Context, user string) (net.Conn, error) {
+		// (the logged-in SCRAM user, or User:ANONYMOUS without a login),
+		// so the authorizer checks a console action as that user's own
+		// client's; the history sampler's acts as the broker itself.
+		Dial: func(_ context.Context, as console.Actor) (net.Conn, error) {
 			client, server := net.Pipe()
-			if err := s.proto.ServeInProcess(server, user); err != nil {
+			var err error
+			if as.Broker {
+				err = s.proto.ServeInProcessAsBroker(server)
+			} else {
+				err = s.proto.ServeInProcess(server, as.User)
+			}
+			if err != nil {
 				client.Close()
 				return nil, err
 			}
 			return client, nil
 		},
+		Self:        net.JoinHostPort(host, strconv.Itoa(int(port))),
+		DialPeer:    s.consolePeer,
 		Credentials: s.broker,
 		Compaction:  s.cleaner,
 		Metrics:     s.reg,
@@ -41,6 +54,35 @@ func (s *Server) mountConsole() error {
 	s.console = c
 	s.metrics.Handle("/", c.Handler())
 	return nil
+}
+
+// consolePeer connects the console to another broker at addr (as this
+// broker's Metadata advertises it, on this listener), the way brokers
+// reach each other in this release: a PLAINTEXT connection, as the replica
+// fetchers and the coordinators' inter-broker requests make. The history
+// sampler acts there as the broker, like those. A user's request is sent
+// only without an authorizer: the other broker would see this broker's
+// connection, not the user (Kafka has no way to send a client's request
+// to another broker on its behalf outside the controller's Envelope,
+// KIP-590), so with an authorizer a page reaches only this broker and says
+// which broker holds the rest.
+func (s *Server) consolePeer(ctx context.Context, addr string, as console.Actor) (net.Conn, error) {
+	if s.listener.Protocol != config.ProtocolPlaintext {
+		return nil, fmt.Errorf("broker %s is reached over a PLAINTEXT listener only in this release (this listener, %s, uses %s): open that broker's console",
+			addr, s.listener.Name, s.listener.Protocol)
+	}
+	if !as.Broker && s.sec.authorizer != nil {
+		return nil, fmt.Errorf("broker %s: with an authorizer the console acts as %s on this broker only (another broker would not see %s): open that broker's console",
+			addr, as, as)
+	}
+	var d net.Dialer
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("console: broker %s: %w", addr, err)
+	}
+	return nc, nil
 }
 
 // closeConsole stops the console's sampler and Kafka client.
