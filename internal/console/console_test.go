@@ -604,9 +604,17 @@ func create1000Topics(b testing.TB, adm *kadm.Client) {
 // for the pages of a broker with 1,000 topics.
 func BenchmarkPages1000Topics(b *testing.B) {
 	br, base := startBroker(b, nil)
-	create1000Topics(b, br.Admin())
+	adm := br.Admin()
+	create1000Topics(b, adm)
+	offs := kadm.Offsets{}
+	for i := 0; i < 20; i++ {
+		offs.Add(kadm.Offset{Topic: fmt.Sprintf("bench.topic-%04d", i*50), Partition: 0, At: 0, LeaderEpoch: -1})
+	}
+	if err := adm.CommitAllOffsets(ctxT(b), "bench-group", offs); err != nil {
+		b.Fatal(err)
+	}
 	w := newWeb(b, base)
-	for _, path := range []string{"/", "/topics", "/topics?q=topic-09", "/topics/bench.topic-0500", "/groups", "/compaction"} {
+	for _, path := range []string{"/", "/topics", "/topics?q=topic-09", "/topics/bench.topic-0500", "/topics/bench.topic-0500/messages", "/groups", "/groups/bench-group", "/compaction"} {
 		w.mustGet(path)
 		b.Run(strings.NewReplacer("/", "_", "?", "_").Replace(path), func(b *testing.B) {
 			for b.Loop() {

@@ -193,16 +193,25 @@ func (c *Console) group(w http.ResponseWriter, r *http.Request) {
 	group := r.PathValue("group")
 	ctx, cancel := reqCtx(r)
 	defer cancel()
-	d, err := c.kafkaFor(ctx).describeGroup(ctx, group)
+	// The page's three questions are independent: ask them at once.
+	var (
+		d                  groupData
+		lags               map[string][]groupLag
+		md                 kadm.Metadata
+		err, lagErr, mdErr error
+	)
+	parallel(
+		func() { d, err = c.kafkaFor(ctx).describeGroup(ctx, group) },
+		func() { lags, lagErr = c.kafkaFor(ctx).lags(ctx, group) },
+		func() { md, mdErr = c.kafkaFor(ctx).metadata(ctx) },
+	)
 	if errors.Is(err, errNoGroup) {
 		c.fail(w, r, http.StatusNotFound, fmt.Errorf("no group %q", group))
 		return
 	}
-	if err != nil {
-		c.fail(w, r, http.StatusBadGateway, err)
-		return
+	if err == nil {
+		err = lagErr
 	}
-	lags, err := c.kafkaFor(ctx).lags(ctx, group)
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, err)
 		return
@@ -220,13 +229,20 @@ func (c *Console) group(w http.ResponseWriter, r *http.Request) {
 		lagHist = c.hist.get(lagKey(group))
 	}
 	d.LagPlot = newPlot("Total lag of "+group, lagHist, 480, 100, func(f float64) string { return fmtNum(int64(f)) }, -1, 0)
-	d.Topics = c.resetTopics(ctx, d.Offsets)
+	if mdErr != nil {
+		md = kadm.Metadata{}
+	}
+	d.Topics = resetTopics(md, d.Offsets)
 	c.render(w, r, http.StatusOK, "group", group, "groups", d)
 }
 
-// resetTopics lists the topics a reset may name: those with commits
-// first, then every other topic.
-func (c *Console) resetTopics(ctx context.Context, offs []groupLag) []string {
+// maxResetTopics bounds the topics a reset form suggests: those with
+// commits, then others up to this many (any name can be typed).
+const maxResetTopics = 200
+
+// resetTopics lists the topics a reset form suggests: those with commits
+// first, then other topics, up to maxResetTopics.
+func resetTopics(md kadm.Metadata, offs []groupLag) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, o := range offs {
@@ -235,17 +251,17 @@ func (c *Console) resetTopics(ctx context.Context, offs []groupLag) []string {
 			out = append(out, o.Topic)
 		}
 	}
-	if md, err := c.kafkaFor(ctx).metadata(ctx); err == nil {
-		var rest []string
-		for name, t := range md.Topics {
-			if !seen[name] && !t.IsInternal {
-				rest = append(rest, name)
-			}
+	var rest []string
+	for name, t := range md.Topics {
+		if !seen[name] && !t.IsInternal {
+			rest = append(rest, name)
 		}
-		sort.Strings(rest)
-		out = append(out, rest...)
 	}
-	return out
+	sort.Strings(rest)
+	if n := maxResetTopics - len(out); len(rest) > n {
+		rest = rest[:max(0, n)]
+	}
+	return append(out, rest...)
 }
 
 // resetRequest is a reset's parameters, as the CLI's reset-offsets takes
