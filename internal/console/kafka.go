@@ -122,9 +122,11 @@ func (rs replicaSizes) of(topic string, p, leader int32) int64 {
 // dirs of every broker.
 func (k *kafka) sizes(ctx context.Context, set kadm.TopicsSet) (replicaSizes, []kadm.DescribedLogDir, error) {
 	all, err := k.adm.DescribeAllLogDirs(ctx, set)
-	if err != nil {
+	if err != nil && !partial(err) {
 		return nil, nil, fmt.Errorf("describe log dirs: %w", err)
 	}
+	// A broker that did not answer (stopping, unreachable) leaves its
+	// replicas unknown; the others stand.
 	out := replicaSizes{}
 	var dirs []kadm.DescribedLogDir
 	for broker, byDir := range all {
@@ -151,6 +153,9 @@ func (k *kafka) sizes(ctx context.Context, set kadm.TopicsSet) (replicaSizes, []
 		}
 		return dirs[i].Dir < dirs[j].Dir
 	})
+	if err != nil {
+		return out, dirs, fmt.Errorf("describe log dirs: %w", err)
+	}
 	return out, dirs, nil
 }
 

@@ -132,7 +132,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		d.Brokers = append(d.Brokers, row)
 	}
 	sort.Slice(d.Brokers, func(i, j int) bool { return d.Brokers[i].ID < d.Brokers[j].ID })
-	if dirErr == nil {
+	if dirErr == nil || partial(dirErr) {
 		for _, dir := range dirs {
 			row := dirRow{Broker: dir.Broker, Dir: dir.Dir, Used: dir.Size(), Total: dir.TotalBytes, Usable: dir.UsableBytes, Full: -1}
 			if dir.Err != nil {
@@ -143,7 +143,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			}
 			d.Dirs = append(d.Dirs, row)
 		}
-	} else {
+	}
+	if dirErr != nil {
 		d.Dirs = append(d.Dirs, dirRow{Broker: -1, Err: dirErr.Error(), Used: -1, Total: -1, Usable: -1, Full: -1})
 	}
 	d.Rates = c.hist.lastRates()

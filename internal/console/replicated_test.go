@@ -106,8 +106,8 @@ var (
 	}
 	urpFact, minISRFact, offlineFact = factRe("Under-replicated"), factRe("Under min ISR"), factRe("Offline")
 	// partRowRe is a row of the topic page's partition table: partition,
-	// leader, replicas, ISR, offline replicas, state, start, end.
-	partRowRe = regexp.MustCompile(`<tr><td class="num"><a [^>]*>(\d+)</a></td><td>(?:(\d+)|<span class="bad">none</span>)</td><td>-?\d+</td><td>([^<]*)</td><td(?: class="bad")?>([^<]*)</td><td(?: class="bad")?>([^<]*)</td><td(?: class="bad")?>([^<]*)</td><td class="num">([^<]*)</td><td class="num">([^<]*)</td>`)
+	// leader, replicas, ISR, offline replicas, state, start, end, size.
+	partRowRe = regexp.MustCompile(`<tr><td class="num"><a [^>]*>(\d+)</a></td><td>(?:(\d+)|<span class="bad">none</span>)</td><td>-?\d+</td><td>([^<]*)</td><td(?: class="bad")?>([^<]*)</td><td(?: class="bad")?>([^<]*)</td><td(?: class="bad")?>([^<]*)</td><td class="num">([^<]*)</td><td class="num">([^<]*)</td><td class="num">([^<]*)</td>`)
 )
 
 func fact(re *regexp.Regexp, body string) string {
@@ -185,8 +185,8 @@ func TestReplicatedCluster(t *testing.T) {
 			if r[1] == "1" {
 				wantEnd = "6"
 			}
-			if r[2] != map[string]string{"0": "1", "1": "2", "2": "3"}[r[1]] || r[7] != "0" || r[8] != wantEnd || r[6] != "in sync" {
-				t.Errorf("partition row %q: want leader %s, offsets 0-%s, in sync", r[1:], r[1], wantEnd)
+			if r[2] != map[string]string{"0": "1", "1": "2", "2": "3"}[r[1]] || r[7] != "0" || r[8] != wantEnd || r[6] != "in sync" || r[9] == "—" {
+				t.Errorf("partition row %q: want leader %s, offsets 0-%s, in sync, a size", r[1:], r[1], wantEnd)
 			}
 		}
 		if !strings.Contains(tp, `href="/groups/audit"`) {
@@ -234,8 +234,8 @@ func TestReplicatedCluster(t *testing.T) {
 		}
 		tp := rc.waitPage(t, "/topics/rep", "rep: 3 under-replicated", func(b string) bool { return fact(urpFact, b) == "3" })
 		for _, r := range partRowRe.FindAllStringSubmatch(tp, -1) {
-			if strings.Contains(r[4], "3") || len(strings.Split(r[4], ", ")) != 2 || r[5] != "3" || r[6] != "under-replicated" || r[2] == "3" {
-				t.Errorf("rep partition row %q: want an ISR of two without node 3, offline replica 3, under-replicated", r[1:])
+			if strings.Contains(r[4], "3") || len(strings.Split(r[4], ", ")) != 2 || r[5] != "3" || r[6] != "under-replicated" || r[2] == "3" || r[9] == "—" {
+				t.Errorf("rep partition row %q: want an ISR of two without node 3, offline replica 3, under-replicated, a size", r[1:])
 			}
 		}
 		sp := w.mustGet("/topics/strict")

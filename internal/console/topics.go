@@ -284,7 +284,11 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 		}
 		if s := sizes.of(name, p.Partition, p.Leader); s >= 0 {
 			pi.Size = s
-			d.Size += s
+			if d.Size >= 0 {
+				d.Size += s
+			}
+		} else {
+			d.Size = -1 // a partition's size unknown: the topic's too
 		}
 		d.Partitions = append(d.Partitions, pi)
 	}
