@@ -795,9 +795,11 @@ func (l *Log) openActive() error {
 	cfg := l.cfg.Load()
 	s.mu.Lock()
 	s.active = true
-	if s.file != nil && !s.fileRW {
-		// Opened read-only as a closed segment (TruncateTo): reopened
-		// read-write below.
+	if s.file != nil && !s.fileRW && cfg.Preallocate {
+		// Opened read-only as a closed segment (loadClean, TruncateTo):
+		// reopened read-write below to preallocate. Otherwise the first
+		// append reopens it (writeFile), so a clean start opens each
+		// partition's active segment once, not twice.
 		s.file.Release()
 		s.file = nil
 	}

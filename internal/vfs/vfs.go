@@ -103,7 +103,7 @@ func (f osFile) Sync() error { return fdatasync(f.File) }
 
 // OpenFile implements FS.
 func (OS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
-	f, err := os.OpenFile(name, flag, perm)
+	f, err := openFile(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}

@@ -4,9 +4,14 @@ package vfs
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"syscall"
 )
+
+func openFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
+	return os.OpenFile(name, flag, perm)
+}
 
 func fdatasync(f *os.File) error { return f.Sync() }
 
