@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -35,7 +36,11 @@ func TestCoordinatorFailoverTime(t *testing.T) {
 	const n, workers = 1000, 50
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	procs, addrs := replicatedCluster(t, ctx)
+	var extra []string
+	if v := os.Getenv("STRATA_BENCH_DURABLE_ACKS"); v != "" {
+		extra = append(extra, "--strata.durable.acks="+v)
+	}
+	procs, addrs := replicatedCluster(t, ctx, extra...)
 	admin := newAdmin(t, addrs)
 	createTopics(t, ctx, admin, 1, "bench")
 	groups := make([]string, n)
@@ -71,30 +76,40 @@ func TestCoordinatorFailoverTime(t *testing.T) {
 		}
 		return kerr.ErrorForCode(resp.ErrorCode)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.MetadataMinAge(250*time.Millisecond),
-		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }), kgo.RequestRetries(1000),
-		kgo.RetryTimeout(5*time.Minute))
-	if err != nil {
-		t.Fatal(err)
+	// Each worker has its own client: a broker serves a connection's
+	// requests one at a time (as Kafka does), so one client's pipelined
+	// commits would wait for each other's replication.
+	clients := make([]*kgo.Client, workers)
+	for i := range clients {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.MetadataMinAge(250*time.Millisecond),
+			kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		clients[i] = cl
 	}
-	defer cl.Close()
 	// all runs fn over every key with workers at a time, each retried until
 	// it succeeds; it returns how long the slowest took.
 	all := func(keys []string, fn func(context.Context, *kgo.Client, string) error) time.Duration {
 		start := time.Now()
 		var next atomic.Int64
 		var wg sync.WaitGroup
-		for range workers {
+		for w := range workers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				cl := clients[w]
 				for i := int(next.Add(1) - 1); i < len(keys); i = int(next.Add(1) - 1) {
-					for {
+					for try := 0; ; try++ {
 						rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
 						err := fn(rctx, cl, keys[i])
 						rcancel()
 						if err == nil || ctx.Err() != nil {
 							break
+						}
+						if try == 100 {
+							t.Errorf("%s: still failing after 100 tries: %v", keys[i], err)
 						}
 						time.Sleep(50 * time.Millisecond)
 					}
