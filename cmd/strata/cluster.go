@@ -18,8 +18,8 @@ import (
 // newClusterCmd is `strata cluster`: the cluster metadata as the
 // controllers hold it (docs/cluster.md).
 func newClusterCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "cluster", Short: "Cluster id, brokers and controller (info); the metadata held by the controllers (status)"}
-	cmd.AddCommand(newClusterStatusCmd(), newClusterInfoCmd())
+	cmd := &cobra.Command{Use: "cluster", Short: "Cluster id, brokers and controller (info); the metadata held by the controllers (status); moving every replica off a broker (decommission)"}
+	cmd.AddCommand(newClusterStatusCmd(), newClusterInfoCmd(), newClusterDecommissionCmd())
 	return cmd
 }
 

@@ -162,12 +162,22 @@ func (s *State) Reconcile() []Decision {
 				continue
 			}
 			ns, kind, changed := rebuild(p.State, live, unclean, t.Policy)
+			reason := ""
+			// A reassignment whose target replicas are all in the ISR
+			// completes (reassign.go).
+			if done := s.completeReassignment(ns, t.Policy); !done.Equal(ns) {
+				if !changed {
+					done.PartitionEpoch++
+				}
+				ns, changed, reason = done, true, "reassignment completed; "
+			}
 			if !changed {
 				continue
 			}
-			reason := "isr change"
 			if ns.Leader != p.State.Leader {
-				reason = "leader election (" + kind + ")"
+				reason += "leader election (" + kind + ")"
+			} else {
+				reason += "isr change"
 			}
 			out = append(out, Decision{Topic: name, TP: p.TopicPartition, Expect: p.ModRevision, New: ns, Reason: reason})
 		}

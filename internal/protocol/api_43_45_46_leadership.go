@@ -103,10 +103,13 @@ func (s *Server) electLeadersCluster(ctx context.Context, req *kmsg.ElectLeaders
 // id is INVALID_REPLICA_ASSIGNMENT (39), as Kafka answers for a broker
 // that is not registered; cancelling (null replicas) is
 // NO_REASSIGNMENT_IN_PROGRESS (85).
-func (s *Server) handleAlterPartitionReassignments(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+func (s *Server) handleAlterPartitionReassignments(ctx context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.AlterPartitionAssignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 	resp.AllowReplicationFactorChange = req.AllowReplicationFactorChange
+	if s.cfg.Cluster != nil {
+		return s.alterReassignmentsCluster(ctx, req, resp)
+	}
 	node := s.b.NodeID()
 	for _, rt := range req.Topics {
 		st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
@@ -135,5 +138,76 @@ func (s *Server) handleAlterPartitionReassignments(_ context.Context, _ *conn, k
 func (s *Server) handleListPartitionReassignments(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	if s.cfg.Cluster != nil {
+		return s.listReassignmentsCluster(req, resp)
+	}
+	return reply{msg: resp}, nil
+}
+
+// alterReassignmentsCluster runs AlterPartitionReassignments in a cluster
+// (KIP-455; Kafka's ReplicationControlManager.alterPartitionReassignments):
+// each partition's new target (or cancellation, null replicas) is one
+// compare-and-set; errors per partition are Kafka's
+// (UNKNOWN_TOPIC_OR_PARTITION 3, INVALID_REPLICA_ASSIGNMENT 39,
+// INVALID_REPLICATION_FACTOR 38 without AllowReplicationFactorChange,
+// NO_REASSIGNMENT_IN_PROGRESS 85).
+func (s *Server) alterReassignmentsCluster(ctx context.Context, req *kmsg.AlterPartitionAssignmentsRequest, resp *kmsg.AlterPartitionAssignmentsResponse) (reply, error) {
+	allowRF := req.Version < 1 || req.AllowReplicationFactorChange
+	var rs []Reassignment
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			rs = append(rs, Reassignment{Topic: rt.Topic, Partition: rp.Partition, Target: rp.Replicas})
+		}
+	}
+	if req.TimeoutMillis > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
+		defer cancel()
+	}
+	results := s.cfg.Cluster.AlterReassignments(ctx, rs, allowRF)
+	i := 0
+	for _, rt := range req.Topics {
+		st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+			sp.Partition = rp.Partition
+			if i < len(results) && results[i].Err != nil {
+				sp.ErrorCode = errCode(results[i].Err)
+				sp.ErrorMessage = errMessage(results[i].Err)
+			}
+			i++
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return reply{msg: resp}, nil
+}
+
+// listReassignmentsCluster runs ListPartitionReassignments in a cluster:
+// the partitions with a reassignment in progress (all, or among the named
+// ones), with their replicas, adding and removing replicas.
+func (s *Server) listReassignmentsCluster(req *kmsg.ListPartitionReassignmentsRequest, resp *kmsg.ListPartitionReassignmentsResponse) (reply, error) {
+	var parts map[string][]int32
+	if req.Topics != nil {
+		parts = map[string][]int32{}
+		for _, rt := range req.Topics {
+			parts[rt.Topic] = append(parts[rt.Topic], rt.Partitions...)
+		}
+	}
+	byTopic := map[string]int{}
+	for _, r := range s.cfg.Cluster.ListReassignments(parts) {
+		i, ok := byTopic[r.Topic]
+		if !ok {
+			i = len(resp.Topics)
+			byTopic[r.Topic] = i
+			st := kmsg.NewListPartitionReassignmentsResponseTopic()
+			st.Topic = r.Topic
+			resp.Topics = append(resp.Topics, st)
+		}
+		sp := kmsg.NewListPartitionReassignmentsResponseTopicPartition()
+		sp.Partition, sp.Replicas, sp.AddingReplicas, sp.RemovingReplicas = r.Partition, r.Replicas, r.Adding, r.Removing
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, sp)
+	}
 	return reply{msg: resp}, nil
 }

@@ -36,6 +36,27 @@ type Cluster interface {
 	// ElectLeaders runs ElectLeaders' elections (typ 0 PREFERRED, 1
 	// UNCLEAN); parts nil means every partition.
 	ElectLeaders(ctx context.Context, typ int8, parts map[string][]int32) ([]PartitionResult, error)
+	// AlterReassignments starts (or, with a nil target, cancels) partition
+	// reassignments; one result per entry, in order.
+	AlterReassignments(ctx context.Context, rs []Reassignment, allowRFChange bool) []PartitionResult
+	// ListReassignments lists reassignments in progress among parts (nil:
+	// all).
+	ListReassignments(parts map[string][]int32) []Reassigning
+}
+
+// Reassignment is one AlterPartitionReassignments entry (Target nil
+// cancels).
+type Reassignment struct {
+	Topic     string
+	Partition int32
+	Target    []int32
+}
+
+// Reassigning is a partition with a reassignment in progress.
+type Reassigning struct {
+	Topic                      string
+	Partition                  int32
+	Replicas, Adding, Removing []int32
 }
 
 // PartitionResult is one partition's outcome of a cluster operation; Err

@@ -43,3 +43,29 @@ func (s *Server) rebalanceConfig() controller.RebalanceConfig {
 }
 
 func secondsDuration(n int64) time.Duration { return time.Duration(n) * time.Second }
+
+// AlterReassignments runs AlterPartitionReassignments through the
+// controller's Admin (each entry a compare-and-set; completion follows
+// when the adding replicas joined the ISR: controller/reassign.go).
+func (a clusterAPI) AlterReassignments(ctx context.Context, rs []protocol.Reassignment, allowRFChange bool) []protocol.PartitionResult {
+	in := make([]controller.Reassignment, len(rs))
+	for i, r := range rs {
+		in[i] = controller.Reassignment{Topic: r.Topic, Partition: r.Partition, Target: r.Target}
+	}
+	res := a.c.admin.AlterReassignments(ctx, in, allowRFChange)
+	out := make([]protocol.PartitionResult, len(res))
+	for i, r := range res {
+		out[i] = protocol.PartitionResult{Topic: r.Topic, Partition: r.Partition, Err: adminError(r.Err)}
+	}
+	return out
+}
+
+// ListReassignments lists the reassignments in progress.
+func (a clusterAPI) ListReassignments(parts map[string][]int32) []protocol.Reassigning {
+	res := a.c.admin.ListReassignments(parts)
+	out := make([]protocol.Reassigning, len(res))
+	for i, r := range res {
+		out[i] = protocol.Reassigning{Topic: r.Topic, Partition: r.Partition, Replicas: r.Replicas, Adding: r.Adding, Removing: r.Removing}
+	}
+	return out
+}
