@@ -14,6 +14,7 @@ func FromMeta(st meta.PartitionState) State {
 	return State{
 		Leader: st.Leader, LeaderEpoch: st.LeaderEpoch, PartitionEpoch: st.PartitionEpoch,
 		Replicas: slices.Clone(st.Replicas), ISR: slices.Clone(st.ISR),
+		Recovering: st.LeaderRecovery == meta.Recovering,
 	}
 }
 

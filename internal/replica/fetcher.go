@@ -276,6 +276,7 @@ func (r *Replica) fetched(f *fetcher, p position, rp *kmsg.FetchResponseTopicPar
 		tr := Truncate(EpochEnd{Epoch: rp.DivergingEpoch.Epoch, EndOffset: rp.DivergingEpoch.EndOffset}, r.log.LogEndOffset(), r.log.EndOffsetForEpoch)
 		r.m.logger.Info("truncating at the diverging epoch", "partition", r.tp, "leader_epoch", rp.DivergingEpoch.Epoch,
 			"leader_end", rp.DivergingEpoch.EndOffset, "to", tr.Offset, "complete", tr.Complete)
+		r.noteTruncation(tr.Offset)
 		if _, err := r.log.TruncateTo(tr.Offset); err != nil {
 			r.m.logger.Error("truncate", "partition", r.tp, "offset", tr.Offset, "err", err)
 			r.backoff = time.Now().Add(r.m.cfg.FetchBackoff)
@@ -324,6 +325,7 @@ func (f *fetcher) resetOutOfRange(conn Conn, p position) {
 	f.m.logger.Warn("fetch offset out of range", "partition", r.tp, "offset", p.part.FetchOffset, "leader_start", start, "leader_end", end, "truncate_to", reset.TruncateTo, "start_at", reset.StartAt)
 	switch {
 	case reset.TruncateTo >= 0:
+		r.noteTruncation(reset.TruncateTo)
 		_, err = r.log.TruncateTo(reset.TruncateTo)
 	case reset.StartAt >= 0:
 		err = r.log.TruncateFullyAndStartAt(reset.StartAt)

@@ -40,6 +40,9 @@ type State struct {
 	PartitionEpoch int32
 	Replicas       []int32
 	ISR            []int32
+	// Recovering is set after an unclean election (KIP-704
+	// LeaderRecoveryState): the leader was not in the ISR.
+	Recovering bool
 }
 
 // Broker is what the leader knows of a registered (unfenced) broker.

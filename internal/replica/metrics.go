@@ -10,6 +10,10 @@ import (
 // counters are the Manager's event counts.
 type counters struct {
 	shrinks, expands, failedUpdates atomic.Int64
+	// uncleanLeaderships: this broker became leader by an unclean
+	// election; lostOffsets: offsets this replica truncated below its
+	// high watermark (committed records an unclean election lost).
+	uncleanLeaderships, lostOffsets atomic.Int64
 }
 
 // Collector exports the replica manager's state under the names Kafka's
@@ -22,6 +26,7 @@ type Collector struct {
 	m     *Manager
 	descs struct {
 		underReplicated, underMinISR, atMinISR, leaders, partitions, shrinks, expands, failed, lag *prometheus.Desc
+		unclean, lost                                                                              *prometheus.Desc
 	}
 }
 
@@ -39,6 +44,8 @@ func NewCollector(m *Manager) *Collector {
 	c.descs.shrinks = d("kafka_server_replicamanager_isrshrinks_total", "ISR shrinks committed by this broker as leader (Kafka's IsrShrinksPerSec).")
 	c.descs.expands = d("kafka_server_replicamanager_isrexpands_total", "ISR expansions committed by this broker as leader (Kafka's IsrExpandsPerSec).")
 	c.descs.failed = d("kafka_server_replicamanager_failedisrupdates_total", "ISR changes whose compare-and-set was refused (Kafka's FailedIsrUpdatesPerSec).")
+	c.descs.unclean = d("strata_replica_unclean_leaderships_total", "Leaderships this broker took by an unclean election (unclean.leader.election.enable or ElectLeaders UNCLEAN): it was not in the ISR, so records committed by the previous leaders past its log end are lost.")
+	c.descs.lost = d("strata_replica_unclean_lost_offsets_total", "Offsets this replica truncated below its high watermark to follow a leader elected uncleanly: committed records lost (each replica counts its own).")
 	c.descs.lag = d("kafka_server_fetcherlagmetrics_consumerlag", "Offsets a follower replica is behind its leader's high watermark (Kafka's FetcherLagMetrics ConsumerLag).", "topic", "partition")
 	return c
 }
@@ -46,7 +53,7 @@ func NewCollector(m *Manager) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.descs.underReplicated, c.descs.underMinISR, c.descs.atMinISR, c.descs.leaders,
-		c.descs.partitions, c.descs.shrinks, c.descs.expands, c.descs.failed, c.descs.lag} {
+		c.descs.partitions, c.descs.shrinks, c.descs.expands, c.descs.failed, c.descs.lag, c.descs.unclean, c.descs.lost} {
 		ch <- d
 	}
 }
@@ -90,4 +97,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ct(c.descs.shrinks, c.m.counts.shrinks.Load())
 	ct(c.descs.expands, c.m.counts.expands.Load())
 	ct(c.descs.failed, c.m.counts.failedUpdates.Load())
+	ct(c.descs.unclean, c.m.counts.uncleanLeaderships.Load())
+	ct(c.descs.lost, c.m.counts.lostOffsets.Load())
 }

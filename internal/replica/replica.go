@@ -279,6 +279,18 @@ func (r *Replica) apply(st State, minISR int) {
 			r.m.logger.Error("become leader", "partition", r.tp, "err", err)
 			return
 		}
+		if st.Recovering {
+			// An unclean election (KIP-704 RECOVERING): this replica was
+			// out of sync; what the previous leaders committed past its
+			// log end is gone. The high watermark it last heard of bounds
+			// that from below; the replicas that return count exactly what
+			// they truncate (noteTruncation).
+			r.m.counts.uncleanLeaderships.Add(1)
+			end := r.log.LogEndOffset()
+			r.m.logger.Warn("unclean leader election: leading an out-of-sync replica; records committed past its end are lost",
+				"partition", r.tp, "epoch", st.LeaderEpoch, "log_end", end, "last_known_hw", r.leaderHW,
+				"at_least_lost", max(r.leaderHW-end, 0))
+		}
 		r.leader = l
 		r.st = cloneState(st)
 		r.log.SetHighWatermark(l.HighWatermark(), r.m.durableHook(r))
@@ -342,4 +354,19 @@ func (r *Replica) Removed() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.removed
+}
+
+// noteTruncation records a follower truncating its log to offset: below
+// its high watermark that is committed records lost, which only an
+// unclean election causes (a clean leader holds everything below every
+// ISR member's high watermark: KIP-101, KIP-279). Under r.mu.
+func (r *Replica) noteTruncation(offset int64) {
+	hw := r.log.HighWatermark()
+	if offset >= hw {
+		return
+	}
+	lost := hw - offset
+	r.m.counts.lostOffsets.Add(lost)
+	r.m.logger.Warn("truncating committed records after an unclean leader election",
+		"partition", r.tp, "high_watermark", hw, "truncate_to", offset, "lost_offsets", lost, "leader_epoch", r.st.LeaderEpoch)
 }

@@ -20,9 +20,18 @@ import (
 // through addr and waits until every partition's ISR is complete.
 func createAssigned(t *testing.T, c *servertest.Cluster, topic string, assign [][]int32) {
 	t.Helper()
+	createAssignedConfigs(t, c, topic, assign, nil)
+}
+
+// createAssignedConfigs is createAssigned with topic configs.
+func createAssignedConfigs(t *testing.T, c *servertest.Cluster, topic string, assign [][]int32, configs map[string]string) {
+	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	ct := kmsg.NewCreateTopicsRequestTopic()
 	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = topic, -1, -1
+	for k, v := range configs {
+		ct.Configs = append(ct.Configs, kmsg.CreateTopicsRequestTopicConfig{Name: k, Value: kmsg.StringPtr(v)})
+	}
 	for i, r := range assign {
 		ct.ReplicaAssignment = append(ct.ReplicaAssignment, kmsg.CreateTopicsRequestTopicReplicaAssignment{Partition: int32(i), Replicas: r})
 	}
