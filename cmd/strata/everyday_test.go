@@ -82,9 +82,12 @@ func TestBrokerConfig(t *testing.T) {
 		t.Errorf("get --all lacks num.partitions")
 	}
 	fails(t, bin, "strata: broker 1 has no setting \"no.such\"\n", "broker", "config", "get", "no.such", b)
-	// Broker settings are static in Strata today: the broker refuses, and
-	// the CLI says why, with Kafka's error code.
-	fails(t, bin, "strata: alter configs of broker \"1\": broker settings are static in Strata (set them in the config file, environment or flags) (INVALID_CONFIG)\n",
+	// log.dirs is not dynamic (Kafka's DynamicBrokerConfig): the broker
+	// refuses, and the CLI says why, with Kafka's error code.
+	fails(t, bin, "strata: alter configs of broker \"1\": Cannot update these configs dynamically: log.dirs (set them in the config file, environment or flags and restart) (INVALID_CONFIG)\n",
+		"broker", "config", "set", "log.dirs=/x", b)
+	// A node without the metadata store keeps no dynamic configs.
+	fails(t, bin, "strata: alter configs of broker \"1\": dynamic broker configs live in the cluster metadata store, and this node runs without one: set broker settings in the config file, environment or flags (INVALID_CONFIG)\n",
 		"broker", "config", "set", "log.retention.hours=48", b)
 	fails(t, bin, "strata: nothing to set: give name=value arguments or --delete name\n", "broker", "config", "set", b)
 }

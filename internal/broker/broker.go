@@ -24,7 +24,9 @@ import (
 
 // Broker is one node's partitions and topic metadata.
 type Broker struct {
-	cfg         *config.Broker
+	// cfg is the current configuration: the static one with the dynamic
+	// broker configs laid over it (SetConfig).
+	cfg         atomic.Pointer[config.Broker]
 	logger      *slog.Logger
 	nodeID      int32
 	clusterID   string
@@ -95,7 +97,6 @@ func OpenWithProgress(cfg *config.Broker, logger *slog.Logger, fsys vfs.FS, prog
 		progress = &LoadProgress{}
 	}
 	b := &Broker{
-		cfg:         cfg,
 		logger:      logger,
 		nodeID:      int32(cfg.Int64("node.id")),
 		durableAcks: cfg.Bool("strata.durable.acks"),
@@ -105,6 +106,7 @@ func OpenWithProgress(cfg *config.Broker, logger *slog.Logger, fsys vfs.FS, prog
 		topics:      map[string]*Topic{},
 		byID:        map[uuid.UUID]*Topic{},
 	}
+	b.cfg.Store(cfg)
 	var paths []string
 	for _, d := range strings.Split(cfg.Get("log.dirs"), ",") {
 		if d = strings.TrimSpace(d); d != "" {
@@ -173,7 +175,7 @@ func (b *Broker) load(progress *LoadProgress) error {
 		b.syncers[d.path] = s
 		// The write-ahead journal that makes acks=all over many partitions
 		// one fsync per round (strata.log.journal.bytes; docs/storage.md).
-		if size := b.cfg.Int64("strata.log.journal.bytes"); size > 0 && b.durableAcks {
+		if size := b.Config().Int64("strata.log.journal.bytes"); size > 0 && b.durableAcks {
 			if err := s.OpenJournal(b.fs, d.path, size); err != nil {
 				return fmt.Errorf("log dir %s: %w", d.path, err)
 			}
@@ -336,14 +338,14 @@ func (b *Broker) logRecoveryPlan(clean map[string]bool, perDir map[string]int) {
 			b.logger.Info("skipping recovery: clean shutdown marker found", "dir", d.path, "partitions", perDir[d.path])
 		default:
 			b.logger.Info("recovering partitions: no clean shutdown marker", "dir", d.path, "partitions", perDir[d.path],
-				"threads", b.cfg.Int("num.recovery.threads.per.data.dir"))
+				"threads", b.Config().Int("num.recovery.threads.per.data.dir"))
 		}
 	}
 }
 
 // openPartition opens one partition's log with its resolved config.
 func (b *Broker) openPartition(t *Topic, p *Partition, cleanShutdown bool) error {
-	cfg, ts, err := resolveConfig(b.cfg, t.Configs, b.durableAcks)
+	cfg, ts, err := resolveConfig(b.Config(), t.Configs, b.durableAcks)
 	if err != nil {
 		return fmt.Errorf("topic %s: %w", t.Name, err)
 	}
@@ -363,7 +365,7 @@ func (b *Broker) storageOptions(dir string) storage.Options {
 		Syncer:               b.syncers[dir],
 		Files:                b.files,
 		Logger:               b.logger,
-		ProducerIDExpiration: time.Duration(b.cfg.Int64("producer.id.expiration.ms")) * time.Millisecond,
+		ProducerIDExpiration: time.Duration(b.Config().Int64("producer.id.expiration.ms")) * time.Millisecond,
 	}
 }
 
@@ -377,7 +379,7 @@ func (b *Broker) ClusterID() string { return b.clusterID }
 func (b *Broker) FS() vfs.FS { return b.fs }
 
 // Config returns the broker settings.
-func (b *Broker) Config() *config.Broker { return b.cfg }
+func (b *Broker) Config() *config.Broker { return b.cfg.Load() }
 
 // LogDirs returns the absolute log directory paths.
 func (b *Broker) LogDirs() []string {

@@ -176,7 +176,7 @@ func TestDescribeConfigSources(t *testing.T) {
 	dir := t.TempDir()
 	b := openTest(t, dir, "log.retention.hours", "2")
 	defer b.Close()
-	entries := describeTopicConfig(b.cfg, map[string]string{"segment.bytes": "1048576"})
+	entries := describeTopicConfig(b.Config(), map[string]string{"segment.bytes": "1048576"})
 	got := map[string]ConfigEntry{}
 	for _, e := range entries {
 		got[e.Name] = e

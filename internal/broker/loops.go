@@ -11,10 +11,10 @@ import (
 func (b *Broker) StartLoops() {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.stop = cancel
-	b.every(ctx, time.Duration(b.cfg.Int64("log.retention.check.interval.ms"))*time.Millisecond, b.retentionPass)
-	b.every(ctx, time.Duration(b.cfg.Int64("strata.idle.roll.check.interval.ms"))*time.Millisecond, b.rollPass)
+	b.every(ctx, time.Duration(b.Config().Int64("log.retention.check.interval.ms"))*time.Millisecond, b.retentionPass)
+	b.every(ctx, time.Duration(b.Config().Int64("strata.idle.roll.check.interval.ms"))*time.Millisecond, b.rollPass)
 	b.every(ctx, time.Second, b.flushPass)
-	if iv := b.cfg.Int64("log.flush.offset.checkpoint.interval.ms"); iv > 0 {
+	if iv := b.Config().Int64("log.flush.offset.checkpoint.interval.ms"); iv > 0 {
 		b.every(ctx, time.Duration(iv)*time.Millisecond, func(time.Time) {
 			if err := b.writeCheckpoints(); err != nil {
 				b.logger.Warn("write checkpoints", "err", err)

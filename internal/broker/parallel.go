@@ -9,7 +9,7 @@ import (
 // and closed (flushed) at shutdown at once: Kafka's
 // num.recovery.threads.per.data.dir, per log dir.
 func (b *Broker) ioThreads() int {
-	return max(b.cfg.Int("num.recovery.threads.per.data.dir")*len(b.dirs), 1)
+	return max(b.Config().Int("num.recovery.threads.per.data.dir")*len(b.dirs), 1)
 }
 
 // forEach runs fn over items with n goroutines, which it owns and waits

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+	"github.com/strata-io/strata/internal/config"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -238,16 +239,28 @@ func (b *Broker) ApplyTopics(specs []TopicSpec) error {
 
 // updateConfigsLocked applies new topic overrides to t's open logs.
 func (b *Broker) updateConfigsLocked(t *Topic, overrides map[string]string) error {
-	cfg, ts, err := resolveConfig(b.cfg, overrides, b.durableAcks)
+	if err := b.resolveLocked(t, overrides); err != nil {
+		return err
+	}
+	b.logger.Info("topic configs changed", "topic", t.Name, "configs", overrides)
+	return nil
+}
+
+// resolveLocked resolves a topic's overrides over the current broker
+// defaults and applies the result to its open logs.
+func (b *Broker) resolveLocked(t *Topic, overrides map[string]string) error {
+	cfg, ts, err := resolveConfig(b.Config(), overrides, b.durableAcks)
 	if err != nil {
-		return fmt.Errorf("topic %s configs from the cluster metadata: %w", t.Name, err)
+		return fmt.Errorf("topic %s configs: %w", t.Name, err)
 	}
 	for _, p := range t.Partitions {
+		if p.Log == nil {
+			continue
+		}
 		p.Log.UpdateConfig(cfg)
 		ts := ts
 		p.settings.Store(&ts)
 	}
-	b.logger.Info("topic configs changed", "topic", t.Name, "configs", overrides)
 	return nil
 }
 
@@ -291,4 +304,26 @@ func (b *Broker) AdoptClusterID(id string) error {
 	}
 	b.clusterID = id
 	return nil
+}
+
+// SetConfig makes cfg the broker's configuration (the static settings with
+// the dynamic broker configs laid over them, config.Broker.WithDynamic) and
+// applies the topic defaults it changes to every open log (Kafka's
+// DynamicLogConfig.reconfigure: every log's configuration is resolved
+// again, its own overrides kept). A topic whose configuration no longer
+// resolves keeps its old one; the errors are joined.
+func (b *Broker) SetConfig(cfg *config.Broker) error {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	if b.closed {
+		return errors.New("broker is closed")
+	}
+	b.cfg.Store(cfg)
+	var errs []error
+	for _, t := range b.Topics() {
+		if err := b.resolveLocked(t, t.Configs); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -119,10 +119,11 @@ type ConfigSource int8
 
 // Config sources.
 const (
-	SourceTopic         ConfigSource = 1 // DYNAMIC_TOPIC_CONFIG
-	SourceStaticBroker  ConfigSource = 4 // STATIC_BROKER_CONFIG
-	SourceDefault       ConfigSource = 5 // DEFAULT_CONFIG
-	SourceDynamicBroker ConfigSource = 3 // DYNAMIC_DEFAULT_BROKER_CONFIG (unused)
+	SourceTopic          ConfigSource = 1 // DYNAMIC_TOPIC_CONFIG
+	SourceStaticBroker   ConfigSource = 4 // STATIC_BROKER_CONFIG
+	SourceDefault        ConfigSource = 5 // DEFAULT_CONFIG
+	SourceDynamicBroker  ConfigSource = 2 // DYNAMIC_BROKER_CONFIG
+	SourceDynamicDefault ConfigSource = 3 // DYNAMIC_DEFAULT_BROKER_CONFIG
 )
 
 // ConfigSynonym is one synonym of a described config, most specific first.
@@ -154,15 +155,17 @@ func describeTopicConfig(b *config.Broker, overrides map[string]string) []Config
 			e.Value, e.Source = v, SourceTopic
 			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: s.Name, Value: v, Source: SourceTopic})
 		}
+		// The broker synonyms' dynamic and static values, most specific
+		// first (Kafka's DescribeConfigs synonyms).
 		for _, syn := range s.BrokerSynonyms {
-			if b.IsSet(syn) {
-				v := b.Get(syn)
-				if e.Source == 0 {
-					e.Value, _, _ = b.TopicDefault(s.Name)
-					e.Source = SourceStaticBroker
+			for _, l := range b.Layers(syn) {
+				if l.Source != config.SourceDefault {
+					e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: syn, Value: l.Value, Source: ConfigSource(l.Source)})
 				}
-				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: syn, Value: v, Source: SourceStaticBroker})
 			}
+		}
+		if v, src, explicit := b.TopicDefault(s.Name); e.Source == 0 && explicit {
+			e.Value, e.Source = v, ConfigSource(b.SourceOf(src))
 		}
 		if e.Source == 0 {
 			e.Value, _, _ = b.TopicDefault(s.Name)
@@ -193,5 +196,5 @@ func brokerDefault(syns []string) ConfigSynonym {
 // DescribeConfigsFor lists every topic config for a topic with the given
 // overrides (CreateTopics v5+ echoes them).
 func (b *Broker) DescribeConfigsFor(overrides map[string]string) []ConfigEntry {
-	return describeTopicConfig(b.cfg, overrides)
+	return describeTopicConfig(b.Config(), overrides)
 }

@@ -263,10 +263,10 @@ func (b *Broker) checkCreate(req *CreateTopicRequest) (map[string]string, error)
 		return nil, err
 	}
 	if req.NumPartitions == -1 {
-		req.NumPartitions = int32(b.cfg.Int64("num.partitions"))
+		req.NumPartitions = int32(b.Config().Int64("num.partitions"))
 	}
 	if req.ReplicationFactor == -1 {
-		req.ReplicationFactor = int16(b.cfg.Int64("default.replication.factor"))
+		req.ReplicationFactor = int16(b.Config().Int64("default.replication.factor"))
 	}
 	if req.NumPartitions <= 0 {
 		return nil, fmt.Errorf("number of partitions must be larger than 0, got %d: %w", req.NumPartitions, kerr.InvalidPartitions)
@@ -277,14 +277,14 @@ func (b *Broker) checkCreate(req *CreateTopicRequest) (map[string]string, error)
 	if req.ReplicationFactor > 1 {
 		return nil, fmt.Errorf("replication factor %d is larger than the number of brokers (1): %w", req.ReplicationFactor, kerr.InvalidReplicationFactor)
 	}
-	if err := b.cfg.ValidateTopicConfigs(req.Configs); err != nil {
+	if err := b.Config().ValidateTopicConfigs(req.Configs); err != nil {
 		return nil, fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
 	}
 	overrides := map[string]string{}
 	for k, v := range req.Configs {
 		overrides[k] = *v
 	}
-	if _, _, err := resolveConfig(b.cfg, overrides, b.durableAcks); err != nil {
+	if _, _, err := resolveConfig(b.Config(), overrides, b.durableAcks); err != nil {
 		return nil, fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
 	}
 	return overrides, nil
@@ -463,7 +463,7 @@ func (b *Broker) DeleteTopic(name string) error {
 // removed together, in parallel. errs[i] answers names[i].
 func (b *Broker) DeleteTopics(names []string) (errs []error) {
 	errs = make([]error, len(names))
-	if !b.cfg.Bool("delete.topic.enable") {
+	if !b.Config().Bool("delete.topic.enable") {
 		for i := range errs {
 			errs[i] = fmt.Errorf("topic deletion is disabled (delete.topic.enable=false): %w", kerr.TopicDeletionDisabled)
 		}
@@ -596,14 +596,14 @@ func (b *Broker) DescribeConfigs(name string) ([]ConfigEntry, error) {
 	if t == nil {
 		return nil, fmt.Errorf("topic %q: %w", name, kerr.UnknownTopicOrPartition)
 	}
-	return describeTopicConfig(b.cfg, t.Configs), nil
+	return describeTopicConfig(b.Config(), t.Configs), nil
 }
 
 // SetTopicConfigs replaces a topic's overrides with overrides (configs not
 // named revert to their defaults), validating first; nothing changes on
 // error (InvalidConfig, UnknownTopicOrPartition).
 func (b *Broker) SetTopicConfigs(name string, overrides map[string]string, validateOnly bool) error {
-	cfg, ts, err := resolveOverrides(b.cfg, b.durableAcks, overrides)
+	cfg, ts, err := resolveOverrides(b.Config(), b.durableAcks, overrides)
 	if err != nil {
 		return err
 	}
@@ -614,7 +614,7 @@ func (b *Broker) SetTopicConfigs(name string, overrides map[string]string, valid
 	if t == nil {
 		return fmt.Errorf("topic %q: %w", name, kerr.UnknownTopicOrPartition)
 	}
-	if err := ValidateTopicOverrides(b.cfg, name, t.Internal, overrides); err != nil {
+	if err := ValidateTopicOverrides(b.Config(), name, t.Internal, overrides); err != nil {
 		return err
 	}
 	if validateOnly {

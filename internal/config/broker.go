@@ -20,6 +20,11 @@ type Broker struct {
 	ignored map[string]string
 	// warnings are notes for the startup log (LoadBroker).
 	warnings []string
+	// static is the configuration the dynamic layers were laid over
+	// (WithDynamic; nil for a static configuration), dynDefault and
+	// dynBroker those layers (dynamic.go).
+	static                *Broker
+	dynDefault, dynBroker map[string]string
 }
 
 // DefaultBroker returns the broker settings with every default.

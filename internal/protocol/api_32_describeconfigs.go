@@ -3,10 +3,13 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/strata-io/strata/internal/broker"
 	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/meta"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -60,8 +63,14 @@ func (s *Server) describeResource(rr kmsg.DescribeConfigsRequestResource) ([]bro
 		}
 		return s.b.DescribeConfigs(rr.ResourceName)
 	case resourceBroker:
-		if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(s.b.NodeID())) {
-			return nil, fmt.Errorf("broker %q is not this node (%d): %w", rr.ResourceName, s.b.NodeID(), kerr.InvalidRequest)
+		// Kafka's ConfigHelper.describeConfigs: "" is the cluster default
+		// (its dynamic configs only), this node's id every setting with
+		// its source; another id is not this broker's to describe.
+		if rr.ResourceName == "" {
+			return s.defaultBrokerEntries(), nil
+		}
+		if rr.ResourceName != strconv.Itoa(int(s.b.NodeID())) {
+			return nil, fmt.Errorf("Unexpected broker id, expected %d or empty string, but received %s: %w", s.b.NodeID(), rr.ResourceName, kerr.InvalidRequest)
 		}
 		return s.brokerEntries(), nil
 	default:
@@ -69,21 +78,45 @@ func (s *Server) describeResource(rr kmsg.DescribeConfigsRequestResource) ([]bro
 	}
 }
 
-// brokerEntries lists the broker settings (static, hence read-only).
+// brokerEntries lists this broker's settings with their current values
+// and sources (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+// STATIC_BROKER_CONFIG, DEFAULT_CONFIG, most specific first, as synonyms);
+// read-only unless Strata updates the setting dynamically.
 func (s *Server) brokerEntries() []broker.ConfigEntry {
 	cfg := s.b.Config()
 	var out []broker.ConfigEntry
 	for _, st := range config.BrokerSettings() {
-		e := broker.ConfigEntry{Name: st.Name, Value: cfg.Get(st.Name), ReadOnly: true, Type: st.Type, Doc: st.Doc, Source: broker.SourceDefault}
-		if cfg.IsSet(st.Name) {
-			e.Source = broker.SourceStaticBroker
-			e.Synonyms = append(e.Synonyms, broker.ConfigSynonym{Name: st.Name, Value: e.Value, Source: broker.SourceStaticBroker})
-		}
-		if st.Default != "" {
-			e.Synonyms = append(e.Synonyms, broker.ConfigSynonym{Name: st.Name, Value: st.Default, Source: broker.SourceDefault})
+		e := broker.ConfigEntry{Name: st.Name, Value: cfg.Get(st.Name), ReadOnly: st.ReadOnly, Type: st.Type, Doc: st.Doc,
+			Source: broker.ConfigSource(cfg.SourceOf(st.Name))}
+		for _, l := range cfg.Layers(st.Name) {
+			e.Synonyms = append(e.Synonyms, broker.ConfigSynonym{Name: st.Name, Value: l.Value, Source: broker.ConfigSource(l.Source)})
 		}
 		e.Null = e.Value == ""
 		if st.Type == config.TypePassword { // private keys: never on the wire (Kafka: null, is_sensitive)
+			e.Value, e.Null, e.Sensitive, e.Synonyms = "", true, true, nil
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// defaultBrokerEntries lists the cluster-wide dynamic broker configs
+// (Kafka describes only those for the resource name "").
+func (s *Server) defaultBrokerEntries() []broker.ConfigEntry {
+	if s.cfg.Cluster == nil {
+		return nil
+	}
+	def := s.cfg.Cluster.View().BrokerConfigs[meta.DefaultBrokerScope]
+	out := []broker.ConfigEntry{}
+	for _, name := range slices.Sorted(maps.Keys(def)) {
+		st, ok := config.LookupBroker(name)
+		if !ok {
+			continue
+		}
+		v := def[name]
+		e := broker.ConfigEntry{Name: name, Value: v, ReadOnly: st.ReadOnly, Type: st.Type, Doc: st.Doc, Source: broker.SourceDynamicDefault,
+			Synonyms: []broker.ConfigSynonym{{Name: name, Value: v, Source: broker.SourceDynamicDefault}}}
+		if st.Type == config.TypePassword {
 			e.Value, e.Null, e.Sensitive, e.Synonyms = "", true, true, nil
 		}
 		out = append(out, e)

@@ -3,8 +3,11 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/strata-io/strata/internal/broker"
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/meta"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -40,10 +43,51 @@ func (s *Server) alterConfigs(ctx context.Context, rr kmsg.AlterConfigsRequestRe
 		}
 		overrides[c.Name] = *c.Value
 	}
+	if rr.ResourceType == resourceBroker {
+		return s.alterBroker(ctx, rr.ResourceName, func(map[string]string) (map[string]string, error) { return overrides, nil }, validateOnly)
+	}
 	if s.cfg.Cluster != nil {
 		return s.alterTopic(ctx, rr.ResourceName, func(map[string]string) (map[string]string, error) { return overrides, nil }, validateOnly)
 	}
 	return s.b.SetTopicConfigs(rr.ResourceName, overrides, validateOnly)
+}
+
+// alterBroker changes the dynamic configs of a BROKER resource in the
+// cluster metadata: name is a node id or "" for the cluster default
+// (Kafka's DynamicBrokerConfig); edit computes the new set from the stored
+// one.
+func (s *Server) alterBroker(ctx context.Context, name string, edit func(map[string]string) (map[string]string, error), validateOnly bool) error {
+	scope, err := brokerScope(name)
+	if err != nil {
+		return err
+	}
+	if s.cfg.Cluster == nil {
+		// Kafka's rules first, so a static setting is named as such.
+		next, err := edit(map[string]string{})
+		if err != nil {
+			return err
+		}
+		if err := config.ValidateDynamic(next, scope != meta.DefaultBrokerScope); err != nil {
+			return fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
+		}
+		return fmt.Errorf("dynamic broker configs live in the cluster metadata store, and this node runs without one: set broker settings in the config file, environment or flags: %w", kerr.InvalidConfig)
+	}
+	ctx, cancel := requestTimeout(ctx, 0)
+	defer cancel()
+	return s.cfg.Cluster.AlterBrokerConfigs(ctx, scope, edit, validateOnly)
+}
+
+// brokerScope parses a BROKER resource name: "" is the cluster default,
+// else a node id (Kafka's ConfigAdminManager: "Invalid broker name").
+func brokerScope(name string) (int32, error) {
+	if name == "" {
+		return meta.DefaultBrokerScope, nil
+	}
+	n, err := strconv.ParseInt(name, 10, 32)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("invalid broker name %q: a BROKER resource is a node id or the empty string (the cluster default): %w", name, kerr.InvalidRequest)
+	}
+	return int32(n), nil
 }
 
 // alterTopic changes a topic's configs in the cluster metadata: edit
@@ -65,7 +109,8 @@ func (s *Server) alterTopic(ctx context.Context, name string, edit func(map[stri
 	}, validateOnly)
 }
 
-// checkAlterResource accepts topic resources; broker settings are static.
+// checkAlterResource checks a topic resource exists and a broker
+// resource's name.
 func (s *Server) checkAlterResource(typ kmsg.ConfigResourceType, name string) error {
 	switch typ {
 	case resourceTopic:
@@ -80,7 +125,8 @@ func (s *Server) checkAlterResource(typ kmsg.ConfigResourceType, name string) er
 		}
 		return nil
 	case resourceBroker:
-		return fmt.Errorf("broker settings are static in Strata (set them in the config file, environment or flags): %w", kerr.InvalidConfig)
+		_, err := brokerScope(name)
+		return err
 	default:
 		return fmt.Errorf("resource type %d is not supported: %w", typ, kerr.InvalidRequest)
 	}

@@ -40,6 +40,11 @@ func (s *Server) incrementalAlter(ctx context.Context, rr kmsg.IncrementalAlterC
 	if err := s.checkAlterResource(rr.ResourceType, rr.ResourceName); err != nil {
 		return err
 	}
+	if rr.ResourceType == resourceBroker {
+		return s.alterBroker(ctx, rr.ResourceName, func(cur map[string]string) (map[string]string, error) {
+			return s.applyIncrementalBroker(cur, rr.Configs)
+		}, validateOnly)
+	}
 	if s.cfg.Cluster != nil {
 		return s.alterTopic(ctx, rr.ResourceName, func(cur map[string]string) (map[string]string, error) {
 			return s.applyIncremental(cur, rr.Configs)
@@ -56,8 +61,37 @@ func (s *Server) incrementalAlter(ctx context.Context, rr kmsg.IncrementalAlterC
 	return s.b.SetTopicConfigs(rr.ResourceName, overrides, validateOnly)
 }
 
-// applyIncremental applies SET, DELETE, APPEND and SUBTRACT to overrides.
+// applyIncremental applies SET, DELETE, APPEND and SUBTRACT to a topic's
+// overrides.
 func (s *Server) applyIncremental(overrides map[string]string, cs []kmsg.IncrementalAlterConfigsRequestResourceConfig) (map[string]string, error) {
+	return applyOps(overrides, cs, func(name string) (config.Type, string, bool) {
+		st, known := config.LookupTopic(name)
+		if !known {
+			return 0, "", false
+		}
+		cur, _, _ := s.b.Config().TopicDefault(name)
+		return st.Type, cur, true
+	}, "topic")
+}
+
+// applyIncrementalBroker applies SET, DELETE, APPEND and SUBTRACT to a
+// broker resource's dynamic configs (the value appended to, when the
+// resource has none, is this broker's current one). Names are checked
+// with the whole set afterwards (config.ValidateDynamic).
+func (s *Server) applyIncrementalBroker(dyn map[string]string, cs []kmsg.IncrementalAlterConfigsRequestResourceConfig) (map[string]string, error) {
+	return applyOps(dyn, cs, func(name string) (config.Type, string, bool) {
+		st, known := config.LookupBroker(name)
+		if !known {
+			return 0, "", true // refused with the set, by name
+		}
+		return st.Type, s.b.Config().Get(name), true
+	}, "broker")
+}
+
+// applyOps applies IncrementalAlterConfigs' operations to a config set;
+// lookup gives a name's type and the value APPEND/SUBTRACT start from when
+// the set has none.
+func applyOps(overrides map[string]string, cs []kmsg.IncrementalAlterConfigsRequestResourceConfig, lookup func(string) (config.Type, string, bool), kind string) (map[string]string, error) {
 	if overrides == nil {
 		overrides = map[string]string{}
 	}
@@ -67,9 +101,9 @@ func (s *Server) applyIncremental(overrides map[string]string, cs []kmsg.Increme
 			return nil, fmt.Errorf("config %s given twice: %w", c.Name, kerr.InvalidRequest)
 		}
 		seen[c.Name] = true
-		st, known := config.LookupTopic(c.Name)
+		typ, def, known := lookup(c.Name)
 		if !known {
-			return nil, fmt.Errorf("unknown topic config %q: %w", c.Name, kerr.InvalidConfig)
+			return nil, fmt.Errorf("unknown %s config %q: %w", kind, c.Name, kerr.InvalidConfig)
 		}
 		switch c.Op {
 		case opSet:
@@ -80,7 +114,7 @@ func (s *Server) applyIncremental(overrides map[string]string, cs []kmsg.Increme
 		case opDelete:
 			delete(overrides, c.Name)
 		case opAppend, opSubtract:
-			if st.Type != config.TypeList {
+			if typ != config.TypeList {
 				return nil, fmt.Errorf("config %s is not a list, so it cannot be appended to or subtracted from: %w", c.Name, kerr.InvalidRequest)
 			}
 			if c.Value == nil {
@@ -88,7 +122,7 @@ func (s *Server) applyIncremental(overrides map[string]string, cs []kmsg.Increme
 			}
 			cur, ok := overrides[c.Name]
 			if !ok {
-				cur, _, _ = s.b.Config().TopicDefault(c.Name)
+				cur = def
 			}
 			overrides[c.Name] = editList(cur, *c.Value, c.Op == opAppend)
 		default:

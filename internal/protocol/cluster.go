@@ -30,6 +30,10 @@ type Cluster interface {
 	// AlterTopicConfigs replaces a topic's configs with edit's result on
 	// the stored ones, validated first.
 	AlterTopicConfigs(ctx context.Context, topic string, edit func(cur map[string]string) (map[string]string, error), validateOnly bool) error
+	// AlterBrokerConfigs replaces the dynamic configs of a broker (scope:
+	// its node id) or of the cluster default (meta.DefaultBrokerScope)
+	// with edit's result on the stored ones, validated first.
+	AlterBrokerConfigs(ctx context.Context, scope int32, edit func(cur map[string]string) (map[string]string, error), validateOnly bool) error
 	// EnsureInternalTopic starts creating an internal topic
 	// (__consumer_offsets, __transaction_state) unless it exists.
 	EnsureInternalTopic(name string)

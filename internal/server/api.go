@@ -22,6 +22,7 @@ import (
 	"github.com/strata-io/strata/internal/console"
 	"github.com/strata-io/strata/internal/etcdnode"
 	"github.com/strata-io/strata/internal/group"
+	"github.com/strata-io/strata/internal/meta"
 	"github.com/strata-io/strata/internal/metrics"
 	"github.com/strata-io/strata/internal/protocol"
 	"github.com/strata-io/strata/internal/txn"
@@ -63,6 +64,11 @@ type Server struct {
 	plainUsers map[string]string
 	// sec is the authorizer and the client quotas (security.go).
 	sec *security
+	// metaCache is the cluster metadata cache once it runs (nil before,
+	// and without KRaft settings); dyn memoizes the configuration under
+	// its dynamic broker configs (cluster_configs.go).
+	metaCache atomic.Pointer[meta.Cache]
+	dyn       atomic.Pointer[dynamicConfig]
 
 	ready    atomic.Bool
 	stopping atomic.Bool

@@ -175,6 +175,7 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 	if c.cache, err = meta.StartCache(ctx, c.store, s.logger); err != nil {
 		return fail(err)
 	}
+	s.metaCache.Store(c.cache)
 	session := time.Duration(s.cfg.Int64("broker.session.timeout.ms")) * time.Millisecond
 	hb := time.Duration(s.cfg.Int64("broker.heartbeat.interval.ms")) * time.Millisecond
 	sess, err := meta.NewSession(ctx, c.cli, session, hb, s.logger)

@@ -25,7 +25,7 @@ import (
 // policy is a topic's election policy from its configs over the broker
 // defaults.
 func (s *Server) policy(t *meta.Topic) controller.Policy {
-	vals := s.cfg.TopicConfig(t.Configs)
+	vals := s.currentConfig().TopicConfig(t.Configs)
 	minISR, err := strconv.Atoi(vals["min.insync.replicas"])
 	if err != nil || minISR < 1 {
 		minISR = 1
@@ -39,6 +39,11 @@ func (s *Server) policy(t *meta.Topic) controller.Policy {
 // broker was down), and the deletion of topics being deleted is
 // acknowledged once their replicas are gone.
 func (s *Server) applyView(ctx context.Context, c *cluster, v *meta.View) error {
+	// The dynamic broker configs first: the topic defaults the replicas
+	// below are resolved over.
+	if err := s.applyDynamicConfig(v); err != nil {
+		s.logger.Warn("dynamic broker configs: some topics keep their previous configuration", "err", err)
+	}
 	me := s.broker.NodeID()
 	var specs []broker.TopicSpec
 	var deleting []*meta.Topic

@@ -117,7 +117,7 @@ func TestSASLPlainAndScram(t *testing.T) {
 	if _, err := adm.AlterUserSCRAMs(ctxT(t), []kadm.DeleteSCRAM{{User: "dave", Mechanism: kadm.ScramSha256}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	rcs, err := adm.DescribeBrokerConfigs(ctxT(t))
+	rcs, err := adm.DescribeBrokerConfigs(ctxT(t), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,7 +91,7 @@ func TestTLSListener(t *testing.T) {
 		t.Errorf("sendfile used on a TLS connection: %d calls", calls)
 	}
 	adm := kadm.NewClient(tb.Client(kgo.DialTLSConfig(p.ClientConfig(false))))
-	rcs, err := adm.DescribeBrokerConfigs(ctxT(t))
+	rcs, err := adm.DescribeBrokerConfigs(ctxT(t), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
