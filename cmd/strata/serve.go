@@ -103,11 +103,14 @@ func serve(ctx context.Context, cfg *config.Broker, logger *slog.Logger, timeout
 		shutdown(srv, timeout, logger)
 		return fmt.Errorf("start broker: %w", err)
 	}
-	attrs := []any{
-		"kafka", srv.Addr().String(),
-		"node.id", cfg.Int("node.id"),
-		"log.dirs", strings.Join(cfg.List("log.dirs"), ","),
+	var attrs []any
+	if a := srv.Addr(); a != nil {
+		attrs = append(attrs, "kafka", a.String())
 	}
+	if a := srv.ControllerAddr(); a != nil {
+		attrs = append(attrs, "controller", a.String())
+	}
+	attrs = append(attrs, "node.id", cfg.Int("node.id"), "log.dirs", strings.Join(cfg.List("log.dirs"), ","))
 	if ma := srv.MetricsAddr(); ma != nil {
 		attrs = append(attrs, "metrics", "http://"+ma.String()+"/metrics")
 	}

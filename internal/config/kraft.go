@@ -377,6 +377,15 @@ func (b *Broker) validateKRaft() error {
 				b.Int("node.id"), b.Get("controller.quorum.voters"))
 		}
 	}
+	if isController && !isBroker && explicit {
+		// Kafka's KafkaConfig.validateValues for process.roles=controller.
+		for _, l := range b.Listeners() {
+			if !b.IsControllerListener(l.Name) {
+				return invalidf("invalid configuration: the listeners config must only contain KRaft controller listeners from controller.listener.names when process.roles=controller (%s is not in %s): a controller-only node serves no Kafka clients",
+					l.Name, b.Get("controller.listener.names"))
+			}
+		}
+	}
 	if isBroker && !isController {
 		for _, l := range b.Listeners() {
 			if b.IsControllerListener(l.Name) {

@@ -70,6 +70,10 @@ type Server struct {
 	metaCache atomic.Pointer[meta.Cache]
 	dyn       atomic.Pointer[dynamicConfig]
 
+	// ctlOnly: a controller-only node (controller_only.go): the metadata
+	// store member and the controller driver, no broker.
+	ctlOnly bool
+
 	ready    atomic.Bool
 	stopping atomic.Bool
 	stopOnce sync.Once
@@ -99,8 +103,8 @@ func NewWithOptions(cfg *config.Broker, logger *slog.Logger, opts Options) (*Ser
 	if logger == nil {
 		logger = slog.Default()
 	}
-	if err := checkClusterSupported(cfg); err != nil {
-		return nil, err
+	if controllerOnly(cfg) {
+		return newControllerOnly(cfg, logger, opts)
 	}
 	s := &Server{cfg: cfg, logger: logger, reg: metrics.NewRegistry(), opts: opts}
 	sec, err := newSecurity(cfg)
@@ -217,6 +221,9 @@ func (s *Server) buildCleaner() error {
 // Start serves the Kafka listener and the metrics/admin HTTP listener that
 // New bound, until Shutdown.
 func (s *Server) Start() (err error) {
+	if s.ctlOnly {
+		return s.startControllerOnly()
+	}
 	ln := s.ln
 	host, port, err := s.advertised(ln.Addr())
 	if err != nil {
@@ -375,6 +382,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		s.stopping.Store(true)
 		s.ready.Store(false)
+		if s.ctlOnly {
+			s.stopErr = s.shutdownControllerOnly(ctx)
+			return
+		}
 		var errs []error
 		s.handOffLeadership(ctx)
 		if s.proto != nil {

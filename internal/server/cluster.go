@@ -87,19 +87,6 @@ func clusterConfigured(cfg *config.Broker) bool {
 	return cfg.IsSet("process.roles") || cfg.IsSet("controller.quorum.voters") || cfg.IsSet("controller.listener.names")
 }
 
-// checkClusterSupported refuses the KRaft settings this release cannot
-// honour yet, with a message saying what it does serve.
-func checkClusterSupported(cfg *config.Broker) error {
-	if !clusterConfigured(cfg) {
-		return nil
-	}
-	if !cfg.HasRole(config.RoleBroker) {
-		return fmt.Errorf("%w: process.roles=%s: this release runs broker and combined nodes (process.roles=broker or broker,controller); a controller-only node is not served yet (docs/cluster.md)",
-			config.ErrInvalid, cfg.Get("process.roles"))
-	}
-	return nil
-}
-
 // clusterToken derives etcd's initial-cluster-token from the voter list,
 // so nodes started with the same voters form one cluster without another
 // setting.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -89,34 +90,72 @@ func TestKRaftCombinedSingleNode(t *testing.T) {
 	}
 }
 
-// TestKRaftRefusedUntilServed: settings this release cannot honour are
-// refused with a message.
-func TestKRaftRefusedUntilServed(t *testing.T) {
-	cases := []struct {
-		name string
-		ovr  map[string]string
-		want string
-	}{
-		{"controller only", map[string]string{"process.roles": "controller", "listeners": "CONTROLLER://127.0.0.1:19193"},
-			"a controller-only node is not served yet"},
+// TestKRaftControllerOnly: a controller-only node (process.roles=
+// controller) runs the metadata store member and the controller, serves no
+// Kafka listener and is not a broker: a broker-only node that names it as
+// its voter registers, creates topics through it and serves clients, and
+// Metadata lists the broker only (Kafka's brokers never list controllers).
+func TestKRaftControllerOnly(t *testing.T) {
+	port := freePort(t)
+	ctl := map[string]string{
+		"node.id": "1", "process.roles": "controller",
+		"listeners":                 fmt.Sprintf("CONTROLLER://127.0.0.1:%d", port),
+		"controller.listener.names": "CONTROLLER",
+		"controller.quorum.voters":  fmt.Sprintf("1@127.0.0.1:%d", port),
+		"log.dirs":                  t.TempDir(), "strata.metrics.listener": "127.0.0.1:0",
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			s := kraftSettings(t, 1, 19193)
-			s["log.dirs"] = t.TempDir()
-			s["strata.metrics.listener"] = ""
-			for k, v := range c.ovr {
-				s[k] = v
-			}
-			cfg, err := config.LoadBroker("", nil, s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = server.New(cfg, nil)
-			if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("got %v, want %q", err, c.want)
-			}
-		})
+	cfg, err := config.LoadBroker("", nil, ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(ctxT(t))
+	if srv.Addr() != nil || srv.Broker() != nil {
+		t.Fatalf("controller-only node serves Kafka at %v", srv.Addr())
+	}
+	if !srv.Ready() {
+		t.Fatal("controller-only node not ready after Start")
+	}
+	b := servertest.Start(t, servertest.Options{Settings: map[string]string{
+		"node.id": "2", "process.roles": "broker", "listeners": "PLAINTEXT://127.0.0.1:0",
+		"controller.listener.names": "CONTROLLER", "controller.quorum.voters": ctl["controller.quorum.voters"],
+	}})
+	ctx := ctxT(t)
+	if _, err := b.Admin().CreateTopic(ctx, 2, 1, nil, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Client(kgo.DefaultProduceTopic("c")).ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	bm, err := b.Admin().BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bm.Brokers) != 1 || bm.Brokers[0].NodeID != 2 {
+		t.Fatalf("Metadata brokers %+v, want node 2 only", bm.Brokers)
+	}
+	resp, err := http.Get("http://" + srv.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"strata_metadata_store_has_leader 1", "activecontrollercount 1"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("controller-only metrics lack %q", want)
+		}
+	}
+	// Kafka's rule: a controller-only node lists controller listeners only.
+	bad := maps.Clone(ctl)
+	bad["listeners"] += ",PLAINTEXT://127.0.0.1:0"
+	if _, err := config.LoadBroker("", nil, bad); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "must only contain KRaft controller listeners") {
+		t.Fatalf("controller-only with a client listener: %v", err)
 	}
 }
 

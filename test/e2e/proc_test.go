@@ -40,10 +40,11 @@ type proc struct {
 	waitErr error
 
 	// From the listening line.
-	Kafka   string // host:port of the Kafka listener
-	Metrics string // base URL of the HTTP listener ("" if disabled)
-	LogDirs string // log.dirs as logged
-	Line    string // the listening line itself
+	Kafka      string // host:port of the Kafka listener ("" on a controller-only node)
+	Controller string // host:port of the controller listener ("" on a broker-only node)
+	Metrics    string // base URL of the HTTP listener ("" if disabled)
+	LogDirs    string // log.dirs as logged
+	Line       string // the listening line itself
 }
 
 // brokerEnv is the environment for a child broker: ours minus every
@@ -180,12 +181,13 @@ func parseLine(line string) map[string]string {
 func (p *proc) parseListening(line string) {
 	a := parseLine(line)
 	p.Kafka = a["kafka"]
+	p.Controller = a["controller"]
 	p.LogDirs = a["log.dirs"]
 	if m := a["metrics"]; m != "" {
 		p.Metrics = strings.TrimSuffix(m, "/metrics")
 	}
-	if p.Kafka == "" {
-		p.t.Fatalf("listening line has no kafka address: %s", line)
+	if p.Kafka == "" && p.Controller == "" {
+		p.t.Fatalf("listening line has neither a kafka nor a controller address: %s", line)
 	}
 }
 

@@ -1,0 +1,173 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/controller"
+	"github.com/strata-io/strata/internal/etcdnode"
+	"github.com/strata-io/strata/internal/meta"
+	"github.com/strata-io/strata/internal/metrics"
+)
+
+// A controller-only node (process.roles=controller, Kafka's KRaft
+// controller; docs/cluster.md "Controller-only nodes") runs a member of the
+// metadata store on its controller listener and campaigns for the active
+// controller role. It serves no Kafka client listener, hosts no partitions
+// and does not register as a broker: clients never see it in Metadata, as
+// Kafka's brokers never list controllers. Its HTTP listener serves
+// /metrics (the store's health, the controller metrics), /healthz and
+// /readyz.
+
+// controllerOnly reports whether cfg describes a controller-only node.
+func controllerOnly(cfg *config.Broker) bool {
+	return clusterConfigured(cfg) && cfg.HasRole(config.RoleController) && !cfg.HasRole(config.RoleBroker)
+}
+
+// newControllerOnly binds a controller-only node's listeners (the
+// controller listener and the HTTP listener); Start starts its member.
+func newControllerOnly(cfg *config.Broker, logger *slog.Logger, opts Options) (*Server, error) {
+	s := &Server{cfg: cfg, logger: logger, reg: metrics.NewRegistry(), opts: opts, ctlOnly: true}
+	cl, ok := cfg.ControllerListener()
+	if !ok {
+		return nil, fmt.Errorf("%w: process.roles=controller needs a controller listener in listeners (controller.listener.names=%s)", config.ErrInvalid, cfg.Get("controller.listener.names"))
+	}
+	ln, err := net.Listen("tcp", cl.Addr())
+	if err != nil {
+		return nil, listenError("controller listener", cl.Addr(), "listeners", err)
+	}
+	s.ctlLn = ln
+	if maddr := strings.TrimSpace(cfg.Get("strata.metrics.listener")); maddr != "" {
+		m := metrics.NewServer(maddr, s.reg, s.Ready)
+		if err := m.Listen(); err != nil {
+			s.closeListeners()
+			return nil, listenError("HTTP listener (metrics and admin API)", maddr, "strata.metrics.listener", err)
+		}
+		s.metrics = m
+		m.SetNotReadyDetail(func() string {
+			if s.ready.Load() || s.stopping.Load() {
+				return ""
+			}
+			return "starting the metadata store member"
+		})
+		if err := m.Serve(); err != nil {
+			s.closeListeners()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// startControllerOnly starts the metadata store member, the cache and the
+// controller driver.
+func (s *Server) startControllerOnly() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	me := int32(s.cfg.Int("node.id"))
+	var voters []etcdnode.Voter
+	for _, v := range s.cfg.Voters() {
+		voters = append(voters, etcdnode.Voter{ID: v.ID, Host: v.Host, Port: v.Port})
+	}
+	dir := s.cfg.Get("metadata.log.dir")
+	if dir == "" {
+		dir = s.cfg.List("log.dirs")[0]
+	}
+	c := &cluster{done: make(chan struct{})}
+	fail := func(err error) error {
+		c.close(context.Background(), s.logger)
+		return fmt.Errorf("cluster metadata: %w", err)
+	}
+	ln := s.ctlLn
+	s.ctlLn = nil // the member owns it now
+	var err error
+	c.node, err = etcdnode.Start(ctx, etcdnode.Config{
+		NodeID: me, Dir: filepath.Join(dir, "__strata_metadata", "etcd"), Listener: ln,
+		Voters: voters, ClusterToken: clusterToken(s.cfg.Voters()), Timing: s.opts.StoreTiming, Logger: s.logger,
+	})
+	if err != nil {
+		return fmt.Errorf("cluster metadata: %w", err)
+	}
+	if c.cli, err = clientv3.New(clientv3.Config{Endpoints: []string{c.node.ClientEndpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
+		return fail(fmt.Errorf("metadata store client: %w", err))
+	}
+	c.store = meta.NewStore(c.cli, meta.DefaultKeys, etcdnode.DefaultMaxTxnOps)
+	// The first node to reach the quorum names the cluster (create-only);
+	// the member's data is bound to its etcd cluster by etcd's own id.
+	id, err := c.store.EnsureClusterID(ctx, newKafkaClusterID())
+	if err != nil {
+		return fail(err)
+	}
+	if c.cache, err = meta.StartCache(ctx, c.store, s.logger); err != nil {
+		return fail(err)
+	}
+	s.metaCache.Store(c.cache)
+	session := time.Duration(s.cfg.Int64("broker.session.timeout.ms")) * time.Millisecond
+	dctx, dcancel := context.WithCancel(context.Background())
+	c.stop = dcancel
+	d := &controller.Driver{NodeID: me, Store: c.store, Cache: c.cache, SessionTTL: session, Logger: s.logger,
+		Policy: s.policy, OnActive: func(on bool) { c.active.Store(on) }}
+	go func() { defer close(c.done); d.Run(dctx) }()
+	if err := s.reg.Register(etcdnode.NewCollector(c.node)); err != nil {
+		return fail(fmt.Errorf("register metadata store metrics: %w", err))
+	}
+	if err := s.reg.Register(controller.NewCollector(c.cache, c.active.Load)); err != nil {
+		return fail(fmt.Errorf("register controller metrics: %w", err))
+	}
+	s.cluster = c
+	s.ready.Store(true)
+	s.logger.Info("controller-only node: metadata store member started", "node", me, "controller", s.ControllerAddr(), "cluster_id", id)
+	return nil
+}
+
+// shutdownControllerOnly stops the driver, the cache and the member.
+func (s *Server) shutdownControllerOnly(ctx context.Context) error {
+	var errs []error
+	if s.metrics != nil {
+		errs = append(errs, s.metrics.Close())
+	}
+	if s.ctlLn != nil {
+		s.ctlLn.Close() // never handed to a member
+	}
+	if s.cluster != nil {
+		errs = append(errs, s.cluster.close(ctx, s.logger))
+	}
+	return errors.Join(errs...)
+}
+
+// ControllerAddr is the controller listener's address (nil on a
+// broker-only node).
+func (s *Server) ControllerAddr() net.Addr {
+	if s.ctlLn != nil {
+		return s.ctlLn.Addr()
+	}
+	if s.cluster != nil && s.cluster.node != nil {
+		if cl, ok := s.cfg.ControllerListener(); ok {
+			if a, err := net.ResolveTCPAddr("tcp", cl.Addr()); err == nil {
+				return a
+			}
+		}
+	}
+	return nil
+}
+
+// newKafkaClusterID returns a new cluster id as Kafka formats one (a
+// random UUID in URL-safe base64 without padding).
+func newKafkaClusterID() string {
+	var u [16]byte
+	rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return base64.RawURLEncoding.EncodeToString(u[:])
+}
