@@ -39,6 +39,7 @@ func newRootCmd() *cobra.Command {
 		newACLCmd(),
 		newQuotaCmd(),
 		newClusterCmd(),
+		newControllerCmd(),
 		newBrokerCmd(),
 		newVersionCmd(),
 	)

@@ -35,6 +35,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -550,7 +551,18 @@ type Member struct {
 // Members lists the cluster's members (voters and learners) through a
 // client, sorted by node id.
 func Members(ctx context.Context, cli *clientv3.Client) ([]Member, error) {
-	resp, err := cli.MemberList(ctx)
+	return members(ctx, cli)
+}
+
+// MembersLocal is Members as the member the client reaches knows them
+// (a serializable read): it answers without a quorum, so a tool can say
+// why a change would lose it.
+func MembersLocal(ctx context.Context, cli *clientv3.Client) ([]Member, error) {
+	return members(ctx, cli, clientv3.WithSerializable())
+}
+
+func members(ctx context.Context, cli *clientv3.Client, opts ...clientv3.OpOption) ([]Member, error) {
+	resp, err := cli.MemberList(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("list etcd members: %w", err)
 	}
@@ -660,4 +672,57 @@ func Remove(ctx context.Context, cli *clientv3.Client, nodeID int32) error {
 		}
 	}
 	return fmt.Errorf("controller %d is not an etcd member", nodeID)
+}
+
+// JoinFile is where `strata controller add` leaves the initial cluster a
+// new controller joins with (Config.Join), under the node's
+// metadata directory (the parent of its member directory): read at the
+// node's first start, removed once the member has its own data.
+func JoinFile(metadataDir string) string { return filepath.Join(metadataDir, "__strata_metadata", "join") }
+
+// MemberDir is the member's data directory under a node's metadata
+// directory (metadata.log.dir, or the first log dir).
+func MemberDir(metadataDir string) string { return filepath.Join(metadataDir, "__strata_metadata", "etcd") }
+
+// ReadJoin returns the initial cluster `strata controller add` left for a
+// node that has no member data yet ("" when there is none, or when the
+// member already has data).
+func ReadJoin(metadataDir string) (string, error) {
+	if hasData(MemberDir(metadataDir)) {
+		return "", nil
+	}
+	b, err := os.ReadFile(JoinFile(metadataDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", JoinFile(metadataDir), err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// PromoteSelf makes a member that joined as a learner a voter once it has
+// caught up, through the other voters (a learner serves no client
+// requests), then waits until this member serves reads. It returns at once
+// for a voter.
+func (n *Node) PromoteSelf(ctx context.Context, nodeID int32, others []string) error {
+	if !n.e.Server.IsLearner() {
+		return nil
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: others, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("promote controller %d: %w", nodeID, err)
+	}
+	defer cli.Close()
+	if err := Promote(ctx, cli, nodeID); err != nil {
+		return err
+	}
+	for n.e.Server.IsLearner() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("controller %d promoted but still a learner here: %w", nodeID, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
 }

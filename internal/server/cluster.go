@@ -123,10 +123,7 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 		ln := s.ctlLn
 		s.ctlLn = nil // the member owns it now
 		var err error
-		c.node, err = etcdnode.Start(ctx, etcdnode.Config{
-			NodeID: me, Dir: filepath.Join(dir, "__strata_metadata", "etcd"), Listener: ln,
-			Voters: voters, ClusterToken: clusterToken(s.cfg.Voters()), Timing: s.opts.StoreTiming, Logger: s.logger,
-		})
+		c.node, err = s.startMember(ctx, me, dir, ln, voters)
 		if err != nil {
 			return err
 		}

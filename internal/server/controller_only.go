@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"path/filepath"
+	"os"
 	"strings"
 	"time"
 
@@ -92,10 +92,7 @@ func (s *Server) startControllerOnly() error {
 	ln := s.ctlLn
 	s.ctlLn = nil // the member owns it now
 	var err error
-	c.node, err = etcdnode.Start(ctx, etcdnode.Config{
-		NodeID: me, Dir: filepath.Join(dir, "__strata_metadata", "etcd"), Listener: ln,
-		Voters: voters, ClusterToken: clusterToken(s.cfg.Voters()), Timing: s.opts.StoreTiming, Logger: s.logger,
-	})
+	c.node, err = s.startMember(ctx, me, dir, ln, voters)
 	if err != nil {
 		return fmt.Errorf("cluster metadata: %w", err)
 	}
@@ -170,4 +167,44 @@ func newKafkaClusterID() string {
 	u[6] = u[6]&0x0f | 0x40
 	u[8] = u[8]&0x3f | 0x80
 	return base64.RawURLEncoding.EncodeToString(u[:])
+}
+
+// startMember starts this controller's metadata store member: a new
+// cluster from controller.quorum.voters, a restart on its own data, or —
+// after `strata controller add` (docs/cluster.md "Adding and removing
+// controllers") — joining the running cluster as a learner, which is then
+// promoted to a voter once it has caught up (etcd's learners; KIP-853's
+// add-controller).
+func (s *Server) startMember(ctx context.Context, me int32, dir string, ln net.Listener, voters []etcdnode.Voter) (*etcdnode.Node, error) {
+	join, err := etcdnode.ReadJoin(dir)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	n, err := etcdnode.Start(ctx, etcdnode.Config{
+		NodeID: me, Dir: etcdnode.MemberDir(dir), Listener: ln, Join: join,
+		Voters: voters, ClusterToken: clusterToken(s.cfg.Voters()), Timing: s.opts.StoreTiming, Logger: s.logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if join == "" {
+		return n, nil
+	}
+	var others []string
+	for _, v := range voters {
+		if v.ID != me {
+			others = append(others, v.URL())
+		}
+	}
+	s.logger.Info("joined the metadata store as a learner; promoting to a voter once caught up", "node", me)
+	if err := n.PromoteSelf(ctx, me, others); err != nil {
+		n.Close()
+		return nil, err
+	}
+	if err := os.Remove(etcdnode.JoinFile(dir)); err != nil {
+		s.logger.Warn("remove the join file", "err", err)
+	}
+	s.logger.Info("controller is a voter of the metadata store", "node", me)
+	return n, nil
 }
