@@ -678,11 +678,15 @@ func Remove(ctx context.Context, cli *clientv3.Client, nodeID int32) error {
 // new controller joins with (Config.Join), under the node's
 // metadata directory (the parent of its member directory): read at the
 // node's first start, removed once the member has its own data.
-func JoinFile(metadataDir string) string { return filepath.Join(metadataDir, "__strata_metadata", "join") }
+func JoinFile(metadataDir string) string {
+	return filepath.Join(metadataDir, "__strata_metadata", "join")
+}
 
 // MemberDir is the member's data directory under a node's metadata
 // directory (metadata.log.dir, or the first log dir).
-func MemberDir(metadataDir string) string { return filepath.Join(metadataDir, "__strata_metadata", "etcd") }
+func MemberDir(metadataDir string) string {
+	return filepath.Join(metadataDir, "__strata_metadata", "etcd")
+}
 
 // ReadJoin returns the initial cluster `strata controller add` left for a
 // node that has no member data yet ("" when there is none, or when the
