@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/strata-io/strata/internal/vfs"
 )
@@ -28,6 +29,9 @@ type Config struct {
 	// InternalPartitionMetrics exports the per-partition gauges of
 	// internal topics too (strata.metrics.internal.partitions).
 	InternalPartitionMetrics bool
+	// Clock is the time source of compaction horizons, backoffs, the
+	// throttle's accounting and the status (nil: clock.Real()).
+	Clock clock.Clock
 }
 
 // minIdle and minRetry bound log.cleaner.backoff.ms=0 so that an idle or
@@ -148,6 +152,9 @@ func New(cfg Config, logDir string, src Source, logger *slog.Logger, reg prometh
 	if cfg.FS == nil {
 		cfg.FS = vfs.Default()
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
 	ck, err := newCheckpoints(cfg.FS, logDir)
 	if err != nil {
 		return nil, fmt.Errorf("cleaner: %w", err)
@@ -158,7 +165,7 @@ func New(cfg Config, logDir string, src Source, logger *slog.Logger, reg prometh
 		ckpts:  ck,
 		src:    src,
 		logger: logger.With("component", "cleaner"),
-		now:    time.Now,
+		now:    cfg.Clock.Now,
 		parts:  map[tp]*partState{},
 		jobs:   make(chan *job),
 	}

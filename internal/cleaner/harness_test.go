@@ -78,7 +78,7 @@ func (h *harness) open(clean bool) {
 	h.t.Helper()
 	h.syncer = storage.NewSyncer(h.logger)
 	l, err := storage.Open(h.dir, [16]byte{1}, h.cfg, clean, storage.Options{
-		FS: h.fs, Syncer: h.syncer, Logger: h.logger, Now: h.clock.Now, ProducerIDExpiration: 24 * time.Hour,
+		FS: h.fs, Syncer: h.syncer, Logger: h.logger, Clock: h.clock, ProducerIDExpiration: 24 * time.Hour,
 	})
 	if err != nil {
 		h.t.Fatalf("open log: %v", err)
@@ -87,12 +87,11 @@ func (h *harness) open(clean bool) {
 	src := func() []Partition { return []Partition{{Topic: h.topic, Partition: 0, Log: h.log}} }
 	ccfg := h.ccfg
 	ccfg.FS = h.fs
+	ccfg.Clock = h.clock
 	c, err := New(ccfg, h.logDir, src, h.logger, nil)
 	if err != nil {
 		h.t.Fatalf("new cleaner: %v", err)
 	}
-	c.now = h.clock.Now
-	c.throttle.now = h.clock.Now
 	h.cl = c
 	c.Start()
 }

@@ -6,18 +6,19 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/strata-io/strata/internal/clock"
 )
 
 func TestThrottler(t *testing.T) {
-	now := time.Unix(0, 0)
-	clock := func() time.Time { return now }
+	clk := clock.NewManual(time.Unix(0, 0))
 	for _, rate := range []float64{0, math.Inf(1), math.MaxFloat64} {
-		th := newThrottler(rate, clock)
+		th := newThrottler(rate, clk.Now)
 		if err := th.wait(context.Background(), 1<<30); err != nil || th.throttledNs != 0 {
 			t.Fatalf("rate %v: throttled", rate)
 		}
 	}
-	th := newThrottler(1000, clock)
+	th := newThrottler(1000, clk.Now)
 	if err := th.wait(context.Background(), 10); err != nil || th.throttledNs != 0 {
 		t.Fatal("under the rate: throttled")
 	}

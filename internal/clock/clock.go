@@ -110,3 +110,57 @@ func (c *Manual) Advance(d time.Duration) {
 	}
 	c.mu.Unlock()
 }
+
+// Every calls fn every d on c at a fixed rate, as a time.Ticker would
+// (calls a slow fn made late are skipped, not queued), until the returned
+// stop is called. stop prevents later calls and waits for a running one to
+// return, so the caller owns the calls: it must not call stop from fn.
+// With a Manual clock fn runs inside Advance, once per period passed.
+func Every(c Clock, d time.Duration, fn func()) (stop func()) {
+	e := &every{c: c, d: d, fn: fn}
+	e.mu.Lock()
+	e.next = c.Now().Add(d)
+	e.t = c.AfterFunc(d, e.fire)
+	e.mu.Unlock()
+	return e.stop
+}
+
+type every struct {
+	c       Clock
+	d       time.Duration
+	fn      func()
+	mu      sync.Mutex // guards stopped, t, next; running is added to under it
+	stopped bool
+	t       Timer
+	next    time.Time
+	running sync.WaitGroup
+}
+
+func (e *every) fire() {
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return
+	}
+	e.running.Add(1)
+	e.mu.Unlock()
+	defer e.running.Done()
+	e.fn()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return
+	}
+	now := e.c.Now()
+	for e.next = e.next.Add(e.d); !e.next.After(now); e.next = e.next.Add(e.d) {
+	}
+	e.t = e.c.AfterFunc(e.next.Sub(now), e.fire)
+}
+
+func (e *every) stop() {
+	e.mu.Lock()
+	e.stopped = true
+	e.t.Stop()
+	e.mu.Unlock()
+	e.running.Wait()
+}

@@ -45,7 +45,7 @@ func TestFlushMsViaMaybeRoll(t *testing.T) {
 	cfg := testConfig()
 	cfg.Durable = false
 	cfg.FlushMs = 1000
-	l, err := Open("/d/fms-0", [16]byte{}, cfg, false, Options{FS: fsys, Now: clk.Now, Logger: quiet})
+	l, err := Open("/d/fms-0", [16]byte{}, cfg, false, Options{FS: fsys, Clock: clk, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestIdleRollCompactedUsesMaxCompactionLag(t *testing.T) {
 	cfg.SegmentMs = 7 * 24 * time.Hour
 	cfg.Compact = true
 	cfg.MaxCompactionLagMs = 60_000
-	l, err := Open("/d/idle-0", [16]byte{}, cfg, false, Options{FS: vfs.NewCrashFS(), Now: clk.Now, Logger: quiet})
+	l, err := Open("/d/idle-0", [16]byte{}, cfg, false, Options{FS: vfs.NewCrashFS(), Clock: clk, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

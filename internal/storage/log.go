@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -25,7 +26,7 @@ type Options struct {
 	FS     vfs.FS
 	Syncer *Syncer // group commit shared by every log of a log dir
 	Logger *slog.Logger
-	Now    func() time.Time // nil = time.Now
+	Clock  clock.Clock // the time source; nil = clock.Real()
 	// ProducerIDExpiration is producer.id.expiration.ms (24h).
 	ProducerIDExpiration time.Duration
 	// Files bounds open closed-segment files and loaded indexes; share one
@@ -285,8 +286,8 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
 	}
 	if opts.ProducerIDExpiration == 0 {
 		opts.ProducerIDExpiration = 24 * time.Hour
@@ -304,7 +305,7 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 	cfg = cfg.normalized()
 	l := &Log{
 		dir: dir, topic: topic, partition: part,
-		fsys: opts.FS, logger: opts.Logger.With("partition", filepath.Base(dir)), now: opts.Now, opts: opts,
+		fsys: opts.FS, logger: opts.Logger.With("partition", filepath.Base(dir)), now: opts.Clock.Now, opts: opts,
 		hwCh: make(chan struct{}),
 		ps:   newProducerState(),
 

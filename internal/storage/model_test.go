@@ -87,7 +87,7 @@ func TestLogModel(t *testing.T) {
 			cfg.RetentionBytes = int64(rapid.IntRange(500, 5000).Draw(rt, "retentionBytes"))
 		}
 		open := func(clean bool) *Log {
-			l, err := Open(dir, [16]byte{9}, cfg, clean, Options{FS: fsys, Now: clk.Now, Logger: quiet})
+			l, err := Open(dir, [16]byte{9}, cfg, clean, Options{FS: fsys, Clock: clk, Logger: quiet})
 			if err != nil {
 				rt.Fatalf("open clean=%v: %v", clean, err)
 			}

@@ -90,7 +90,7 @@ func TestIdempotentProducer(t *testing.T) {
 
 func TestProducerExpiration(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
-	l, err := Open("/d/exp-0", [16]byte{}, testConfig(), false, Options{FS: vfs.NewCrashFS(), Now: clk.Now, ProducerIDExpiration: time.Second})
+	l, err := Open("/d/exp-0", [16]byte{}, testConfig(), false, Options{FS: vfs.NewCrashFS(), Clock: clk, ProducerIDExpiration: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

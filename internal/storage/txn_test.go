@@ -180,7 +180,7 @@ func TestTxnMarkersIndexAndLSO(t *testing.T) {
 func TestTxnInvalidTxnStateAndProducers(t *testing.T) {
 	testNow := time.UnixMilli(1_700_000_000_000)
 	clk := clock.NewManual(testNow)
-	l, err := Open("/d/ts-0", [16]byte{}, txnConfig(), false, Options{FS: vfs.NewCrashFS(), Logger: quiet, Now: clk.Now})
+	l, err := Open("/d/ts-0", [16]byte{}, txnConfig(), false, Options{FS: vfs.NewCrashFS(), Logger: quiet, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,18 +86,19 @@ type Coordinator struct {
 	closed atomic.Bool
 
 	// ctx bounds the coordinator's own work (state appends, markers, the
-	// loop); Close cancels it.
+	// periodic work); Close cancels it.
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu          sync.Mutex // guards txns, coordEpochs, pctx, pcancel, looping and every txnMeta
+	mu          sync.Mutex // guards txns, coordEpochs, pctx, pcancel, looping, stopLoop and every txnMeta
 	txns        map[string]*txnMeta
 	coordEpochs []int32 // per __transaction_state partition
 	// pctx bounds each owned partition's marker work (ownership.go).
 	pctx    []context.Context
 	pcancel []context.CancelFunc
-	looping bool // the loop was started
+	looping  bool     // the periodic work was started (loop.go)
+	stopLoop []func() // stops it
 }
 
 // NewCoordinator builds a coordinator; call Load before serving requests
@@ -160,6 +161,13 @@ func (c *Coordinator) Close() error {
 		return nil
 	}
 	c.cancel()
+	c.mu.Lock()
+	stops := c.stopLoop
+	c.stopLoop = nil
+	c.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
 	c.wg.Wait()
 	return nil
 }

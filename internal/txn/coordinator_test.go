@@ -442,6 +442,31 @@ func TestTimeoutAbort(t *testing.T) {
 	}
 }
 
+// TestPeriodicWorkOnClock: the coordinator's periodic work runs on its
+// clock (clock.Every): advancing a Manual clock past
+// AbortTimedOutInterval aborts a timed-out transaction, past
+// RemoveExpiredInterval expires an idle id, with no real time passing.
+func TestPeriodicWorkOnClock(t *testing.T) {
+	h := newHarness(t)
+	h.c.Close()
+	h.cfg.AbortTimedOutInterval, h.cfg.RemoveExpiredInterval = 10*time.Second, 2*time.Hour
+	h.start()
+	r := h.initReq("tx", 4, 15000, -1, -1)
+	pid, epoch := r.ProducerID, r.ProducerEpoch
+	h.add("tx", pid, epoch, tp("a", 0))
+	h.clk.Advance(19 * time.Second) // one pass at 10s: not yet timed out
+	h.wantState("tx", "Ongoing", pid, epoch)
+	h.clk.Advance(time.Second) // the pass at 20s aborts it
+	h.wantState("tx", "CompleteAbort", pid, epoch+1)
+	if ms := h.d.takeMarkers(); len(ms) != 1 || ms[0].commit {
+		t.Fatalf("timeout markers: %+v", ms)
+	}
+	h.clk.Advance(2 * time.Hour) // idle past IDExpiration (1h) at the 2h pass
+	wantCode(t, "describe after expiry", h.describe("tx").ErrorCode, kerr.TransactionalIDNotFound)
+	h.c.Close()
+	h.clk.Advance(10 * time.Hour) // nothing runs after Close
+}
+
 // TestExpiry: idle transactional ids (not Ongoing) are tombstoned.
 func TestExpiry(t *testing.T) {
 	h := newHarness(t)

@@ -185,7 +185,11 @@ const testPartitions = 3
 func newHarness(t testing.TB) *harness {
 	t.Helper()
 	clk := newFakeClock()
-	cfg := Config{NodeID: 1, NumPartitions: testPartitions, MaxTimeout: time.Minute, IDExpiration: time.Hour, Clock: clk}
+	// The periodic work (loop.go) runs on the clock: the harness's tests
+	// call its passes themselves, so its periods are beyond any Advance
+	// (TestPeriodicWorkOnClock sets real ones).
+	cfg := Config{NodeID: 1, NumPartitions: testPartitions, MaxTimeout: time.Minute, IDExpiration: time.Hour, Clock: clk,
+		AbortTimedOutInterval: 1000 * time.Hour, RemoveExpiredInterval: 1000 * time.Hour}
 	h := &harness{t: t, d: openDeps(t, t.TempDir(), testPartitions), clk: clk, cfg: cfg}
 	h.start()
 	t.Cleanup(func() {

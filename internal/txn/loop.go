@@ -2,32 +2,26 @@ package txn
 
 import (
 	"fmt"
-	"time"
 
+	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/record"
 )
 
-// loop is the coordinator's background work, owned by the coordinator
-// (Close stops it): every AbortTimedOutInterval it aborts timed-out
-// transactions and retries unfinished completions; every
-// RemoveExpiredInterval it expires idle transactional ids.
-func (c *Coordinator) loop() {
-	defer c.wg.Done()
-	abort := time.NewTicker(c.cfg.AbortTimedOutInterval)
-	defer abort.Stop()
-	expire := time.NewTicker(c.cfg.RemoveExpiredInterval)
-	defer expire.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-abort.C:
+// startLoop starts the coordinator's periodic work on its clock, owned by
+// the coordinator (Close stops it and waits for a run in progress): every
+// AbortTimedOutInterval it aborts timed-out transactions and retries
+// unfinished completions (Kafka's
+// transaction.abort.timed.out.transaction.cleanup.interval.ms); every
+// RemoveExpiredInterval it expires idle transactional ids
+// (transaction.remove.expired.transaction.cleanup.interval.ms). With
+// clock.Manual, tests run it by advancing time. c.mu must be held.
+func (c *Coordinator) startLoop() {
+	c.stopLoop = append(c.stopLoop,
+		clock.Every(c.cfg.Clock, c.cfg.AbortTimedOutInterval, func() {
 			c.abortTimedOut()
 			c.retryUnfinished()
-		case <-expire.C:
-			c.expireIDs()
-		}
-	}
+		}),
+		clock.Every(c.cfg.Clock, c.cfg.RemoveExpiredInterval, func() { c.expireIDs() }))
 }
 
 // abortTimedOut aborts, with an epoch bump, every Ongoing transaction

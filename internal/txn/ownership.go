@@ -182,8 +182,10 @@ func (c *Coordinator) load(ctx context.Context, ps []int32, epochs []int32, asyn
 		c.pctx[p], c.pcancel[p] = context.WithCancel(c.ctx)
 		c.parts[p].Store(partLoaded)
 	}
-	startLoop := !c.looping
-	c.looping = true
+	if !c.looping && !c.closed.Load() {
+		c.looping = true
+		c.startLoop()
+	}
 	c.mu.Unlock()
 	if len(ps) == 1 {
 		c.logger.Info("loaded __transaction_state", "partition", ps[0], "coordinator_epoch", epochs[ps[0]],
@@ -191,10 +193,6 @@ func (c *Coordinator) load(ctx context.Context, ps []int32, epochs []int32, asyn
 	} else {
 		c.logger.Info("loaded __transaction_state", "transactional_ids", n, "records", r.records,
 			"unfinished", len(unfinished), "took", time.Since(start))
-	}
-	if startLoop {
-		c.wg.Add(1)
-		go c.loop()
 	}
 	if !async {
 		for _, m := range unfinished {

@@ -35,9 +35,9 @@ import (
 //	restart                            reload the coordinator from __transaction_state
 func TestTranscripts(t *testing.T) {
 	transcript.Run(t, "testdata/*.txt", func(t *testing.T) func(transcript.Command) string {
+		// The periodic work runs only on tick (the harness's periods are
+		// beyond any advance).
 		h := newHarness(t)
-		// The periodic work runs only on tick (no real-time ticks).
-		h.cfg.AbortTimedOutInterval, h.cfg.RemoveExpiredInterval = 1000*time.Hour, 1000*time.Hour
 		h.cfg.MaxTimeout = 15 * time.Minute
 		h.restart()
 		s := &txnScript{h: h, producers: map[string]*producer{}}
