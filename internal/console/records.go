@@ -418,7 +418,7 @@ func render(b []byte, format string) shown {
 		s.Kind, s.Text = "hex", hexDump(b)
 		return s
 	case "json":
-		if !s.Truncated && json.Valid(b) {
+		if !s.Truncated && validJSON(b) {
 			s.Kind, s.Text = "json", prettyJSON(b)
 			return s
 		}
@@ -429,7 +429,7 @@ func render(b []byte, format string) shown {
 	case "text":
 	default: // auto
 		t := bytes.TrimSpace(b)
-		if !s.Truncated && len(t) > 0 && (t[0] == '{' || t[0] == '[') && json.Valid(b) {
+		if !s.Truncated && len(t) > 0 && (t[0] == '{' || t[0] == '[') && validJSON(b) {
 			s.Kind, s.Text = "json", prettyJSON(b)
 			return s
 		}
@@ -441,6 +441,11 @@ func render(b []byte, format string) shown {
 	s.Kind, s.Text = "text", escapeText(b)
 	return s
 }
+
+// validJSON reports whether b is JSON in valid UTF-8: json.Valid accepts
+// invalid UTF-8 inside strings, which prettyJSON would then show as is
+// (FuzzRender); such a value is shown as text (escaped) or hex instead.
+func validJSON(b []byte) bool { return utf8.Valid(b) && json.Valid(b) }
 
 func prettyJSON(b []byte) string {
 	var out bytes.Buffer

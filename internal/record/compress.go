@@ -224,6 +224,14 @@ func snappyBlock(dst, block []byte) ([]byte, error) {
 	if n > MaxDecompressedSize-len(dst) {
 		return nil, fmt.Errorf("output exceeds %d bytes", MaxDecompressedSize)
 	}
+	// No snappy element yields more than 64 bytes per 3 bytes of input (a
+	// copy with a 2-byte offset; literals yield what they hold): a larger
+	// declared length is a lie, refused before it is allocated (a 4-byte
+	// block declaring 36 MB held the cleaner's filter for seconds;
+	// FuzzFilterControl).
+	if int64(n)*3 > int64(len(block))*64 {
+		return nil, fmt.Errorf("snappy block of %d bytes declares %d decoded bytes, more than the format can expand to", len(block), n)
+	}
 	dst = append(dst, make([]byte, n)...)
 	got, err := snappy.Decode(dst[len(dst)-n:], block)
 	if err != nil {
