@@ -84,22 +84,11 @@ func guardOffsetCommit(s *Server, ctx context.Context, c *conn, kreq kmsg.Reques
 			denied = append(denied, t)
 		}
 	}
-	if len(denied) == 0 {
-		return next(ctx, c, kreq)
-	}
-	var rep reply
-	if len(allowed) > 0 {
-		part := *req
-		part.Topics = allowed
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
-		}
-	} else {
-		rep = reply{msg: req.ResponseKind()}
-	}
-	answer(rep.msg.(*kmsg.OffsetCommitResponse), denied, kerr.TopicAuthorizationFailed.Code)
-	return rep, nil
+	part := *req
+	part.Topics = allowed
+	return serveAllowed(ctx, c, next, kreq, &part, len(denied), len(allowed), func(resp kmsg.Response) {
+		answer(resp.(*kmsg.OffsetCommitResponse), denied, kerr.TopicAuthorizationFailed.Code)
+	})
 }
 
 // guardOffsetFetch: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED),
@@ -397,23 +386,14 @@ func guardDeleteGroups(s *Server, ctx context.Context, c *conn, kreq kmsg.Reques
 			denied = append(denied, g)
 		}
 	}
-	if len(denied) == 0 {
-		return next(ctx, c, kreq)
-	}
-	rep := reply{msg: req.ResponseKind()}
-	if len(part.Groups) > 0 {
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
+	return serveAllowed(ctx, c, next, kreq, &part, len(denied), len(part.Groups), func(r kmsg.Response) {
+		resp := r.(*kmsg.DeleteGroupsResponse)
+		for _, g := range denied {
+			rg := kmsg.NewDeleteGroupsResponseGroup()
+			rg.Group, rg.ErrorCode = g, groupDenied
+			resp.Groups = append(resp.Groups, rg)
 		}
-	}
-	resp := rep.msg.(*kmsg.DeleteGroupsResponse)
-	for _, g := range denied {
-		rg := kmsg.NewDeleteGroupsResponseGroup()
-		rg.Group, rg.ErrorCode = g, groupDenied
-		resp.Groups = append(resp.Groups, rg)
-	}
-	return rep, nil
+	})
 }
 
 // guardOffsetDelete: DELETE on the group (GROUP_AUTHORIZATION_FAILED),

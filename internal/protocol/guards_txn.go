@@ -166,18 +166,9 @@ func guardTxnOffsetCommit(s *Server, ctx context.Context, c *conn, kreq kmsg.Req
 			denied = append(denied, t)
 		}
 	}
-	if len(denied) == 0 {
-		return next(ctx, c, kreq)
-	}
-	rep := reply{msg: req.ResponseKind()}
-	if len(part.Topics) > 0 {
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
-		}
-	}
-	answer(rep.msg.(*kmsg.TxnOffsetCommitResponse), denied, kerr.TopicAuthorizationFailed.Code)
-	return rep, nil
+	return serveAllowed(ctx, c, next, kreq, &part, len(denied), len(part.Topics), func(resp kmsg.Response) {
+		answer(resp.(*kmsg.TxnOffsetCommitResponse), denied, kerr.TopicAuthorizationFailed.Code)
+	})
 }
 
 // guardDescribeTransactions: DESCRIBE on each transactional id; the topics
