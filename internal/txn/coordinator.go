@@ -95,8 +95,8 @@ type Coordinator struct {
 	txns        map[string]*txnMeta
 	coordEpochs []int32 // per __transaction_state partition
 	// pctx bounds each owned partition's marker work (ownership.go).
-	pctx    []context.Context
-	pcancel []context.CancelFunc
+	pctx     []context.Context
+	pcancel  []context.CancelFunc
 	looping  bool     // the periodic work was started (loop.go)
 	stopLoop []func() // stops it
 }
