@@ -70,13 +70,33 @@ func Elect(st meta.PartitionState, live func(int32) bool, pol Policy) (int32, st
 // state and whether anything changed. Epochs: the partition epoch is
 // bumped on any change, the leader epoch on a leader change.
 func rebuild(st meta.PartitionState, live func(int32) bool, unclean func(int32) bool, pol Policy) (meta.PartitionState, string, bool) {
+	return rebuildEpochs(st, live, unclean, nil, pol)
+}
+
+// rebuildEpochs is rebuild knowing each live broker's epoch (nil or 0:
+// unknown). A leader whose registration epoch differs from the one
+// recorded when it was elected restarted within its session (it deleted
+// and re-created its registration between two reconciles): the old
+// incarnation is fenced as Kafka fences a re-registering broker — it
+// leaves the ISR (to the ELR under min.insync.replicas) and the partition
+// gets a new election with a new leader epoch, even if the restarted
+// broker is elected again, so followers truncate any tail it lost
+// (KIP-101/279 can only tell apart records written under different
+// epochs). The elected incarnation is recorded in the state.
+func rebuildEpochs(st meta.PartitionState, live func(int32) bool, unclean func(int32) bool, epoch func(int32) int64, pol Policy) (meta.PartitionState, string, bool) {
+	if epoch == nil {
+		epoch = func(int32) int64 { return 0 }
+	}
 	ns := st.Clone()
 	minISR := max(pol.MinISR, 1)
+	restarted := st.Leader != meta.NoLeader && live(st.Leader) && st.ElectedBroker == st.Leader &&
+		st.ElectedBrokerEpoch > 0 && epoch(st.Leader) > 0 && epoch(st.Leader) != st.ElectedBrokerEpoch
+	inSync := func(r int32) bool { return live(r) && !(restarted && r == st.Leader) }
 	// Fenced brokers leave the ISR. KIP-966: a replica removed while the
 	// remaining ISR is below min.insync.replicas becomes eligible (ELR).
 	var isr, removed []int32
 	for _, r := range ns.ISR {
-		if live(r) {
+		if inSync(r) {
 			isr = append(isr, r)
 		} else {
 			removed = append(removed, r)
@@ -109,10 +129,10 @@ func rebuild(st meta.PartitionState, live func(int32) bool, unclean func(int32) 
 		}
 	}
 	kind := ElectionUnchanged
-	if ns.Leader == meta.NoLeader || !live(ns.Leader) || !slices.Contains(ns.ISR, ns.Leader) {
+	if ns.Leader == meta.NoLeader || !live(ns.Leader) || !slices.Contains(ns.ISR, ns.Leader) || restarted {
 		leader, k := Elect(ns, live, pol)
 		kind = k
-		if leader != ns.Leader {
+		if leader != ns.Leader || restarted {
 			ns.Leader = leader
 			ns.LeaderEpoch++
 		}
@@ -127,6 +147,13 @@ func rebuild(st meta.PartitionState, live func(int32) bool, unclean func(int32) 
 			ns.LastKnownELR = nil
 			ns.LeaderRecovery = meta.Recovering
 		}
+	}
+	// Record the leader's incarnation (also for a leader elected by a path
+	// that did not record it: topic creation, preferred elections).
+	if ns.Leader == meta.NoLeader {
+		ns.ElectedBroker, ns.ElectedBrokerEpoch = 0, 0
+	} else if e := epoch(ns.Leader); e > 0 {
+		ns.ElectedBroker, ns.ElectedBrokerEpoch = ns.Leader, e
 	}
 	// With the ISR back at min.insync.replicas the ELR is no longer needed.
 	if len(ns.ISR) >= minISR && (len(ns.ELR) > 0 || len(ns.LastKnownELR) > 0) {
@@ -151,6 +178,7 @@ func sortIDs(s []int32) { slices.Sort(s) }
 func (s *State) Reconcile() []Decision {
 	live := s.Live
 	unclean := func(id int32) bool { return s.Brokers[id].UncleanShutdown }
+	epoch := func(id int32) int64 { return s.Brokers[id].Epoch }
 	var out []Decision
 	for _, name := range s.TopicNames() {
 		t := s.Topics[name]
@@ -161,7 +189,7 @@ func (s *State) Reconcile() []Decision {
 			if p.ModRevision == 0 {
 				continue
 			}
-			ns, kind, changed := rebuild(p.State, live, unclean, t.Policy)
+			ns, kind, changed := rebuildEpochs(p.State, live, unclean, epoch, t.Policy)
 			reason := ""
 			// A reassignment whose target replicas are all in the ISR
 			// completes (reassign.go).
@@ -174,7 +202,7 @@ func (s *State) Reconcile() []Decision {
 			if !changed {
 				continue
 			}
-			if ns.Leader != p.State.Leader {
+			if ns.LeaderEpoch != p.State.LeaderEpoch {
 				reason += "leader election (" + kind + ")"
 			} else {
 				reason += "isr change"

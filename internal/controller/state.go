@@ -28,6 +28,9 @@ type BrokerInfo struct {
 	// possible with strata.durable.acks=false): KIP-966 removes such a
 	// broker from the eligible leader replicas.
 	UncleanShutdown bool
+	// Epoch is the broker epoch (its registration's create revision,
+	// KIP-903): it changes at every restart; 0 when unknown.
+	Epoch int64
 }
 
 // Policy is a topic's election policy.
@@ -82,7 +85,7 @@ func (s *State) TopicNames() []string {
 func FromView(v *meta.View, policy func(*meta.Topic) Policy) *State {
 	s := &State{Brokers: make(map[int32]BrokerInfo, len(v.Brokers)), Topics: make(map[string]*TopicInfo, len(v.Topics))}
 	for id, b := range v.Brokers {
-		s.Brokers[id] = BrokerInfo{ID: id, Rack: b.Rack, UncleanShutdown: b.UncleanShutdown}
+		s.Brokers[id] = BrokerInfo{ID: id, Rack: b.Rack, UncleanShutdown: b.UncleanShutdown, Epoch: b.Epoch}
 	}
 	for name, t := range v.Topics {
 		s.Topics[name] = &TopicInfo{Name: name, ID: t.ID, Policy: policy(t), Parts: v.Parts[t.ID], Deleting: t.Deleting}

@@ -105,6 +105,16 @@ type PartitionState struct {
 	// change request carrying an older one is refused (KIP-497).
 	PartitionEpoch int32          `json:"partition_epoch"`
 	LeaderRecovery LeaderRecovery `json:"leader_recovery,omitempty"`
+	// ElectedBroker and ElectedBrokerEpoch record which incarnation the
+	// controller elected (or confirmed) as leader: the broker id and its
+	// broker epoch (registration create revision, KIP-903). When Leader's
+	// current registration has another epoch, the leader restarted
+	// within its session and the controller fences the old incarnation
+	// with a new election (Kafka's ReplicationControlManager
+	// handleBrokerFenced/handleBrokerUncleanShutdown). The record counts
+	// only while ElectedBroker == Leader; epoch 0 is unknown.
+	ElectedBroker      int32 `json:"elected_broker,omitempty"`
+	ElectedBrokerEpoch int64 `json:"elected_broker_epoch,omitempty"`
 }
 
 // Clone returns a deep copy.
@@ -123,7 +133,8 @@ func (p PartitionState) Equal(o PartitionState) bool {
 	return slices.Equal(p.Replicas, o.Replicas) && slices.Equal(p.ISR, o.ISR) && slices.Equal(p.ELR, o.ELR) &&
 		slices.Equal(p.LastKnownELR, o.LastKnownELR) && slices.Equal(p.Adding, o.Adding) &&
 		slices.Equal(p.Removing, o.Removing) && p.Leader == o.Leader && p.LeaderEpoch == o.LeaderEpoch &&
-		p.PartitionEpoch == o.PartitionEpoch && p.LeaderRecovery == o.LeaderRecovery
+		p.PartitionEpoch == o.PartitionEpoch && p.LeaderRecovery == o.LeaderRecovery &&
+		p.ElectedBroker == o.ElectedBroker && p.ElectedBrokerEpoch == o.ElectedBrokerEpoch
 }
 
 // String is a compact, stable form used by transcript tests and logs.

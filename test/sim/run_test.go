@@ -88,27 +88,17 @@ func TestSimulationDeterministic(t *testing.T) {
 	}
 }
 
-// TestSimulationRestartKeepsEpoch is a KNOWN BUG, reported to the lead
-// (docs/reliability.md "Known bug: a leader restarted within its session
-// keeps its leader epoch"); it runs only with
-// STRATA_KNOWN_BUG_SAME_EPOCH_RESTART=1 and fails until the bug is fixed.
-// A leader that loses power (strata.durable.acks=true) and restarts within
-// broker.session.timeout.ms re-registers by deleting and re-creating its
-// registration (meta.Store.Register); the controller reconciles on the view
-// (controller.FromView has no broker epochs) and sees the broker still
-// there, so the broker leads again at the SAME leader epoch with a log cut
-// back to its fsynced end. A follower that fetched the lost tail under
-// that epoch keeps it: the diverging-epoch check (KIP-101/279) cannot tell
-// two different records written under one epoch apart, the follower's
-// fetch offset counts as caught up, the high watermark passes records the
-// follower holds differently, and an election of that follower loses
-// acknowledged records. Kafka fences a re-registering broker (its
-// leaderships get a new leader epoch). 5 of the 200 seeds show it
-// (50, 78, 104, 116, 200); seed 50 is written up in docs/reliability.md.
+// TestSimulationRestartKeepsEpoch runs every seed with a controller that
+// never sees a restarting broker's registration disappear: a leader that
+// loses power (strata.durable.acks=true) and restarts within
+// broker.session.timeout.ms deletes and re-creates its registration
+// between two reconciles. The controller must still fence the old
+// incarnation from its broker epoch (controller.rebuildEpochs compares the
+// leader's registration epoch with the one recorded at its election) and
+// elect at a new leader epoch; before that fix a follower kept the lost
+// tail under the same epoch and 5 of the 200 seeds lost acknowledged
+// records (docs/reliability.md, the same-epoch restart; seed 50).
 func TestSimulationRestartKeepsEpoch(t *testing.T) {
-	if os.Getenv("STRATA_KNOWN_BUG_SAME_EPOCH_RESTART") != "1" {
-		t.Skip("KNOWN BUG (docs/reliability.md): a leader restarted within its session keeps its leader epoch; STRATA_KNOWN_BUG_SAME_EPOCH_RESTART=1 runs the failing test")
-	}
 	var bad []string
 	for seed := uint64(1); seed <= 200; seed++ {
 		p := paramsFor(seed)

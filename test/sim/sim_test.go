@@ -460,7 +460,7 @@ func (s *sim) brokers() map[int32]replica.Broker {
 func (s *sim) reconcile() {
 	st := &controller.State{Brokers: map[int32]controller.BrokerInfo{}, Topics: map[string]*controller.TopicInfo{}}
 	for id, l := range s.leases {
-		st.Brokers[id] = controller.BrokerInfo{ID: id, UncleanShutdown: l.unclean && !s.p.durable}
+		st.Brokers[id] = controller.BrokerInfo{ID: id, UncleanShutdown: l.unclean && !s.p.durable, Epoch: l.epoch}
 	}
 	tp := meta.TopicPartition{TopicID: "t", Partition: 0}
 	st.Topics["t"] = &controller.TopicInfo{Name: "t", ID: "t", Policy: controller.Policy{MinISR: s.p.minISR},
