@@ -202,7 +202,7 @@ func (s *State) Reconcile() []Decision {
 			if !changed {
 				continue
 			}
-			if ns.LeaderEpoch != p.State.LeaderEpoch {
+			if ns.Leader != p.State.Leader || (kind != ElectionUnchanged && ns.LeaderEpoch != p.State.LeaderEpoch) {
 				reason += "leader election (" + kind + ")"
 			} else {
 				reason += "isr change"
