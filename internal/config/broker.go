@@ -25,6 +25,9 @@ type Broker struct {
 	// dynBroker those layers (dynamic.go).
 	static                *Broker
 	dynDefault, dynBroker map[string]string
+	// perListener holds the listener.name.<listener>.<setting> values
+	// that are not rows of the broker table (listeners.go).
+	perListener map[string]string
 }
 
 // DefaultBroker returns the broker settings with every default.
@@ -51,6 +54,9 @@ func (b *Broker) IsSet(name string) bool { return b.explicit[name] }
 func (b *Broker) Set(name, value string) error {
 	s, ok := brokerIndex[name]
 	if !ok {
+		if handled, err := b.setListenerSetting(name, value); handled {
+			return err
+		}
 		if ig, ok := ignoredIndex[name]; ok {
 			value = strings.TrimSpace(value)
 			if err := ig.Validate(value); err != nil {

@@ -53,60 +53,110 @@ func lexJAAS(v string) ([]jaasToken, error) {
 	return out, nil
 }
 
+// Login modules of Kafka's broker JAAS entries.
+const (
+	scramLoginModule = "org.apache.kafka.common.security.scram.ScramLoginModule"
+)
+
+// JAAS is one broker JAAS entry (Kafka's
+// listener.name.<listener>.<mechanism>.sasl.jaas.config): the users a PLAIN
+// listener accepts (user_NAME="password") and the broker's own client
+// credentials (username, password), which it uses on the inter-broker
+// listener (Kafka's SaslChannelBuilder in client mode reads the same entry).
+type JAAS struct {
+	Module   string
+	Users    map[string]string
+	Username string
+	Password string
+}
+
 // ParsePlainJAAS parses Kafka's broker PLAIN JAAS entry,
 // `org.apache.kafka.common.security.plain.PlainLoginModule required
 // user_alice="alice-secret" user_bob="bob-secret";`, into its users
-// (name -> password). Exactly one login module; user_NAME options only
-// (username/password are Kafka's inter-broker client credentials, which a
-// single Strata node never uses); error messages never show a password.
+// (name -> password). username/password (the broker's inter-broker
+// credentials) may be present; at least one user must be listed. Error
+// messages never show a password.
 func ParsePlainJAAS(v string) (map[string]string, error) {
+	j, err := ParseJAAS(v, plainLoginModule)
+	if err != nil {
+		return nil, err
+	}
+	if len(j.Users) == 0 {
+		return nil, errors.New("no users: list at least one user_NAME=\"password\"")
+	}
+	return j.Users, nil
+}
+
+// ParseJAAS parses one broker JAAS entry of the given login module
+// (PlainLoginModule: user_NAME options and username/password;
+// ScramLoginModule: username/password only, SCRAM users live in the
+// cluster metadata).
+func ParseJAAS(v, module string) (JAAS, error) {
 	toks, err := lexJAAS(v)
 	if err != nil {
-		return nil, fmt.Errorf("malformed JAAS entry: %v", err)
+		return JAAS{}, fmt.Errorf("malformed JAAS entry: %v", err)
 	}
 	if len(toks) < 3 || toks[0].quoted || toks[1].quoted {
-		return nil, fmt.Errorf("malformed JAAS entry: expected %s required user_NAME=\"password\" ...;", plainLoginModule)
+		return JAAS{}, fmt.Errorf("malformed JAAS entry: expected %s required name=\"value\" ...;", module)
 	}
-	if toks[0].text != plainLoginModule {
-		return nil, fmt.Errorf("login module %q is not supported: PLAIN users need %s", toks[0].text, plainLoginModule)
+	if toks[0].text != module {
+		return JAAS{}, fmt.Errorf("login module %q is not supported here: this entry needs %s", toks[0].text, module)
 	}
 	switch toks[1].text {
 	case "required", "requisite", "sufficient", "optional":
 	default:
-		return nil, fmt.Errorf("malformed JAAS entry: login module flag %q is not one of required, requisite, sufficient, optional", toks[1].text)
+		return JAAS{}, fmt.Errorf("malformed JAAS entry: login module flag %q is not one of required, requisite, sufficient, optional", toks[1].text)
 	}
-	users := map[string]string{}
+	j := JAAS{Module: module, Users: map[string]string{}}
+	seen := map[string]bool{}
 	rest := toks[2:]
 	for len(rest) > 0 && (rest[0].quoted || rest[0].text != ";") {
 		if len(rest) < 3 || rest[0].quoted || rest[1].text != "=" || rest[1].quoted || (!rest[2].quoted && (rest[2].text == ";" || rest[2].text == "=")) {
-			return nil, fmt.Errorf("malformed JAAS entry: expected name=\"value\" after %s", toks[1].text)
+			return JAAS{}, fmt.Errorf("malformed JAAS entry: expected name=\"value\" after %s", toks[1].text)
 		}
 		name, value := rest[0].text, rest[2].text
 		rest = rest[3:]
-		user, ok := strings.CutPrefix(name, "user_")
+		if seen[name] {
+			return JAAS{}, fmt.Errorf("option %s is listed twice", name)
+		}
+		seen[name] = true
+		user, isUser := strings.CutPrefix(name, "user_")
 		switch {
-		case name == "username" || name == "password":
-			return nil, fmt.Errorf("option %s is not supported: it is the inter-broker client credential, which a single Strata node never uses (list users as user_NAME=\"password\")", name)
-		case !ok:
-			return nil, fmt.Errorf("option %s is not supported (list users as user_NAME=\"password\")", name)
-		case user == "":
-			return nil, errors.New("option user_ has no user name")
-		case value == "":
-			return nil, fmt.Errorf("user %s has an empty password", user)
+		case name == "username":
+			if value == "" {
+				return JAAS{}, errors.New("option username is empty")
+			}
+			j.Username = value
+		case name == "password":
+			if value == "" {
+				return JAAS{}, errors.New("option password is empty")
+			}
+			j.Password = value
+		case isUser && module == plainLoginModule:
+			if user == "" {
+				return JAAS{}, errors.New("option user_ has no user name")
+			}
+			if value == "" {
+				return JAAS{}, fmt.Errorf("user %s has an empty password", user)
+			}
+			j.Users[user] = value
+		case module == plainLoginModule:
+			return JAAS{}, fmt.Errorf("option %s is not supported (list users as user_NAME=\"password\", the broker's own credentials as username and password)", name)
+		default:
+			return JAAS{}, fmt.Errorf("option %s is not supported (ScramLoginModule takes the broker's own credentials, username and password; SCRAM users are created with AlterUserScramCredentials)", name)
 		}
-		if _, dup := users[user]; dup {
-			return nil, fmt.Errorf("user %s is listed twice", user)
-		}
-		users[user] = value
 	}
 	if len(rest) == 0 {
-		return nil, errors.New("malformed JAAS entry: missing the terminating ';'")
+		return JAAS{}, errors.New("malformed JAAS entry: missing the terminating ';'")
 	}
 	if len(rest) > 1 {
-		return nil, errors.New("malformed JAAS entry: exactly one login module is allowed (text after ';')")
+		return JAAS{}, errors.New("malformed JAAS entry: exactly one login module is allowed (text after ';')")
 	}
-	if len(users) == 0 {
-		return nil, errors.New("no users: list at least one user_NAME=\"password\"")
+	if (j.Username == "") != (j.Password == "") {
+		return JAAS{}, errors.New("username and password must be set together (the broker's inter-broker credentials)")
 	}
-	return users, nil
+	if module == scramLoginModule && j.Username == "" {
+		return JAAS{}, errors.New("no credentials: ScramLoginModule needs username and password (the broker's inter-broker credentials)")
+	}
+	return j, nil
 }

@@ -62,9 +62,7 @@ var unsupportedHints = map[string]string{
 	"controller.quorum.bootstrap.servers": "is not supported (KIP-853 dynamic quorums): list the controllers in controller.quorum.voters (id@host:port,...) instead",
 	"control.plane.listener.name":         "is not supported: Strata has no separate control-plane listener (controllers talk on controller.listener.names); remove it",
 	// Security.
-	"sasl.jaas.config":                     "is a client setting in Kafka and not read by brokers: put broker PLAIN users in listener.name.sasl_plaintext.plain.sasl.jaas.config or listener.name.sasl_ssl.plain.sasl.jaas.config",
-	"sasl.mechanism.inter.broker.protocol": "is not supported: followers fetch over the inter-broker listener (inter.broker.listener.name), PLAINTEXT in this release; remove it",
-	"security.inter.broker.protocol":       "is not supported: followers fetch over the inter-broker listener (inter.broker.listener.name), PLAINTEXT in this release; remove it",
+	"sasl.jaas.config":                     "is a client setting in Kafka and not read by brokers: put broker PLAIN users (and the broker's own inter-broker credentials) in listener.name.<listener>.<mechanism>.sasl.jaas.config, e.g. listener.name.sasl_plaintext.plain.sasl.jaas.config",
 	"client.quota.callback.class":          "is not supported: Strata applies Kafka's default quota rules (ClientQuotaCallback is a Java plug-in); remove it",
 	// Features Strata does not have.
 	"log.message.format.version":       "is not supported: Strata writes record batch v2 only (Kafka 3.0 and later ignore this setting); remove it",
@@ -77,7 +75,7 @@ var unsupportedHints = map[string]string{
 // Kafka, for the "Coming from Kafka" table of docs/configuration.md.
 var kafkaNotes = map[string]string{
 	"node.id":                          "Defaults to 1 (Kafka has no default), so a single node starts with no configuration. `broker.id` is an alias.",
-	"listeners":                        "Defaults to `PLAINTEXT://127.0.0.1:9092` (Kafka: all interfaces). One listener, named by its security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL).",
+	"listeners":                        "Defaults to `PLAINTEXT://127.0.0.1:9092` (Kafka: all interfaces). Several named listeners, each with its security protocol from listener.security.protocol.map and its own listener.name.<name>.* settings.",
 	"log.dirs":                         "Defaults to `./strata-data` (Kafka: `/tmp/kafka-logs`).",
 	"offsets.topic.replication.factor": "Kafka's default 3; capped with a log line by the brokers registered when the topic is created (Kafka refuses to create it instead); a single node keeps one replica.",
 	"transaction.state.log.replication.factor": "As offsets.topic.replication.factor.",

@@ -33,7 +33,9 @@ var kraftTable = []Setting{
 	def("listener.security.protocol.map", TypeString, defaultProtocolMap, custom("NAME:PROTOCOL,... with PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL", protocolMapReason),
 		"Security protocol of each listener name. When it is not set, controller listeners map to PLAINTEXT (as Kafka in KRaft mode)."),
 	def("inter.broker.listener.name", TypeString, "", custom("a listener name", optionalNameReason),
-		"Listener brokers use to reach each other (replication). Empty: the listener named PLAINTEXT (Kafka's security.inter.broker.protocol default)."),
+		"Listener brokers use to reach each other (replica fetchers, transaction markers, transaction verification). Empty: the listener named like security.inter.broker.protocol (Kafka's rule); Strata also takes a node's only client listener."),
+	def("security.inter.broker.protocol", TypeString, "PLAINTEXT", oneOf(ProtocolPlaintext, ProtocolSSL, ProtocolSASLPlaintext, ProtocolSASLSSL),
+		"Security protocol brokers use to reach each other: the inter-broker listener is the one of that name (set this or inter.broker.listener.name, not both)."),
 	def("broker.rack", TypeString, "", anyValue,
 		"Rack of this broker, used to spread a partition's replicas over racks."),
 	def("broker.session.timeout.ms", TypeInt, "9000", atLeast(1000),
@@ -302,12 +304,38 @@ func (b *Broker) Voters() []Voter {
 	return v
 }
 
-// InterBrokerListener is inter.broker.listener.name or its default.
-func (b *Broker) InterBrokerListener() string {
+// interBrokerName is the name of the listener brokers reach each other on:
+// inter.broker.listener.name, else the listener named like
+// security.inter.broker.protocol (KafkaConfig.interBrokerListenerName);
+// when neither is set and no client listener has that name, a node's only
+// client listener (Strata: a one-listener node needs no setting).
+func (b *Broker) interBrokerName() string {
 	if n := b.Get("inter.broker.listener.name"); n != "" {
 		return strings.ToUpper(n)
 	}
-	return ProtocolPlaintext
+	name := strings.ToUpper(b.Get("security.inter.broker.protocol"))
+	cls := b.ClientListeners()
+	for _, l := range cls {
+		if l.Name == name {
+			return name
+		}
+	}
+	if len(cls) == 1 && !b.IsSet("security.inter.broker.protocol") {
+		return cls[0].Name
+	}
+	return name
+}
+
+// InterBrokerListener is the client listener brokers reach each other on
+// (false when listeners has none of that name).
+func (b *Broker) InterBrokerListener() (Listener, bool) {
+	name := b.interBrokerName()
+	for _, l := range b.ClientListeners() {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return Listener{}, false
 }
 
 // validateKRaft checks the cross-setting rules of the KRaft settings, with
@@ -398,23 +426,37 @@ func (b *Broker) validateKRaft() error {
 			}
 		}
 	}
-	if cls := b.ClientListeners(); len(cls) > 1 {
-		var ns []string
-		for _, l := range cls {
-			ns = append(ns, l.Name)
-		}
-		return invalidf("invalid configuration: listeners has %d client listeners (%s): this release serves one client listener per node (plus the controller listener)", len(cls), strings.Join(ns, ", "))
+	if b.IsSet("inter.broker.listener.name") && b.IsSet("security.inter.broker.protocol") {
+		// KafkaConfig.validateValues (getInterBrokerListenerNameAndSecurityProtocol).
+		return invalidf("invalid configuration: only one of inter.broker.listener.name and security.inter.broker.protocol should be set")
 	}
 	if isBroker {
-		if len(b.ClientListeners()) == 0 {
+		cls := b.ClientListeners()
+		if len(cls) == 0 {
 			return invalidf("invalid configuration: listeners (%s) has no client listener: a broker needs one listener that is not in controller.listener.names", b.Get("listeners"))
 		}
-		if n := b.Get("inter.broker.listener.name"); n != "" && !names[strings.ToUpper(n)] {
-			return invalidf("invalid configuration: inter.broker.listener.name must be a listener name defined in listeners (%s is not in %s)", n, b.Get("listeners"))
+		if _, ok := b.InterBrokerListener(); !ok {
+			var ns []string
+			for _, l := range cls {
+				ns = append(ns, l.Name)
+			}
+			what := "inter.broker.listener.name"
+			if !b.IsSet("inter.broker.listener.name") {
+				what = "security.inter.broker.protocol"
+			}
+			// KafkaConfig.validateValues: the inter-broker listener must
+			// be one of the broker's (advertised) listeners.
+			return invalidf("invalid configuration: inter.broker.listener.name must be a listener name defined in listeners: %s gives %s, and the client listeners are %s (set inter.broker.listener.name to one of them)",
+				what, b.interBrokerName(), strings.Join(ns, ", "))
 		}
 	}
-	if !isBroker && b.IsSet("inter.broker.listener.name") {
-		return invalidf("invalid configuration: inter.broker.listener.name is set but process.roles (%s) has no broker role, so it would not be used", b.Get("process.roles"))
+	for _, n := range []string{"inter.broker.listener.name", "security.inter.broker.protocol"} {
+		if !isBroker && b.IsSet(n) {
+			return invalidf("invalid configuration: %s is set but process.roles (%s) has no broker role, so it would not be used", n, b.Get("process.roles"))
+		}
+	}
+	if err := b.checkListenerSettings(); err != nil {
+		return err
 	}
 	// The broker fences itself two thirds of the session after its last
 	// renewal (docs/cluster.md): renewals must come more often.

@@ -38,7 +38,7 @@ func TestKRaftIssueCommandLine(t *testing.T) {
 	if vs := b.Voters(); len(vs) != 3 || vs[1].ID != 2 || vs[1].Port != 19293 {
 		t.Errorf("voters %+v", vs)
 	}
-	if b.InterBrokerListener() != "PLAINTEXT" || b.Int("broker.session.timeout.ms") != 9000 || b.Int("broker.heartbeat.interval.ms") != 2000 {
+	if ib, _ := b.InterBrokerListener(); ib.Name != "PLAINTEXT" || b.Int("broker.session.timeout.ms") != 9000 || b.Int("broker.heartbeat.interval.ms") != 2000 {
 		t.Error("defaults")
 	}
 }
@@ -89,8 +89,9 @@ func TestKRaftRefusals(t *testing.T) {
 		{"not a voter", map[string]string{"node.id": "2"}, "the node id 2 must be included in the set of voters"},
 		{"broker with controller listener", map[string]string{"process.roles": "broker", "node.id": "4"}, "must not contain a value appearing in the 'listeners' configuration when running KRaft with just the broker role"},
 		{"unmapped listener", map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19193,INTERNAL://127.0.0.1:0"}, "no security protocol defined for listener INTERNAL"},
-		{"two client listeners", map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19193,INTERNAL://127.0.0.1:0",
-			"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT"}, "this release serves one client listener per node"},
+		{"two client listeners, no inter-broker one", map[string]string{"listeners": "EXTERNAL://127.0.0.1:0,CONTROLLER://127.0.0.1:19193,INTERNAL://127.0.0.1:0",
+			"listener.security.protocol.map": "EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT"}, "security.inter.broker.protocol gives PLAINTEXT, and the client listeners are EXTERNAL, INTERNAL"},
+		{"both inter-broker settings", map[string]string{"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "PLAINTEXT"}, "only one of inter.broker.listener.name and security.inter.broker.protocol should be set"},
 		{"voters syntax", map[string]string{"controller.quorum.voters": "1@127.0.0.1"}, "is not id@host:port"},
 		{"inter-broker unknown", map[string]string{"inter.broker.listener.name": "INTERNAL"}, "inter.broker.listener.name must be a listener name defined in listeners"},
 		{"heartbeat too slow", map[string]string{"broker.heartbeat.interval.ms": "6000"}, "must be less than two thirds of broker.session.timeout.ms"},

@@ -72,18 +72,18 @@ func TestSASLSettingsRejected(t *testing.T) {
 		extra map[string]string
 		want  string
 	}{
-		{"default mechanisms", map[string]string{"sasl.enabled.mechanisms": "-", jaasName: "-"}, `invalid value "GSSAPI" for configuration sasl.enabled.mechanisms: GSSAPI (Kafka's default) is not supported (Strata has no Kerberos): set sasl.enabled.mechanisms to a subset of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512`},
+		{"default mechanisms", map[string]string{"sasl.enabled.mechanisms": "-", jaasName: "-"}, `invalid value "GSSAPI" for configuration sasl.enabled.mechanisms (listener SASL_PLAINTEXT): GSSAPI (Kafka's default) is not supported (Strata has no Kerberos): set sasl.enabled.mechanisms to a subset of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512`},
 		{"gssapi", map[string]string{"sasl.enabled.mechanisms": "PLAIN,GSSAPI"}, "GSSAPI is not supported (Strata has no Kerberos)"},
 		{"oauthbearer", map[string]string{"sasl.enabled.mechanisms": "OAUTHBEARER"}, `invalid value "OAUTHBEARER" for configuration sasl.enabled.mechanisms: OAUTHBEARER is not supported (allowed: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)`},
 		{"unknown mechanism", map[string]string{"sasl.enabled.mechanisms": "SCRAM-SHA-1"}, `unknown or unsupported SASL mechanism "SCRAM-SHA-1"`},
 		{"empty mechanisms", map[string]string{"sasl.enabled.mechanisms": ""}, "sasl.enabled.mechanisms is empty"},
 		{"twice", map[string]string{"sasl.enabled.mechanisms": "PLAIN,PLAIN"}, `"PLAIN" is listed twice`},
-		{"plain without users", map[string]string{jaasName: "-"}, "sasl.enabled.mechanisms includes PLAIN but listener.name.sasl_plaintext.plain.sasl.jaas.config is not set"},
+		{"plain without users", map[string]string{jaasName: "-"}, "sasl.enabled.mechanisms of listener SASL_PLAINTEXT includes PLAIN but listener.name.sasl_plaintext.plain.sasl.jaas.config is not set"},
 		{"users without plain", map[string]string{"sasl.enabled.mechanisms": "SCRAM-SHA-256"}, "does not include PLAIN, so it would not be used"},
-		{"other listener's users", map[string]string{"listener.name.sasl_ssl.plain.sasl.jaas.config": testJAAS}, "listener.name.sasl_ssl.plain.sasl.jaas.config is set but the listener is SASL_PLAINTEXT"},
-		{"sasl on plaintext", map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", jaasName: "-"}, "sasl.enabled.mechanisms is set but listeners (PLAINTEXT://127.0.0.1:0) is not SASL_PLAINTEXT or SASL_SSL"},
-		{"jaas on plaintext", map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "-"}, jaasName + " is set but listeners (PLAINTEXT://127.0.0.1:0) is not SASL"},
-		{"ssl on sasl_plaintext", map[string]string{"ssl.client.auth": "required"}, "ssl.client.auth is set but listeners (SASL_PLAINTEXT://127.0.0.1:0) is not SSL or SASL_SSL"},
+		{"other listener's users", map[string]string{"listener.name.sasl_ssl.plain.sasl.jaas.config": testJAAS}, "listener.name.sasl_ssl.plain.sasl.jaas.config is set but listeners (SASL_PLAINTEXT://127.0.0.1:0) has no client listener SASL_SSL"},
+		{"sasl on plaintext", map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", jaasName: "-"}, "sasl.enabled.mechanisms is set but no listener in listeners (PLAINTEXT://127.0.0.1:0) is SASL_PLAINTEXT or SASL_SSL"},
+		{"jaas on plaintext", map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "-"}, jaasName + " is set but listeners (PLAINTEXT://127.0.0.1:0) has no client listener SASL_PLAINTEXT"},
+		{"ssl on sasl_plaintext", map[string]string{"ssl.client.auth": "required"}, "ssl.client.auth is set but no listener in listeners (SASL_PLAINTEXT://127.0.0.1:0) is SSL or SASL_SSL"},
 		{"sasl_ssl without keystore", map[string]string{"listeners": "SASL_SSL://127.0.0.1:0", jaasName: "-", "listener.name.sasl_ssl.plain.sasl.jaas.config": testJAAS}, "uses TLS but no key store is set"},
 		{"client sasl.jaas.config", map[string]string{"sasl.jaas.config": testJAAS}, "sasl.jaas.config is a client setting in Kafka and not read by brokers"},
 		{"reauth", map[string]string{"connections.max.reauth.ms": "3600000"}, `invalid value "3600000" for configuration connections.max.reauth.ms: re-authentication (KIP-368) is not supported`},
@@ -91,11 +91,11 @@ func TestSASLSettingsRejected(t *testing.T) {
 		{"jaas module", map[string]string{jaasName: `org.apache.kafka.common.security.scram.ScramLoginModule required;`}, `login module "org.apache.kafka.common.security.scram.ScramLoginModule" is not supported`},
 		{"jaas flag", map[string]string{jaasName: `org.apache.kafka.common.security.plain.PlainLoginModule needed user_a="x";`}, `login module flag "needed"`},
 		{"jaas no users", map[string]string{jaasName: `org.apache.kafka.common.security.plain.PlainLoginModule required;`}, "no users"},
-		{"jaas inter-broker", map[string]string{jaasName: `org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="p" user_admin="p";`}, "option username is not supported"},
+		{"jaas inter-broker", map[string]string{jaasName: `org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="p" user_admin="p";`}, "has username and password, the broker's own credentials, but they would not be used"},
 		{"jaas unquoted end", map[string]string{jaasName: `org.apache.kafka.common.security.plain.PlainLoginModule required user_a="x;`}, "unterminated quoted value"},
 		{"jaas missing value", map[string]string{jaasName: `org.apache.kafka.common.security.plain.PlainLoginModule required user_a=;`}, `expected name="value"`},
 		{"jaas two modules", map[string]string{jaasName: testJAAS + testJAAS}, "exactly one login module"},
-		{"jaas duplicate", map[string]string{jaasName: `org.apache.kafka.common.security.plain.PlainLoginModule required user_a="x" user_a="y";`}, "user a is listed twice"},
+		{"jaas duplicate", map[string]string{jaasName: `org.apache.kafka.common.security.plain.PlainLoginModule required user_a="x" user_a="y";`}, "option user_a is listed twice"},
 		{"jaas empty password", map[string]string{jaasName: `org.apache.kafka.common.security.plain.PlainLoginModule required user_a="";`}, "user a has an empty password"},
 	}
 	for _, c := range cases {

@@ -26,6 +26,7 @@ var sslSettings = []string{
 	"ssl.cipher.suites", "ssl.client.auth", "ssl.enabled.protocols", "ssl.key.password",
 	"ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.keystore.location", "ssl.keystore.type",
 	"ssl.truststore.certificates", "ssl.truststore.location", "ssl.truststore.type",
+	"ssl.endpoint.identification.algorithm",
 }
 
 // sslTable lists the TLS settings (Kafka's names; PEM keystores only,
@@ -55,6 +56,8 @@ var sslTable = []Setting{
 		"Client authentication on the SSL listener: none; requested (a client certificate is asked for and verified if given); required (connections without a valid client certificate are refused)."),
 	def("ssl.enabled.protocols", TypeList, "TLSv1.2,TLSv1.3", subsetOf("TLSv1.2", "TLSv1.3"),
 		"TLS versions the SSL listener accepts. Older versions are not supported."),
+	def("ssl.endpoint.identification.algorithm", TypeString, "https", oneOf("https", ""),
+		"How a broker checks the certificate of another broker it connects to on a TLS inter-broker listener: https (Kafka's default) checks that the certificate names the host the peer advertises; empty checks the chain only."),
 	def("ssl.cipher.suites", TypeList, "", custom("empty (Go's defaults), or TLS 1.2 cipher suite names (IANA, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)", cipherReason),
 		"TLS 1.2 cipher suites the SSL listener accepts, by IANA name; empty means Go's secure defaults. TLS 1.3 suites are not configurable (all of Go's are enabled)."),
 }
@@ -109,7 +112,7 @@ func cipherReason(v string) string {
 	return ""
 }
 
-// ListenerProtocol is the security protocol of the client listener
+// ListenerProtocol is the security protocol of the first client listener
 // (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL), through
 // listener.security.protocol.map.
 func (b *Broker) ListenerProtocol() string {
@@ -128,77 +131,103 @@ func listenerProtocol(v string) string {
 	return strings.ToUpper(p)
 }
 
-// validateTLS checks the cross-setting rules of the listener's security
-// protocol without reading any file: an SSL listener needs one key store
-// and a trust store exactly when clients are authenticated; a PLAINTEXT
-// listener rejects ssl.* settings (they would not be used).
+// validateTLS checks the TLS rules of every client listener (its own
+// listener.name.<l>.ssl.* settings, else the unprefixed ones) without
+// reading any file; ssl.* settings no listener would use are refused.
 func (b *Broker) validateTLS() error {
-	proto := b.ListenerProtocol()
-	if !usesTLS(proto) {
+	anyTLS := false
+	for _, l := range b.ClientListeners() {
+		if err := b.validateListenerTLS(l); err != nil {
+			return err
+		}
+		anyTLS = anyTLS || usesTLS(l.Protocol)
+	}
+	if !anyTLS {
 		for _, n := range sslSettings {
 			if b.IsSet(n) {
-				return invalidf("invalid configuration: %s is set but listeners (%s) is not SSL or SASL_SSL, so it would not be used", n, b.Get("listeners"))
+				return invalidf("invalid configuration: %s is set but no listener in listeners (%s) is SSL or SASL_SSL, so it would not be used", n, b.Get("listeners"))
 			}
 		}
-		return nil
-	}
-	loc, key, chain := b.Get("ssl.keystore.location"), b.Get("ssl.keystore.key"), b.Get("ssl.keystore.certificate.chain")
-	switch {
-	case loc != "" && (key != "" || chain != ""):
-		return invalidf("invalid configuration: set either ssl.keystore.location or ssl.keystore.key with ssl.keystore.certificate.chain, not both")
-	case loc == "" && key == "" && chain == "":
-		return invalidf("invalid configuration: listeners (%s) uses TLS but no key store is set: set ssl.keystore.location (a PEM file with the private key and certificate chain) or ssl.keystore.key and ssl.keystore.certificate.chain", b.Get("listeners"))
-	case loc == "" && (key == "" || chain == ""):
-		return invalidf("invalid configuration: ssl.keystore.key and ssl.keystore.certificate.chain must be set together")
-	}
-	tloc, tcerts := b.Get("ssl.truststore.location"), b.Get("ssl.truststore.certificates")
-	if tloc != "" && tcerts != "" {
-		return invalidf("invalid configuration: set either ssl.truststore.location or ssl.truststore.certificates, not both")
-	}
-	auth := b.Get("ssl.client.auth")
-	if auth != "none" && tloc == "" && tcerts == "" {
-		return invalidf("invalid configuration: ssl.client.auth=%s needs a trust store: set ssl.truststore.location or ssl.truststore.certificates (PEM CA certificates)", auth)
-	}
-	if auth == "none" && (tloc != "" || tcerts != "") {
-		return invalidf("invalid configuration: a trust store is set but ssl.client.auth=none, so it would not be used: set ssl.client.auth to requested or required, or remove the trust store")
-	}
-	protos := b.List("ssl.enabled.protocols")
-	if len(protos) == 1 && protos[0] == "TLSv1.3" && len(b.List("ssl.cipher.suites")) > 0 {
-		return invalidf("invalid configuration: ssl.cipher.suites applies to TLS 1.2 only, but ssl.enabled.protocols is TLSv1.3: it would not be used")
 	}
 	return nil
 }
 
-// ServerTLS returns the TLS configuration of the Kafka listener, or nil
-// for a PLAINTEXT or SASL_PLAINTEXT listener (SASL_SSL uses the SSL
-// settings). It reads the key and trust stores now (no
-// reload); missing, unreadable, encrypted or mismatched key material is
-// an error naming the setting.
-func (b *Broker) ServerTLS() (*tls.Config, error) {
-	if err := b.validateTLS(); err != nil {
-		return nil, err
+// validateListenerTLS checks one client listener: an SSL listener needs
+// one key store, and a trust store exactly when it verifies certificates
+// (clients', with ssl.client.auth; other brokers', on the inter-broker
+// listener); a listener without TLS refuses its own ssl.* settings.
+func (b *Broker) validateListenerTLS(l Listener) error {
+	at := ""
+	if len(b.ClientListeners()) > 1 {
+		at = " (listener " + l.Name + ")"
 	}
-	if !usesTLS(b.ListenerProtocol()) {
+	if !usesTLS(l.Protocol) {
+		for _, n := range sslSettings {
+			if b.listenerSet(l.Name, n) {
+				return invalidf("invalid configuration: %s is set but listener %s is %s, not SSL or SASL_SSL, so it would not be used", listenerKey(l.Name, n), l.Name, l.Protocol)
+			}
+		}
+		return nil
+	}
+	get := func(n string) string { return b.ListenerValue(l.Name, n) }
+	loc, key, chain := get("ssl.keystore.location"), get("ssl.keystore.key"), get("ssl.keystore.certificate.chain")
+	switch {
+	case loc != "" && (key != "" || chain != ""):
+		return invalidf("invalid configuration%s: set either ssl.keystore.location or ssl.keystore.key with ssl.keystore.certificate.chain, not both", at)
+	case loc == "" && key == "" && chain == "":
+		return invalidf("invalid configuration: listener %s (%s) uses TLS but no key store is set: set ssl.keystore.location (a PEM file with the private key and certificate chain) or ssl.keystore.key and ssl.keystore.certificate.chain (or their %s forms)",
+			l.Name, l.Protocol, listenerKey(l.Name, "ssl.*"))
+	case loc == "" && (key == "" || chain == ""):
+		return invalidf("invalid configuration%s: ssl.keystore.key and ssl.keystore.certificate.chain must be set together", at)
+	}
+	tloc, tcerts := get("ssl.truststore.location"), get("ssl.truststore.certificates")
+	if tloc != "" && tcerts != "" {
+		return invalidf("invalid configuration%s: set either ssl.truststore.location or ssl.truststore.certificates, not both", at)
+	}
+	auth := get("ssl.client.auth")
+	if auth != "none" && tloc == "" && tcerts == "" {
+		return invalidf("invalid configuration%s: ssl.client.auth=%s needs a trust store: set ssl.truststore.location or ssl.truststore.certificates (PEM CA certificates)", at, auth)
+	}
+	// A trust store on the inter-broker listener of a cluster node also
+	// verifies the brokers it connects to.
+	interBroker := strings.EqualFold(b.interBrokerName(), l.Name) && b.kraftConfigured()
+	if auth == "none" && (tloc != "" || tcerts != "") && !interBroker {
+		return invalidf("invalid configuration%s: a trust store is set but ssl.client.auth=none, so it would not be used: set ssl.client.auth to requested or required, or remove the trust store", at)
+	}
+	protos := splitList(get("ssl.enabled.protocols"))
+	if len(protos) == 1 && protos[0] == "TLSv1.3" && len(splitList(get("ssl.cipher.suites"))) > 0 {
+		return invalidf("invalid configuration%s: ssl.cipher.suites applies to TLS 1.2 only, but ssl.enabled.protocols is TLSv1.3: it would not be used", at)
+	}
+	return nil
+}
+
+// ServerTLS returns the TLS configuration of the first client listener
+// (ServerTLSFor).
+func (b *Broker) ServerTLS() (*tls.Config, error) {
+	ls := b.ClientListeners()
+	if len(ls) == 0 {
 		return nil, nil
 	}
-	cert, err := b.keyStore()
+	return b.ServerTLSFor(ls[0])
+}
+
+// ServerTLSFor returns the TLS configuration of client listener l, or nil
+// for a PLAINTEXT or SASL_PLAINTEXT listener (SASL_SSL uses the SSL
+// settings). It reads the key and trust stores now (no reload); missing,
+// unreadable, encrypted or mismatched key material is an error naming the
+// setting.
+func (b *Broker) ServerTLSFor(l Listener) (*tls.Config, error) {
+	if err := b.validateListenerTLS(l); err != nil {
+		return nil, err
+	}
+	if !usesTLS(l.Protocol) {
+		return nil, nil
+	}
+	cfg, err := b.tlsBase(l)
 	if err != nil {
 		return nil, err
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}}
-	cfg.MinVersion, cfg.MaxVersion = tls.VersionTLS13, tls.VersionTLS12
-	for _, p := range b.List("ssl.enabled.protocols") {
-		v := tlsProtocols[p] // validated by the table
-		cfg.MinVersion, cfg.MaxVersion = min(cfg.MinVersion, v), max(cfg.MaxVersion, v)
-	}
-	tls12, _ := cipherSuiteIDs()
-	for _, name := range b.List("ssl.cipher.suites") {
-		cfg.CipherSuites = append(cfg.CipherSuites, tls12[name])
-	}
-	if err := suitesFitKey(b.List("ssl.cipher.suites"), cert); err != nil {
-		return nil, err
-	}
-	switch b.Get("ssl.client.auth") {
+	switch b.ListenerValue(l.Name, "ssl.client.auth") {
 	case "requested":
 		cfg.ClientAuth = tls.VerifyClientCertIfGiven
 	case "required":
@@ -206,7 +235,7 @@ func (b *Broker) ServerTLS() (*tls.Config, error) {
 	default:
 		return cfg, nil
 	}
-	pool, err := b.trustStore()
+	pool, err := b.trustStore(l.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -214,18 +243,43 @@ func (b *Broker) ServerTLS() (*tls.Config, error) {
 	return cfg, nil
 }
 
+// tlsBase is listener l's key store, versions and cipher suites (the parts
+// its server and the broker's inter-broker client share).
+func (b *Broker) tlsBase(l Listener) (*tls.Config, error) {
+	get := func(n string) string { return b.ListenerValue(l.Name, n) }
+	cert, err := b.keyStore(l.Name)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}}
+	cfg.MinVersion, cfg.MaxVersion = tls.VersionTLS13, tls.VersionTLS12
+	for _, p := range splitList(get("ssl.enabled.protocols")) {
+		v := tlsProtocols[p] // validated by the table
+		cfg.MinVersion, cfg.MaxVersion = min(cfg.MinVersion, v), max(cfg.MaxVersion, v)
+	}
+	tls12, _ := cipherSuiteIDs()
+	suites := splitList(get("ssl.cipher.suites"))
+	for _, name := range suites {
+		cfg.CipherSuites = append(cfg.CipherSuites, tls12[name])
+	}
+	if err := suitesFitKey(suites, cert); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
 // keyStore loads the listener's private key and certificate chain.
-func (b *Broker) keyStore() (tls.Certificate, error) {
+func (b *Broker) keyStore(l string) (tls.Certificate, error) {
 	var keyPEM, chainPEM []byte
 	var where string
-	if loc := b.Get("ssl.keystore.location"); loc != "" {
+	if loc := b.ListenerValue(l, "ssl.keystore.location"); loc != "" {
 		data, err := os.ReadFile(loc)
 		if err != nil {
 			return tls.Certificate{}, invalidf("ssl.keystore.location: cannot read key store: %v", err)
 		}
 		keyPEM, chainPEM, where = data, data, fmt.Sprintf("ssl.keystore.location (%s)", loc)
 	} else {
-		keyPEM, chainPEM = []byte(b.Get("ssl.keystore.key")), []byte(b.Get("ssl.keystore.certificate.chain"))
+		keyPEM, chainPEM = []byte(b.ListenerValue(l, "ssl.keystore.key")), []byte(b.ListenerValue(l, "ssl.keystore.certificate.chain"))
 		where = "ssl.keystore.key / ssl.keystore.certificate.chain"
 	}
 	if !hasBlock(chainPEM, func(t string) bool { return t == "CERTIFICATE" }) {
@@ -267,10 +321,10 @@ func suitesFitKey(suites []string, cert tls.Certificate) error {
 
 // trustStore loads the CA certificates client certificates are checked
 // against.
-func (b *Broker) trustStore() (*x509.CertPool, error) {
-	data := []byte(b.Get("ssl.truststore.certificates"))
+func (b *Broker) trustStore(l string) (*x509.CertPool, error) {
+	data := []byte(b.ListenerValue(l, "ssl.truststore.certificates"))
 	where := "ssl.truststore.certificates"
-	if loc := b.Get("ssl.truststore.location"); loc != "" {
+	if loc := b.ListenerValue(l, "ssl.truststore.location"); loc != "" {
 		var err error
 		if data, err = os.ReadFile(loc); err != nil {
 			return nil, invalidf("ssl.truststore.location: cannot read trust store: %v", err)
@@ -320,4 +374,10 @@ func hasBlock(data []byte, match func(string) bool) bool {
 func encryptedKey(data []byte) bool {
 	return hasBlock(data, func(t string) bool { return t == "ENCRYPTED PRIVATE KEY" }) ||
 		bytes.Contains(data, []byte("Proc-Type: 4,ENCRYPTED"))
+}
+
+// kraftConfigured reports whether the KRaft settings were given (a node
+// of a cluster, which dials other brokers).
+func (b *Broker) kraftConfigured() bool {
+	return b.IsSet("process.roles") || b.IsSet("controller.quorum.voters") || b.IsSet("controller.listener.names")
 }
