@@ -22,7 +22,7 @@ func (s *Server) handleMetadata(ctx context.Context, c *conn, kreq kmsg.Request)
 		return reply{msg: resp}, nil
 	}
 	br := kmsg.NewMetadataResponseBroker()
-	br.NodeID, br.Host, br.Port = s.b.NodeID(), s.host, s.port
+	br.NodeID, br.Host, br.Port = s.b.NodeID(), c.listener().host, c.listener().port
 	resp.Brokers = append(resp.Brokers, br)
 	cid := s.b.ClusterID()
 	resp.ClusterID = &cid

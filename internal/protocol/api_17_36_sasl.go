@@ -32,7 +32,7 @@ func preAuthAllowed(key int16) bool { return key == 18 || key == 17 || key == 36
 // SaslAuthenticate succeeds only ApiVersions, SaslHandshake and
 // SaslAuthenticate are accepted; anything else closes the connection.
 func (c *conn) checkAuthenticated(req request) error {
-	if len(c.s.cfg.SASLMechanisms) == 0 || c.sasl.done || preAuthAllowed(req.key) {
+	if len(c.l.SASLMechanisms) == 0 || c.sasl.done || preAuthAllowed(req.key) {
 		return nil
 	}
 	return fmt.Errorf("unexpected request (api key %d) before SASL authentication: %w", req.key, kerr.IllegalSaslState)
@@ -40,10 +40,13 @@ func (c *conn) checkAuthenticated(req request) error {
 
 // credentials is what the SASL mechanisms check users against: the PLAIN
 // users of the listener's JAAS entry and the broker's SCRAM store.
-type credentials struct{ s *Server }
+type credentials struct {
+	s *Server
+	l *served
+}
 
 func (cr credentials) PlainPassword(user string) (string, bool) {
-	p, ok := cr.s.cfg.PlainUsers[user]
+	p, ok := cr.l.PlainUsers[user]
 	return p, ok
 }
 
@@ -71,19 +74,19 @@ func (s *Server) handleSaslHandshake(_ context.Context, c *conn, kreq kmsg.Reque
 // answered then the connection closes, as Kafka.
 func (s *Server) saslHandshake(c *conn, req *kmsg.SASLHandshakeRequest) (reply, error) {
 	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
-	resp.SupportedMechanisms = append([]string(nil), s.cfg.SASLMechanisms...)
+	resp.SupportedMechanisms = append([]string(nil), c.l.SASLMechanisms...)
 	switch {
 	case c.sasl.done:
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return reply{msg: resp}, nil
 	case c.sasl.mechanism != "":
 		return reply{}, fmt.Errorf("second SaslHandshake during SASL authentication: %w", kerr.IllegalSaslState)
-	case !slices.Contains(s.cfg.SASLMechanisms, req.Mechanism):
+	case !slices.Contains(c.l.SASLMechanisms, req.Mechanism):
 		s.logger.Info("closing connection: SASL mechanism not enabled", "remote", c.remote, "mechanism", req.Mechanism)
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		return reply{msg: resp, closeAfter: true}, nil
 	}
-	sess, err := sasl.NewSession(req.Mechanism, credentials{s})
+	sess, err := sasl.NewSession(req.Mechanism, credentials{s, c.l})
 	if err != nil {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		return reply{msg: resp, closeAfter: true}, nil
@@ -137,7 +140,7 @@ const maxRawToken = 524288
 // size first: a client sends the request after SaslAuthenticate only once
 // it has the answer, by when authed is set. False closes the connection.
 func (c *conn) preAuthSizeOK(br *bufio.Reader) bool {
-	if len(c.s.cfg.SASLMechanisms) == 0 || c.authed.Load() {
+	if len(c.l.SASLMechanisms) == 0 || c.authed.Load() {
 		return true
 	}
 	size, err := br.Peek(4)

@@ -12,7 +12,7 @@ import (
 // does not match Kafka's pattern is answered INVALID_REQUEST with no keys
 // (ApiVersionsRequest.isValid and getErrorResponse; KafkaApis answers it
 // and keeps the connection).
-func (s *Server) handleApiVersions(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+func (s *Server) handleApiVersions(_ context.Context, c *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.ApiVersionsRequest)
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	if req.Version >= 3 && (!validSoftwareName(req.ClientSoftwareName) || !validSoftwareName(req.ClientSoftwareVersion)) {
@@ -21,6 +21,9 @@ func (s *Server) handleApiVersions(_ context.Context, _ *conn, kreq kmsg.Request
 	}
 	for _, key := range s.apiKeys() {
 		h := s.handlers[key]
+		if c != nil && (key == 17 || key == 36) && len(c.l.SASLMechanisms) == 0 {
+			continue // SASL keys on SASL listeners only
+		}
 		k := kmsg.NewApiVersionsResponseApiKey()
 		k.ApiKey, k.MinVersion, k.MaxVersion = key, h.min, h.max
 		resp.ApiKeys = append(resp.ApiKeys, k)

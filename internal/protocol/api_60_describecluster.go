@@ -42,7 +42,7 @@ func (s *Server) handleDescribeCluster(_ context.Context, c *conn, kreq kmsg.Req
 	resp.ClusterID = s.b.ClusterID()
 	resp.ControllerID = s.b.NodeID()
 	br := kmsg.NewDescribeClusterResponseBroker()
-	br.NodeID, br.Host, br.Port = s.b.NodeID(), s.host, s.port
+	br.NodeID, br.Host, br.Port = s.b.NodeID(), c.listener().host, c.listener().port
 	resp.Brokers = append(resp.Brokers, br)
 	return reply{msg: resp}, nil
 }

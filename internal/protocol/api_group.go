@@ -22,5 +22,20 @@ func (s *Server) handleGroup(ctx context.Context, c *conn, req kmsg.Request) (re
 	if err != nil {
 		return reply{}, fmt.Errorf("group coordinator, api key %d: %w", req.Key(), err)
 	}
+	if fc, ok := resp.(*kmsg.FindCoordinatorResponse); ok && c != nil {
+		// A single node coordinates everything: its address on the
+		// listener the request came in on (Kafka answers the
+		// coordinator's endpoint for the request's listener).
+		l := c.listener()
+		me := s.b.NodeID()
+		if fc.NodeID == me {
+			fc.Host, fc.Port = l.host, l.port
+		}
+		for i := range fc.Coordinators {
+			if fc.Coordinators[i].NodeID == me {
+				fc.Coordinators[i].Host, fc.Coordinators[i].Port = l.host, l.port
+			}
+		}
+	}
 	return reply{msg: resp}, nil
 }

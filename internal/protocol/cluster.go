@@ -189,5 +189,8 @@ func (s *Server) leaderEndpoints(c *conn, ids map[int32]bool) []kmsg.ProduceResp
 
 // listenerName is the name of the listener c came in on.
 func (s *Server) listenerName(c *conn) string {
-	return s.cfg.ListenerName
+	if c == nil {
+		return s.defaultListener().Name
+	}
+	return c.l.Name
 }

@@ -28,6 +28,7 @@ const readAheadBytes = 16 << 20
 // the serve loop handles them one by one and writes answers in order.
 type conn struct {
 	s      *Server
+	l      *served // the listener the connection came in on
 	nc     net.Conn
 	remote string
 	// clientID is the client id of the request being handled (set by
@@ -134,7 +135,7 @@ func (c *conn) closeBudget() {
 	c.s.pool.wake()
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, nc net.Conn, l *served) *conn {
 	raw := nc
 	if tc, ok := nc.(*tls.Conn); ok {
 		raw = tc.NetConn()
@@ -142,7 +143,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	if tc, ok := raw.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), w: bufio.NewWriterSize(nc, 64<<10),
+	c := &conn{s: s, l: l, nc: nc, remote: nc.RemoteAddr().String(), w: bufio.NewWriterSize(nc, 64<<10),
 		rawNext: make(chan bool, 1), quit: make(chan struct{}), ip: remoteIP(nc.RemoteAddr())}
 	c.budget = sync.NewCond(&c.budgetMu)
 	c.setPrincipal(authz.Anonymous)
@@ -306,7 +307,7 @@ func (c *conn) readLoop(out chan<- request) {
 		}
 		c.touch()
 		c.s.metrics.bytesReceived.Add(float64(len(body) + 4))
-		req, err := decodeRequest(body, c.s.supported)
+		req, err := decodeRequest(body, c.supported)
 		if err != nil {
 			c.s.pool.release(pooled)
 			c.s.logger.Warn("closing connection: undecodable request", "remote", c.remote, "err", err)
@@ -357,6 +358,15 @@ func (c *conn) dispatch(req request) (reply, error) {
 		return reply{}, err
 	}
 	return c.callHandler(c.s.handlers[req.key], req)
+}
+
+// listener is the listener c came in on (the default listener for a nil
+// c: in-process callers).
+func (c *conn) listener() *served {
+	if c == nil {
+		return &served{}
+	}
+	return c.l
 }
 
 // clientHost is the client's address as Kafka shows it in DescribeGroups

@@ -35,7 +35,7 @@ func (s *Server) buildHandlers() map[int16]handler {
 		h[48] = handler{0, 1, s.handleDescribeClientQuotas}
 		h[49] = handler{0, 1, s.handleAlterClientQuotas}
 	}
-	if len(s.cfg.SASLMechanisms) > 0 { // SASL listeners only
+	if s.anySASL() { // served on SASL listeners only (conn.supported)
 		h[17] = handler{0, 1, s.handleSaslHandshake} // v0: unframed tokens follow (librdkafka needs v0 advertised)
 		h[36] = handler{0, 2, s.handleSaslAuthenticate}
 	}
@@ -59,4 +59,17 @@ func (s *Server) buildHandlers() map[int16]handler {
 		}
 	}
 	return s.guard(h) // Kafka's authorization of each API (guards.go)
+}
+
+// anySASL reports whether some listener of the configuration is SASL.
+func (s *Server) anySASL() bool {
+	if len(s.cfg.SASLMechanisms) > 0 {
+		return true
+	}
+	for _, l := range s.cfg.Listeners {
+		if len(l.SASLMechanisms) > 0 {
+			return true
+		}
+	}
+	return false
 }

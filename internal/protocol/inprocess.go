@@ -19,7 +19,7 @@ var ErrClosed = errors.New("protocol: server closed")
 // (user names the principal for logs; an authorizer would check it).
 // Shutdown ends the connection like any other. It returns at once.
 func (s *Server) ServeInProcess(nc net.Conn, user string) error {
-	c := newConn(s, nc)
+	c := newConn(s, nc, s.defaultListener())
 	c.remote = "in-process:" + user
 	c.sasl.done = true
 	c.sasl.user = user
@@ -34,7 +34,7 @@ func (s *Server) ServeInProcess(nc net.Conn, user string) error {
 // own state (GroupCoordinator, ReplicaManager) without authorizing
 // itself. Nothing outside the process can open such a connection.
 func (s *Server) ServeInProcessAsBroker(nc net.Conn) error {
-	c := newConn(s, nc)
+	c := newConn(s, nc, s.defaultListener())
 	c.remote = "in-process:broker"
 	c.sasl.done = true
 	c.itself = true

@@ -54,14 +54,14 @@ func (c *conn) setPrincipal(p authz.Principal) {
 // map no name (Kafka fails the authentication: the connection closes).
 // SASL_SSL connections take their principal from SASL instead.
 func (c *conn) tlsPrincipal(tc *tls.Conn) bool {
-	if len(c.s.cfg.SASLMechanisms) > 0 {
+	if len(c.l.SASLMechanisms) > 0 {
 		return true
 	}
 	certs := tc.ConnectionState().PeerCertificates
 	if len(certs) == 0 {
 		return true // no client certificate: ANONYMOUS
 	}
-	m := c.s.cfg.PrincipalMapper
+	m := c.l.PrincipalMapper
 	if m == nil {
 		m, _ = authz.ParseMappingRules(authz.DefaultMappingRules)
 	}

@@ -103,9 +103,15 @@ type Config struct {
 	// FindCoordinator and leadership come from its view, topic
 	// administration goes through it. nil: a single node.
 	Cluster Cluster
-	// ListenerName is the name of the listener served (the brokers'
+	// ListenerName is the name of the listener Serve serves (the brokers'
 	// endpoints of that name are the addresses clients are given).
+	// SASLMechanisms, PlainUsers, PrincipalMapper and Advertised* above
+	// describe the same listener.
 	ListenerName string
+	// Listeners lists every listener ServeListener will serve (only
+	// their SASL mechanisms matter at New: the SASL keys are served when
+	// one listener is SASL).
+	Listeners []Listener
 	// Connection limits, Kafka's SocketServer settings. MaxConnections is
 	// max.connections and MaxConnectionsPerIP max.connections.per.ip (0
 	// in both means the Kafka default, no limit, unless LimitConnections
@@ -120,6 +126,36 @@ type Config struct {
 	QueuedMaxRequestBytes        int64
 }
 
+// Listener is one named listener a Server serves (Kafka's listeners: each
+// has its own security settings, and clients connected to it are given the
+// brokers' addresses on it).
+type Listener struct {
+	// Name is the listener name (PLAINTEXT, INTERNAL, ...).
+	Name string
+	// SASLMechanisms are the mechanisms of a SASL listener (nil: not a
+	// SASL listener; SaslHandshake and SaslAuthenticate are not served
+	// on it).
+	SASLMechanisms []string
+	// PlainUsers are the PLAIN users (name -> password).
+	PlainUsers map[string]string
+	// PrincipalMapper maps TLS client certificates to principals
+	// (ssl.principal.mapping.rules of the listener; nil: DEFAULT).
+	PrincipalMapper *authz.Mapper
+	// AdvertisedHost/Port are this broker's address on the listener
+	// (unset: the bound address).
+	AdvertisedHost string
+	AdvertisedPort int32
+}
+
+// served is a listener being served: its settings and its advertised
+// address.
+type served struct {
+	Listener
+	ln   net.Listener
+	host string
+	port int32
+}
+
 // Server is the Kafka protocol listener of one broker.
 type Server struct {
 	cfg      Config
@@ -129,9 +165,9 @@ type Server struct {
 	metrics  *metrics
 	sessions *fetchSessions
 
-	ln       net.Listener
-	host     string
-	port     int32
+	// lns are the listeners served (the first is the default: Addr,
+	// in-process connections).
+	lns      []*served
 	ctx      context.Context // canceled when draining starts: long polls return
 	cancel   context.CancelFunc
 	hard     context.Context // canceled when Shutdown gives up: durability waits end
@@ -142,6 +178,9 @@ type Server struct {
 	closing  atomic.Bool
 	sendfile sendfileStats
 	frames   framePool // recyclable frame buffers of this server's connections
+	// sasl is set when some listener is SASL (the SASL keys are in the
+	// handler table; conn.supported filters them per listener).
+	sasl bool
 	quotas   *connQuotas
 	pool     *requestPool
 }
@@ -181,30 +220,58 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Serve starts accepting connections on ln (bound by the caller, so the
-// bound port is known before the server is built). It returns at once.
+// bound port is known before the server is built) as the listener the
+// Config's single-listener fields describe. It returns at once.
 func (s *Server) Serve(ln net.Listener) {
-	s.ln = ln
-	s.host, s.port = s.cfg.AdvertisedHost, s.cfg.AdvertisedPort
-	if s.host == "" || s.port == 0 {
+	s.ServeListener(ln, Listener{
+		Name: s.cfg.ListenerName, SASLMechanisms: s.cfg.SASLMechanisms, PlainUsers: s.cfg.PlainUsers,
+		PrincipalMapper: s.cfg.PrincipalMapper, AdvertisedHost: s.cfg.AdvertisedHost, AdvertisedPort: s.cfg.AdvertisedPort,
+	})
+}
+
+// ServeListener starts accepting connections on ln as listener l (Kafka's
+// SocketServer runs one acceptor per listener). Call it once per listener
+// before Shutdown; it returns at once.
+func (s *Server) ServeListener(ln net.Listener, l Listener) {
+	sv := &served{Listener: l, ln: ln, host: l.AdvertisedHost, port: l.AdvertisedPort}
+	if sv.host == "" || sv.port == 0 {
 		host, portStr, _ := net.SplitHostPort(ln.Addr().String())
 		port, _ := strconv.Atoi(portStr)
-		s.host, s.port = host, int32(port)
+		sv.host, sv.port = host, int32(port)
 	}
+	s.mu.Lock()
+	s.lns = append(s.lns, sv)
+	first := len(s.lns) == 1
+	s.mu.Unlock()
 	s.wg.Add(1)
-	go s.accept()
-	if s.cfg.IdleTimeout > 0 {
+	go s.accept(sv)
+	if first && s.cfg.IdleTimeout > 0 {
 		s.wg.Add(1)
 		go s.reapIdle(s.cfg.IdleTimeout)
 	}
-	s.logger.Info("kafka listener started", "addr", ln.Addr().String(), "advertised", net.JoinHostPort(s.host, strconv.Itoa(int(s.port))))
+	s.logger.Info("kafka listener started", "listener", l.Name, "addr", ln.Addr().String(), "advertised", net.JoinHostPort(sv.host, strconv.Itoa(int(sv.port))))
 }
 
-// Addr is the bound address (nil before Serve).
+// Addr is the bound address of the first listener (nil before Serve).
 func (s *Server) Addr() net.Addr {
-	if s.ln == nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.lns) == 0 {
 		return nil
 	}
-	return s.ln.Addr()
+	return s.lns[0].ln.Addr()
+}
+
+// defaultListener is the first listener served (in-process connections
+// are on it).
+func (s *Server) defaultListener() *served {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.lns) == 0 {
+		return &served{Listener: Listener{Name: s.cfg.ListenerName, SASLMechanisms: s.cfg.SASLMechanisms,
+			PlainUsers: s.cfg.PlainUsers, PrincipalMapper: s.cfg.PrincipalMapper}, host: s.cfg.AdvertisedHost, port: s.cfg.AdvertisedPort}
+	}
+	return s.lns[0]
 }
 
 // QueuedRequestBytes is how many bytes of requests read and not yet
@@ -229,7 +296,7 @@ func (s *Server) SendfileCalls() (calls, bytes int64) {
 	return s.sendfile.calls.Load(), s.sendfile.bytes.Load()
 }
 
-func (s *Server) accept() {
+func (s *Server) accept(sv *served) {
 	defer s.wg.Done()
 	var backoff time.Duration
 	for {
@@ -237,7 +304,7 @@ func (s *Server) accept() {
 		if !s.quotas.waitSlot() {
 			return
 		}
-		nc, err := s.ln.Accept()
+		nc, err := sv.ln.Accept()
 		if err != nil {
 			if s.closing.Load() {
 				return
@@ -264,7 +331,7 @@ func (s *Server) accept() {
 			s.quotas.dec(ip)
 			continue
 		}
-		c := newConn(s, nc)
+		c := newConn(s, nc, sv)
 		s.mu.Lock()
 		if s.closing.Load() {
 			s.mu.Unlock()
@@ -293,9 +360,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.closing.CompareAndSwap(false, true) {
 		return nil
 	}
-	if s.ln != nil {
-		s.ln.Close()
+	s.mu.Lock()
+	for _, sv := range s.lns {
+		sv.ln.Close()
 	}
+	s.mu.Unlock()
 	s.quotas.close()
 	s.pool.wake() // readers waiting for queued.max.request.bytes see closing
 	s.cancel()
@@ -352,6 +421,15 @@ type reply struct {
 func (s *Server) supported(key int16) (int16, int16, bool) {
 	h, ok := s.handlers[key]
 	return h.min, h.max, ok
+}
+
+// supported reports the version range of key served on the connection's
+// listener: SaslHandshake and SaslAuthenticate on SASL listeners only.
+func (c *conn) supported(key int16) (int16, int16, bool) {
+	if (key == 17 || key == 36) && len(c.l.SASLMechanisms) == 0 {
+		return 0, 0, false
+	}
+	return c.s.supported(key)
 }
 
 // apiKeys returns the served keys sorted, for ApiVersions.

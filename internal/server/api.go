@@ -5,12 +5,12 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,21 +47,16 @@ type Server struct {
 	proto   *protocol.Server
 	metrics *metrics.Server
 	console *console.Console
-	ln      net.Listener
+	// lns are the client listeners (the first is the default one: Addr,
+	// in-process connections).
+	lns []*clientListener
 	// ctlLn is the controller listener, bound by New and handed to the
 	// metadata store member at Start (nil on broker-only nodes).
 	ctlLn net.Listener
 	opts  Options
-	// listener is the client listener served (config.ClientListeners).
-	listener config.Listener
 	// cluster is the node's cluster membership (nil without KRaft
 	// settings; see cluster.go).
 	cluster *cluster
-	// tls is the SSL listener's configuration (nil for PLAINTEXT), built
-	// from the ssl.* settings when the server is created.
-	tls *tls.Config
-	// plainUsers are the SASL PLAIN users of the listener's JAAS entry.
-	plainUsers map[string]string
 	// sec is the authorizer and the client quotas (security.go).
 	sec *security
 	// metaCache is the cluster metadata cache once it runs (nil before,
@@ -73,6 +68,9 @@ type Server struct {
 	// ctlOnly: a controller-only node (controller_only.go): the metadata
 	// store member and the controller driver, no broker.
 	ctlOnly bool
+	// ib is how this broker connects to other brokers (the inter-broker
+	// listener's TLS and SASL client settings; interbroker.go).
+	ib config.InterBrokerClient
 
 	ready    atomic.Bool
 	stopping atomic.Bool
@@ -112,13 +110,13 @@ func NewWithOptions(cfg *config.Broker, logger *slog.Logger, opts Options) (*Ser
 		return nil, err
 	}
 	s.sec = sec
-	tlsCfg, err := cfg.ServerTLS()
-	if err != nil {
-		return nil, fmt.Errorf("kafka listener TLS: %w", err)
+	if s.lns, err = newClientListeners(cfg); err != nil {
+		return nil, err
 	}
-	s.tls = tlsCfg
-	if s.plainUsers, err = cfg.PlainUsers(); err != nil {
-		return nil, fmt.Errorf("kafka listener SASL: %w", err)
+	if clusterConfigured(cfg) {
+		if s.ib, err = cfg.InterBrokerClient(); err != nil {
+			return nil, fmt.Errorf("inter-broker listener: %w", err)
+		}
 	}
 	if err := s.bind(); err != nil {
 		return nil, err
@@ -224,12 +222,15 @@ func (s *Server) Start() (err error) {
 	if s.ctlOnly {
 		return s.startControllerOnly()
 	}
-	ln := s.ln
-	host, port, err := s.advertised(ln.Addr())
-	if err != nil {
-		ln.Close()
-		return err
+	closeAll := func() {
+		for _, l := range s.lns {
+			l.ln.Close()
+		}
 	}
+	for _, l := range s.lns {
+		l.host, l.port = s.advertised(l)
+	}
+	host, port := s.lns[0].host, s.lns[0].port
 	if clusterConfigured(s.cfg) {
 		// Registered before serving: /readyz stays false until the broker
 		// is registered with its metadata.
@@ -237,7 +238,7 @@ func (s *Server) Start() (err error) {
 		err := s.startCluster(ctx, host, port)
 		cancel()
 		if err != nil {
-			ln.Close()
+			closeAll()
 			return fmt.Errorf("cluster metadata: %w", err)
 		}
 		defer func() {
@@ -251,16 +252,16 @@ func (s *Server) Start() (err error) {
 	}
 	s.newCoordinatorDialer()
 	if err := s.startGroup(host, port); err != nil {
-		ln.Close()
+		closeAll()
 		return err
 	}
 	if err := s.startTxn(); err != nil {
-		ln.Close()
+		closeAll()
 		return err
 	}
 	overrides, err := connectionOverrides(s.cfg.Get("max.connections.per.ip.overrides"))
 	if err != nil {
-		ln.Close()
+		closeAll()
 		return err
 	}
 	s.startCoordinators()
@@ -285,31 +286,31 @@ func (s *Server) Start() (err error) {
 		Txn:                          s.txnHandler(),
 		Logger:                       s.logger,
 		Registerer:                   s.reg,
-		SASLMechanisms:               s.cfg.SASLMechanisms(),
-		PlainUsers:                   s.plainUsers,
 		Authorizer:                   s.sec.authorizer,
 		Quotas:                       s.sec.quotas,
 		Security:                     s.sec.protocolStore(),
-		PrincipalMapper:              s.sec.mapper,
 		Cluster:                      s.clusterAPI(),
-		ListenerName:                 s.listener.Name,
+		ListenerName:                 s.lns[0].cfg.Name,
+		Listeners:                    s.protocolListeners(),
 		TxnMarkers:                   s.txnMarkers(),
 	})
 	if err != nil {
-		ln.Close()
+		closeAll()
 		return err
 	}
 	s.proto = proto
 	if s.metrics != nil {
 		// Already serving (since New): the console joins the routes.
 		if err := s.mountConsole(host, port); err != nil {
-			ln.Close()
+			closeAll()
 			return err
 		}
 	}
 	s.cleaner.Start()
 	s.broker.StartLoops()
-	proto.Serve(ln)
+	for _, l := range s.lns {
+		proto.ServeListener(l.ln, l.protocolListener())
+	}
 	s.ready.Store(true)
 	return nil
 }
@@ -331,13 +332,23 @@ func (s *Server) groupHandler() protocol.GroupHandler {
 	return s.group
 }
 
-// advertised resolves the address given to clients: the client
-// listener's entry in advertised.listeners, else its bound address.
-func (s *Server) advertised(bound net.Addr) (string, int32, error) {
-	host, portStr, _ := net.SplitHostPort(bound.String())
+// protocolListeners are the client listeners as the protocol serves them.
+func (s *Server) protocolListeners() []protocol.Listener {
+	out := make([]protocol.Listener, len(s.lns))
+	for i, l := range s.lns {
+		out[i] = l.protocolListener()
+	}
+	return out
+}
+
+// advertised resolves the address given to clients on listener l: its
+// entry in advertised.listeners, else its bound address (Kafka's
+// advertised.listeners default per listener).
+func (s *Server) advertised(l *clientListener) (string, int32) {
+	host, portStr, _ := net.SplitHostPort(l.ln.Addr().String())
 	port, _ := strconv.Atoi(portStr)
 	for _, a := range s.cfg.AdvertisedListeners() {
-		if a.Name != s.listener.Name || a.Addr() == s.listener.Addr() {
+		if a.Name != l.cfg.Name || a.Addr() == l.cfg.Addr() {
 			continue // not advertised separately
 		}
 		host = a.Host
@@ -348,15 +359,25 @@ func (s *Server) advertised(bound net.Addr) (string, int32, error) {
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
-	return host, int32(port), nil
+	return host, int32(port)
 }
 
-// Addr is the bound Kafka listener address.
+// Addr is the bound address of the first client listener.
 func (s *Server) Addr() net.Addr {
-	if s.ln == nil {
+	if len(s.lns) == 0 || s.lns[0].ln == nil {
 		return nil
 	}
-	return s.ln.Addr()
+	return s.lns[0].ln.Addr()
+}
+
+// ListenerAddr is the bound address of the client listener of that name
+// (nil if there is none).
+func (s *Server) ListenerAddr(name string) net.Addr {
+	l := s.listenerNamed(strings.ToUpper(name))
+	if l == nil || l.ln == nil {
+		return nil
+	}
+	return l.ln.Addr()
 }
 
 // MetricsAddr is the bound metrics/admin HTTP address (nil if disabled).
@@ -390,8 +411,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.handOffLeadership(ctx)
 		if s.proto != nil {
 			errs = append(errs, s.proto.Shutdown(ctx))
-		} else if s.ln != nil {
-			s.ln.Close()
+		} else {
+			for _, l := range s.lns {
+				if l.ln != nil {
+					l.ln.Close()
+				}
+			}
 		}
 		if s.metrics != nil {
 			errs = append(errs, s.metrics.Close())

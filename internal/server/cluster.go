@@ -295,7 +295,7 @@ func (s *Server) register(ctx context.Context, c *cluster, sess *meta.Session, h
 	abs, _ := filepath.Abs(s.cfg.List("log.dirs")[0])
 	b := meta.Broker{ID: int32(s.cfg.Int("node.id")), Incarnation: strconv.FormatInt(time.Now().UnixNano(), 36),
 		DirectoryID: machine + ":" + abs, Rack: s.cfg.Get("broker.rack"), Controller: s.cfg.HasRole(config.RoleController),
-		Listeners: []meta.Endpoint{{Name: s.listener.Name, Host: host, Port: port, Protocol: s.listener.Protocol}}}
+		Listeners: s.endpoints()}
 	deadline := time.Now().Add(sess.TTL() + time.Second)
 	for {
 		epoch, err := c.store.Register(ctx, b, sess.Lease())

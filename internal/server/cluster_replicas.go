@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/meta"
 	"github.com/strata-io/strata/internal/replica"
 )
@@ -19,13 +18,12 @@ import (
 // compare-and-sets through meta.
 
 // replicationRefusal says why this node cannot replicate partitions ("" when
-// it can): followers fetch over the inter-broker listener, which must be
-// PLAINTEXT in this release (the fetchers carry no TLS or SASL client
-// credentials yet).
+// it can): followers fetch over the inter-broker listener, so a SASL
+// inter-broker listener needs the broker's own credentials
+// (sasl.mechanism.inter.broker.protocol and its JAAS entry).
 func (s *Server) replicationRefusal() string {
-	if s.listener.Protocol != config.ProtocolPlaintext {
-		return fmt.Sprintf("Replication factor above 1 needs a PLAINTEXT inter-broker listener in this release; this broker's listener %s uses %s.",
-			s.listener.Name, s.listener.Protocol)
+	if s.ib.Unavailable != "" {
+		return "Replication factor above 1 needs inter-broker credentials: " + s.ib.Unavailable + "."
 	}
 	return ""
 }
@@ -39,7 +37,7 @@ func (s *Server) startReplication(c *cluster) error {
 		return nil
 	}
 	ms := func(name string) time.Duration { return time.Duration(s.cfg.Int64(name)) * time.Millisecond }
-	listener := s.listener.Name
+	listener := s.ib.Listener.Name
 	c.dialer = &replica.KgoDialer{Resolve: func(id int32) (string, bool) {
 		b := c.cache.View().Brokers[id]
 		if b == nil {
@@ -50,7 +48,7 @@ func (s *Server) startReplication(c *cluster) error {
 			return "", false
 		}
 		return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))), true
-	}}
+	}, Opts: s.interBrokerOpts()}
 	c.repl = replica.NewManager(replica.ManagerConfig{
 		Local:       s.broker.NodeID(),
 		BrokerEpoch: c.epoch,

@@ -67,9 +67,9 @@ func (s *Server) mountConsole(host string, port int32) error {
 // KIP-590), so with an authorizer a page reaches only this broker and says
 // which broker holds the rest.
 func (s *Server) consolePeer(ctx context.Context, addr string, as console.Actor) (net.Conn, error) {
-	if s.listener.Protocol != config.ProtocolPlaintext {
+	if l := s.lns[0].cfg; l.Protocol != config.ProtocolPlaintext {
 		return nil, fmt.Errorf("broker %s is reached over a PLAINTEXT listener only in this release (this listener, %s, uses %s): open that broker's console",
-			addr, s.listener.Name, s.listener.Protocol)
+			addr, l.Name, l.Protocol)
 	}
 	if !as.Broker && s.sec.authorizer != nil {
 		return nil, fmt.Errorf("broker %s: with an authorizer the console acts as %s on this broker only (another broker would not see %s): open that broker's console",

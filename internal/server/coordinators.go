@@ -80,7 +80,7 @@ func (s *Server) newCoordinatorDialer() {
 	}
 	s.coord = &coordinatorRun{dialer: &replica.KgoDialer{
 		Resolve: s.peerAddr,
-		Opts:    []kgo.Opt{kgo.ClientID(fmt.Sprintf("strata-coordinator-%d", s.broker.NodeID()))},
+		Opts:    append([]kgo.Opt{kgo.ClientID(fmt.Sprintf("strata-coordinator-%d", s.broker.NodeID()))}, s.interBrokerOpts()...),
 	}}
 }
 
@@ -102,14 +102,13 @@ func (s *Server) closeCoordinatorDialer() {
 	}
 }
 
-// peerAddr is broker id's address on this node's listener (the listener
-// brokers reach each other on in this release).
+// peerAddr is broker id's address on the inter-broker listener.
 func (s *Server) peerAddr(id int32) (string, bool) {
 	b := s.cluster.cache.View().Brokers[id]
 	if b == nil {
 		return "", false
 	}
-	e, ok := b.Listener(s.listener.Name)
+	e, ok := b.Listener(s.ib.Listener.Name)
 	if !ok {
 		return "", false
 	}

@@ -9,8 +9,11 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/strata-io/strata/internal/authz"
 	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/meta"
 	"github.com/strata-io/strata/internal/metrics"
+	"github.com/strata-io/strata/internal/protocol"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,21 +23,19 @@ import (
 // setting to change, instead of after recovery. Connections wait in the
 // backlog until Start serves them.
 func (s *Server) bind() error {
-	cls := s.cfg.ClientListeners()
-	if len(cls) != 1 {
-		return fmt.Errorf("listeners (%s): exactly one client listener is served", s.cfg.Get("listeners"))
-	}
-	s.listener = cls[0]
-	addr := cls[0].Addr()
 	lc := net.ListenConfig{Control: socketBuffers(s.cfg.Int("socket.send.buffer.bytes"), s.cfg.Int("socket.receive.buffer.bytes"))}
-	ln, err := lc.Listen(context.Background(), "tcp", addr)
-	if err != nil {
-		return listenError("Kafka listener", addr, "listeners", err)
+	for _, l := range s.lns {
+		addr := l.cfg.Addr()
+		ln, err := lc.Listen(context.Background(), "tcp", addr)
+		if err != nil {
+			s.closeListeners()
+			return listenError("Kafka listener "+l.cfg.Name, addr, "listeners", err)
+		}
+		if l.tls != nil {
+			ln = tls.NewListener(ln, l.tls)
+		}
+		l.ln = ln
 	}
-	if s.tls != nil {
-		ln = tls.NewListener(ln, s.tls)
-	}
-	s.ln = ln
 	if cl, ok := s.cfg.ControllerListener(); ok && clusterConfigured(s.cfg) && s.cfg.HasRole(config.RoleController) {
 		// The metadata store member's listener (docs/cluster.md "One
 		// port per controller"), handed to it at Start.
@@ -56,11 +57,79 @@ func (s *Server) bind() error {
 	return nil
 }
 
+// clientListener is one client listener of this node (Kafka's listeners
+// minus the controller listeners): its settings, its socket (bound by
+// bind) and the address it is advertised at (set by Start).
+type clientListener struct {
+	cfg        config.Listener
+	tls        *tls.Config
+	mechanisms []string
+	plainUsers map[string]string
+	mapper     *authz.Mapper
+	ln         net.Listener
+	host       string
+	port       int32
+}
+
+// newClientListeners reads every client listener's security settings
+// (listener.name.<name>.* over the unprefixed ones): TLS key and trust
+// stores, SASL mechanisms and PLAIN users, principal mapping rules.
+func newClientListeners(cfg *config.Broker) ([]*clientListener, error) {
+	var out []*clientListener
+	for _, l := range cfg.ClientListeners() {
+		tlsCfg, err := cfg.ServerTLSFor(l)
+		if err != nil {
+			return nil, fmt.Errorf("kafka listener %s TLS: %w", l.Name, err)
+		}
+		users, err := cfg.PlainUsersFor(l)
+		if err != nil {
+			return nil, fmt.Errorf("kafka listener %s SASL: %w", l.Name, err)
+		}
+		mapper, err := authz.ParseMappingRules(cfg.ListenerValue(l.Name, "ssl.principal.mapping.rules"))
+		if err != nil {
+			return nil, fmt.Errorf("kafka listener %s: ssl.principal.mapping.rules: %w", l.Name, err)
+		}
+		out = append(out, &clientListener{cfg: l, tls: tlsCfg, mechanisms: cfg.SASLMechanismsFor(l), plainUsers: users, mapper: mapper})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("listeners (%s): no client listener", cfg.Get("listeners"))
+	}
+	return out, nil
+}
+
+// protocolListener is l as the protocol server serves it.
+func (l *clientListener) protocolListener() protocol.Listener {
+	return protocol.Listener{Name: l.cfg.Name, SASLMechanisms: l.mechanisms, PlainUsers: l.plainUsers,
+		PrincipalMapper: l.mapper, AdvertisedHost: l.host, AdvertisedPort: l.port}
+}
+
+// endpoints are this broker's advertised endpoints, one per client
+// listener, as registered in the cluster metadata.
+func (s *Server) endpoints() []meta.Endpoint {
+	out := make([]meta.Endpoint, len(s.lns))
+	for i, l := range s.lns {
+		out[i] = meta.Endpoint{Name: l.cfg.Name, Host: l.host, Port: l.port, Protocol: l.cfg.Protocol}
+	}
+	return out
+}
+
+// listenerNamed is the client listener of that name (nil if none).
+func (s *Server) listenerNamed(name string) *clientListener {
+	for _, l := range s.lns {
+		if l.cfg.Name == name {
+			return l
+		}
+	}
+	return nil
+}
+
 // closeListeners releases what bind claimed (New failed after it).
 func (s *Server) closeListeners() {
-	if s.ln != nil {
-		s.ln.Close()
-		s.ln = nil
+	for _, l := range s.lns {
+		if l.ln != nil {
+			l.ln.Close()
+			l.ln = nil
+		}
 	}
 	if s.ctlLn != nil {
 		s.ctlLn.Close()

@@ -57,9 +57,13 @@ func TestPortInUseBeforeDataDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{cfg: cfg, reg: metrics.NewRegistry()}
-	if err := s.bind(); err == nil || s.ln != nil {
-		t.Errorf("bind: %v, listener kept: %v", err, s.ln)
+	lns, err := newClientListeners(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{cfg: cfg, reg: metrics.NewRegistry(), lns: lns}
+	if err := s.bind(); err == nil || s.lns[0].ln != nil {
+		t.Errorf("bind: %v, listener kept: %v", err, s.lns[0].ln)
 	}
 }
 
@@ -69,7 +73,7 @@ func TestPortInUseBeforeDataDir(t *testing.T) {
 // the OS default.
 func TestSocketBuffers(t *testing.T) {
 	srv := newBound(t, map[string]string{"socket.send.buffer.bytes": "65536", "socket.receive.buffer.bytes": "32768"})
-	snd, rcv := sockBufs(t, srv.ln.(*net.TCPListener))
+	snd, rcv := sockBufs(t, srv.lns[0].ln.(*net.TCPListener))
 	if snd != 2*65536 || rcv != 2*32768 {
 		t.Errorf("listener: SO_SNDBUF %d SO_RCVBUF %d, want %d %d", snd, rcv, 2*65536, 2*32768)
 	}
@@ -101,7 +105,7 @@ func TestSocketBuffers(t *testing.T) {
 	defer plain.Close()
 	wantSnd, wantRcv := sockBufs(t, plain.(*net.TCPListener))
 	srv = newBound(t, map[string]string{"socket.send.buffer.bytes": "-1", "socket.receive.buffer.bytes": "-1"})
-	if snd, rcv := sockBufs(t, srv.ln.(*net.TCPListener)); snd != wantSnd || rcv != wantRcv {
+	if snd, rcv := sockBufs(t, srv.lns[0].ln.(*net.TCPListener)); snd != wantSnd || rcv != wantRcv {
 		t.Errorf("-1: SO_SNDBUF %d SO_RCVBUF %d, want the defaults %d %d", snd, rcv, wantSnd, wantRcv)
 	}
 }

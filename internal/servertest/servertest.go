@@ -140,8 +140,13 @@ func StartN(t testing.TB, n int, opts Options) *Cluster {
 			o.Settings = map[string]string{}
 		}
 		for k, v := range kraft[i] {
-			if _, set := o.Settings[k]; !set {
+			if cur, set := o.Settings[k]; !set {
 				o.Settings[k] = v
+			} else if k == "listeners" && i < opts.Controllers {
+				// The test's client listeners, plus the controller
+				// listener of this combined node.
+				_, ctl, _ := strings.Cut(v, ",")
+				o.Settings[k] = cur + "," + ctl
 			}
 		}
 		delete(o.Settings, "log.dirs")
@@ -432,6 +437,18 @@ func (b *Broker) RestartSamePort() {
 
 // Server is the running server (nil while stopped).
 func (b *Broker) Server() *server.Server { return b.srv }
+
+// ListenerAddr is the address of the running broker's client listener of
+// that name ("" if it has none).
+func (b *Broker) ListenerAddr(name string) string {
+	if b.srv == nil {
+		return ""
+	}
+	if a := b.srv.ListenerAddr(name); a != nil {
+		return a.String()
+	}
+	return ""
+}
 
 // Addr is the Kafka listener address of the running broker.
 func (b *Broker) Addr() string { return b.addr }
