@@ -101,7 +101,7 @@ var settingGroups = []struct {
 	match []string
 }{
 	{"Node and listeners", []string{"node.id", "broker.id", "listeners", "advertised.listeners", "listener.security.protocol.map",
-		"inter.broker.listener.name", "socket.", "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+		"inter.broker.listener.name", "security.inter.broker.protocol", "socket.", "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
 		"connections.max.idle.ms", "queued.max.request.bytes"}},
 	{"Authorization and quotas", []string{"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
 		"ssl.principal.mapping.rules", "quota.", "controller.quota."}},
@@ -147,6 +147,8 @@ func helpDefault(s config.Setting) string {
 	switch {
 	case s.Name == "sasl.enabled.mechanisms":
 		return "none; Kafka's GSSAPI is not supported"
+	case s.Name == "sasl.mechanism.inter.broker.protocol":
+		return "none: no inter-broker credentials; Kafka's GSSAPI is not supported"
 	case s.Default == "":
 		return ""
 	case s.Default == "9223372036854775807" || s.Default == "1.7976931348623157E308":

@@ -29,7 +29,11 @@ func (s *Server) bind() error {
 		ln, err := lc.Listen(context.Background(), "tcp", addr)
 		if err != nil {
 			s.closeListeners()
-			return listenError("Kafka listener "+l.cfg.Name, addr, "listeners", err)
+			what := "Kafka listener"
+			if len(s.lns) > 1 {
+				what += " " + l.cfg.Name
+			}
+			return listenError(what, addr, "listeners", err)
 		}
 		if l.tls != nil {
 			ln = tls.NewListener(ln, l.tls)
