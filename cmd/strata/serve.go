@@ -162,3 +162,33 @@ func shutdown(srv *server.Server, timeout time.Duration, logger *slog.Logger) er
 	}
 	return err
 }
+
+// listenerFlags lets `strata serve` take Kafka's per-listener settings as
+// flags for any listener name (--listener.name.internal.ssl.keystore.location
+// PATH): a --listener.name.* flag that is not one of serve's own flags is
+// passed on as --override name=value, which validates it like the
+// config file does.
+func listenerFlags(args []string) []string {
+	if len(args) == 0 || args[0] != "serve" {
+		return args
+	}
+	known := map[string]bool{}
+	for _, s := range config.BrokerSettings() {
+		known[s.Name] = true
+	}
+	out := []string{args[0]}
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !strings.HasPrefix(a, "--listener.name.") || known[name] {
+			out = append(out, a)
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			i++
+			value = args[i]
+		}
+		out = append(out, "--override", name+"="+value)
+	}
+	return out
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -279,5 +280,20 @@ func TestServePortInUse(t *testing.T) {
 		"serve", "--log.dirs", dir, "--listeners", "PLAINTEXT://127.0.0.1:0", "--strata.metrics.listener", addr)
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the data directory was created: %v", err)
+	}
+}
+
+// TestListenerFlags: per-listener settings of any listener name are taken
+// as flags (passed on as --override), serve's own flags are left alone.
+func TestListenerFlags(t *testing.T) {
+	got := listenerFlags([]string{"serve", "--listener.name.internal.ssl.client.auth", "required",
+		"--listener.name.sasl_plaintext.plain.sasl.jaas.config=X", "--listener.name.external.sasl.enabled.mechanisms=PLAIN", "--node.id", "2"})
+	want := []string{"serve", "--override", "listener.name.internal.ssl.client.auth=required",
+		"--listener.name.sasl_plaintext.plain.sasl.jaas.config=X", "--override", "listener.name.external.sasl.enabled.mechanisms=PLAIN", "--node.id", "2"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	if got := listenerFlags([]string{"topic", "--listener.name.x.y", "z"}); len(got) != 3 {
+		t.Errorf("other commands changed: %q", got)
 	}
 }

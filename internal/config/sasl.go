@@ -110,6 +110,10 @@ func (b *Broker) validateListenerSASL(l Listener) error {
 		}
 		return nil
 	}
+	at := ""
+	if len(b.ClientListeners()) > 1 {
+		at = " (listener " + l.Name + ")"
+	}
 	mechsValue := b.ListenerValue(l.Name, "sasl.enabled.mechanisms")
 	mechs := splitList(mechsValue)
 	if len(mechs) == 0 {
@@ -122,8 +126,8 @@ func (b *Broker) validateListenerSASL(l Listener) error {
 			if !b.listenerIsSet(l.Name, "sasl.enabled.mechanisms") {
 				what = "GSSAPI (Kafka's default)"
 			}
-			return invalidf("invalid value %q for configuration sasl.enabled.mechanisms (listener %s): %s is not supported (Strata has no Kerberos): set sasl.enabled.mechanisms to a subset of %s",
-				mechsValue, l.Name, what, strings.Join(saslMechanisms, ", "))
+			return invalidf("invalid value %q for configuration sasl.enabled.mechanisms%s: %s is not supported (Strata has no Kerberos): set sasl.enabled.mechanisms to a subset of %s",
+				mechsValue, at, what, strings.Join(saslMechanisms, ", "))
 		}
 		plain = plain || m == "PLAIN"
 	}

@@ -72,7 +72,7 @@ func TestSASLSettingsRejected(t *testing.T) {
 		extra map[string]string
 		want  string
 	}{
-		{"default mechanisms", map[string]string{"sasl.enabled.mechanisms": "-", jaasName: "-"}, `invalid value "GSSAPI" for configuration sasl.enabled.mechanisms (listener SASL_PLAINTEXT): GSSAPI (Kafka's default) is not supported (Strata has no Kerberos): set sasl.enabled.mechanisms to a subset of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512`},
+		{"default mechanisms", map[string]string{"sasl.enabled.mechanisms": "-", jaasName: "-"}, `invalid value "GSSAPI" for configuration sasl.enabled.mechanisms: GSSAPI (Kafka's default) is not supported (Strata has no Kerberos): set sasl.enabled.mechanisms to a subset of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512`},
 		{"gssapi", map[string]string{"sasl.enabled.mechanisms": "PLAIN,GSSAPI"}, "GSSAPI is not supported (Strata has no Kerberos)"},
 		{"oauthbearer", map[string]string{"sasl.enabled.mechanisms": "OAUTHBEARER"}, `invalid value "OAUTHBEARER" for configuration sasl.enabled.mechanisms: OAUTHBEARER is not supported (allowed: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)`},
 		{"unknown mechanism", map[string]string{"sasl.enabled.mechanisms": "SCRAM-SHA-1"}, `unknown or unsupported SASL mechanism "SCRAM-SHA-1"`},

@@ -174,6 +174,8 @@ func (b *Broker) validateListenerTLS(l Listener) error {
 	switch {
 	case loc != "" && (key != "" || chain != ""):
 		return invalidf("invalid configuration%s: set either ssl.keystore.location or ssl.keystore.key with ssl.keystore.certificate.chain, not both", at)
+	case loc == "" && key == "" && chain == "" && at == "":
+		return invalidf("invalid configuration: listeners (%s) uses TLS but no key store is set: set ssl.keystore.location (a PEM file with the private key and certificate chain) or ssl.keystore.key and ssl.keystore.certificate.chain", b.Get("listeners"))
 	case loc == "" && key == "" && chain == "":
 		return invalidf("invalid configuration: listener %s (%s) uses TLS but no key store is set: set ssl.keystore.location (a PEM file with the private key and certificate chain) or ssl.keystore.key and ssl.keystore.certificate.chain (or their %s forms)",
 			l.Name, l.Protocol, listenerKey(l.Name, "ssl.*"))

@@ -114,7 +114,7 @@ func TestTLSSettingsRejected(t *testing.T) {
 		{"ciphers unused", map[string]string{"ssl.enabled.protocols": "TLSv1.3", "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}, "ssl.cipher.suites applies to TLS 1.2 only"},
 		{"suites unusable with the key", map[string]string{"ssl.cipher.suites": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"}, "no suite can be used with the key store's ECDSA key"},
 		{"client auth value", map[string]string{"ssl.client.auth": "yes"}, `invalid value "yes" for configuration ssl.client.auth: must be one of none, requested, required`},
-		{"no keystore", map[string]string{"ssl.keystore.location": "-"}, "listener SSL (SSL) uses TLS but no key store is set"},
+		{"no keystore", map[string]string{"ssl.keystore.location": "-"}, "listeners (SSL://127.0.0.1:0) uses TLS but no key store is set"},
 		{"two keystores", map[string]string{"ssl.keystore.key": p.ServerKeyPEM}, "set either ssl.keystore.location or ssl.keystore.key"},
 		{"half inline", map[string]string{"ssl.keystore.location": "-", "ssl.keystore.key": p.ServerKeyPEM}, "must be set together"},
 		{"auth without truststore", map[string]string{"ssl.client.auth": "required"}, "ssl.client.auth=required needs a trust store"},
