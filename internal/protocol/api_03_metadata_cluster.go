@@ -47,7 +47,7 @@ func (s *Server) clusterMetadata(ctx context.Context, c *conn, req *kmsg.Metadat
 	if all {
 		for _, name := range v.TopicNames() {
 			if t := v.Topics[name]; !t.Deleting {
-				resp.Topics = append(resp.Topics, viewTopicMetadata(v, t, ln))
+				resp.Topics = append(resp.Topics, viewTopicMetadata(v, t, ln, req.Version >= 6))
 			}
 		}
 		return
@@ -77,7 +77,7 @@ func (s *Server) clusterMetadata(ctx context.Context, c *conn, req *kmsg.Metadat
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, viewTopicMetadata(v, t, ln))
+		resp.Topics = append(resp.Topics, viewTopicMetadata(v, t, ln, req.Version >= 6))
 	}
 }
 
@@ -115,8 +115,12 @@ func metadataController(v *meta.View, listener string, self int32) int32 {
 	return self
 }
 
-// viewTopicMetadata describes one topic from the view.
-func viewTopicMetadata(v *meta.View, t *meta.Topic, listener string) kmsg.MetadataResponseTopic {
+// viewTopicMetadata describes one topic from the view, the leaders at their
+// endpoints on listener. A live leader without that listener is
+// LISTENER_NOT_FOUND when errorUnavailableListeners (Metadata v6+), else
+// LEADER_NOT_AVAILABLE (Kafka's KafkaApis.handleTopicMetadataRequest and
+// KRaftMetadataCache.getPartitionMetadata).
+func viewTopicMetadata(v *meta.View, t *meta.Topic, listener string, errorUnavailableListeners bool) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -142,9 +146,12 @@ func viewTopicMetadata(v *meta.View, t *meta.Topic, listener string) kmsg.Metada
 		case st.Leader == meta.NoLeader || !v.Live(st.Leader):
 			mp.Leader = -1
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
-		case !ok:
+		case !ok && errorUnavailableListeners:
 			mp.Leader = -1
 			mp.ErrorCode = kerr.ListenerNotFound.Code
+		case !ok:
+			mp.Leader = -1
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}

@@ -15,9 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/servertest"
 )
 
@@ -168,7 +170,16 @@ func TestListenersCluster(t *testing.T) {
 		"super.users":                                     "User:broker;User:alice",
 		"offsets.topic.replication.factor":                "1",
 		"transaction.state.log.replication.factor":        "1",
-	}, Logger: servertest.TestLogger(t, slog.LevelWarn)})
+	}, Logger: servertest.TestLogger(t, slog.LevelWarn), Configure: func(i int, cfg *config.Broker) error {
+		if i != 2 {
+			return nil
+		}
+		// Node 3 alone has a third listener, EXTRA.
+		if err := cfg.Set("listener.security.protocol.map", cfg.Get("listener.security.protocol.map")+",EXTRA:PLAINTEXT"); err != nil {
+			return err
+		}
+		return cfg.Set("listeners", cfg.Get("listeners")+",EXTRA://127.0.0.1:0")
+	}})
 	alice := kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism())
 	var internal, external []string
 	for _, b := range c.Brokers {
@@ -236,6 +247,31 @@ func TestListenersCluster(t *testing.T) {
 			}
 			return nil
 		})
+	}
+	// On node 3's EXTRA listener only node 3 is listed; a partition led by
+	// a broker without EXTRA is LISTENER_NOT_FOUND (v6+), else
+	// LEADER_NOT_AVAILABLE (Kafka's errorUnavailableListeners).
+	extra := c.Brokers[2].ListenerAddr("EXTRA")
+	for _, version := range []int16{12, 5} {
+		maxV := kversion.Stable()
+		maxV.SetMaxKeyVersion(3, version) // franz-go sends the highest version both sides have
+		md := requestOn(t, extra, &kmsg.MetadataRequest{Version: version, Topics: []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("both")}}}, kgo.MaxVersions(maxV)).(*kmsg.MetadataResponse)
+		if len(md.Brokers) != 1 || md.Brokers[0].NodeID != c.Brokers[2].NodeID || md.Brokers[0].Port != listenerPort(t, extra) {
+			t.Fatalf("Metadata v%d on EXTRA lists %+v, want node 3 alone", version, md.Brokers)
+		}
+		want := kerr.ListenerNotFound.Code
+		if version < 6 {
+			want = kerr.LeaderNotAvailable.Code
+		}
+		for _, mp := range md.Topics[0].Partitions {
+			leader, _ := partitionState(t, c.Brokers[0].ListenerAddr("EXTERNAL"), "both", mp.Partition)
+			switch {
+			case leader == c.Brokers[2].NodeID && (mp.ErrorCode != 0 || mp.Leader != leader):
+				t.Errorf("v%d partition %d led by node 3: code %d leader %d", version, mp.Partition, mp.ErrorCode, mp.Leader)
+			case leader != c.Brokers[2].NodeID && (mp.ErrorCode != want || mp.Leader != -1):
+				t.Errorf("v%d partition %d led by node %d: code %d leader %d, want code %d leader -1", version, mp.Partition, leader, mp.ErrorCode, mp.Leader, want)
+			}
+		}
 	}
 	cons := newClient(t, internal, alice, kgo.ConsumeTopics("both"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
 	if got := readReplicated(t, cons, 31); len(got) == 0 {
