@@ -22,9 +22,11 @@ import (
 // returns; DescribeUserScramCredentials through any broker lists them.
 func TestClusterScramCredentials(t *testing.T) {
 	c := startCluster(t, 3, map[string]string{
-		"listener.security.protocol.map":                      "PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-		"sasl.enabled.mechanisms":                             "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-		"listener.name.sasl_plaintext.plain.sasl.jaas.config": saslJAAS,
+		// The listener named PLAINTEXT is SASL: its JAAS entry is keyed by
+		// the listener name (Kafka's listener.name.<name>. prefix).
+		"listener.security.protocol.map":                 "PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"sasl.enabled.mechanisms":                        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+		"listener.name.plaintext.plain.sasl.jaas.config": saslJAAS,
 	})
 	ctx := ctxT(t)
 	alice := plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()
