@@ -113,7 +113,7 @@ var settingGroups = []struct {
 	{"Retention", []string{"log.retention.", "log.cleanup.policy", "log.segment.delete.delay.ms"}},
 	{"Compaction", []string{"log.cleaner."}},
 	{"Topics", []string{"auto.create.topics.enable", "num.partitions", "default.replication.factor", "delete.topic.enable", "min.insync.replicas", "unclean.leader.election.enable"}},
-	{"Replication", []string{"num.replica.fetchers", "replica."}},
+	{"Replication", []string{"num.replica.fetchers", "replica.", "auto.leader.rebalance.enable", "leader.imbalance."}},
 	{"Consumer groups", []string{"group.", "offsets."}},
 	{"Transactions and producers", []string{"transaction", "producer."}},
 	{"Operations", []string{"strata."}},

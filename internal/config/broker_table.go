@@ -17,7 +17,7 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 	def("broker.id", TypeInt, "1", atLeast(0),
 		"Alias of node.id (setting either sets both)."),
 	def("listeners", TypeString, "PLAINTEXT://127.0.0.1:9092", custom("NAME://host:port,... (port 0 = random); NAME a security protocol or a name in listener.security.protocol.map", func(v string) string { return listenersSyntax(v, true, false) }),
-		"Listeners the node binds, NAME://host:port, any number of client listeners each with its security protocol: PLAINTEXT, SSL (TLS, the ssl.* settings), SASL_PLAINTEXT (SASL, sasl.enabled.mechanisms) or SASL_SSL (both), as mapped by listener.security.protocol.map; listener.name.<name>.<setting> sets a setting for one listener. Controllers also list their controller listener (controller.listener.names). An empty host binds every interface."),
+		"Listeners the node binds: any number of client listeners, each PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL through listener.security.protocol.map (listener.name.<name>.<setting> sets one listener's settings); controllers add their controller listener. An empty host binds every interface."),
 	def("advertised.listeners", TypeString, "", custom("empty, or NAME://host:port,... naming listeners", func(v string) string { return listenersSyntax(v, false, true) }),
 		"Addresses given to clients in metadata responses, per listener name: a client is given every broker's address on the listener it connected to. A listener not named here is advertised at its bound address."),
 	def("socket.request.max.bytes", TypeInt, "104857600", atLeast(1),
