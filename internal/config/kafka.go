@@ -62,8 +62,8 @@ var unsupportedHints = map[string]string{
 	"controller.quorum.bootstrap.servers": "is not supported (KIP-853 dynamic quorums): list the controllers in controller.quorum.voters (id@host:port,...) instead",
 	"control.plane.listener.name":         "is not supported: Strata has no separate control-plane listener (controllers talk on controller.listener.names); remove it",
 	// Security.
-	"sasl.jaas.config":                     "is a client setting in Kafka and not read by brokers: put broker PLAIN users (and the broker's own inter-broker credentials) in listener.name.<listener>.<mechanism>.sasl.jaas.config, e.g. listener.name.sasl_plaintext.plain.sasl.jaas.config",
-	"client.quota.callback.class":          "is not supported: Strata applies Kafka's default quota rules (ClientQuotaCallback is a Java plug-in); remove it",
+	"sasl.jaas.config":            "is a client setting in Kafka and not read by brokers: put broker PLAIN users (and the broker's own inter-broker credentials) in listener.name.<listener>.<mechanism>.sasl.jaas.config, e.g. listener.name.sasl_plaintext.plain.sasl.jaas.config",
+	"client.quota.callback.class": "is not supported: Strata applies Kafka's default quota rules (ClientQuotaCallback is a Java plug-in); remove it",
 	// Features Strata does not have.
 	"log.message.format.version":       "is not supported: Strata writes record batch v2 only (Kafka 3.0 and later ignore this setting); remove it",
 	"remote.log.storage.system.enable": "is not supported: Strata has no tiered storage (KIP-405); remove it",

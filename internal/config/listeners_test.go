@@ -26,8 +26,8 @@ func kraftWith(extra map[string]string) (*Broker, error) {
 // unprefixed ones, and the inter-broker listener by Kafka's rules.
 func TestSeveralListeners(t *testing.T) {
 	b, err := kraftWith(map[string]string{
-		"advertised.listeners":    "PLAINTEXT://localhost:9092,SASL_PLAINTEXT://localhost:9093",
-		"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+		"advertised.listeners":                                 "PLAINTEXT://localhost:9092,SASL_PLAINTEXT://localhost:9093",
+		"sasl.enabled.mechanisms":                              "PLAIN,SCRAM-SHA-256",
 		"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-512",
 	})
 	if err != nil {
@@ -57,11 +57,11 @@ func TestSeveralListeners(t *testing.T) {
 
 	// Custom names, the inter-broker listener SASL with PLAIN credentials.
 	b, err = kraftWith(map[string]string{
-		"listeners":                            "EXTERNAL://127.0.0.1:0,INTERNAL://127.0.0.1:0,CONTROLLER://127.0.0.1:19193",
-		"listener.security.protocol.map":       "EXTERNAL:SASL_PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-		"inter.broker.listener.name":           "internal",
-		"sasl.enabled.mechanisms":              "PLAIN",
-		"sasl.mechanism.inter.broker.protocol": "PLAIN",
+		"listeners":                                     "EXTERNAL://127.0.0.1:0,INTERNAL://127.0.0.1:0,CONTROLLER://127.0.0.1:19193",
+		"listener.security.protocol.map":                "EXTERNAL:SASL_PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"inter.broker.listener.name":                    "internal",
+		"sasl.enabled.mechanisms":                       "PLAIN",
+		"sasl.mechanism.inter.broker.protocol":          "PLAIN",
 		"listener.name.internal.plain.sasl.jaas.config": ibJAAS,
 		"listener.name.external.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a";`,
 	})

@@ -180,9 +180,9 @@ type Server struct {
 	frames   framePool // recyclable frame buffers of this server's connections
 	// sasl is set when some listener is SASL (the SASL keys are in the
 	// handler table; conn.supported filters them per listener).
-	sasl bool
-	quotas   *connQuotas
-	pool     *requestPool
+	sasl   bool
+	quotas *connQuotas
+	pool   *requestPool
 }
 
 // New builds a server; Serve starts it on a listener the caller bound.

@@ -160,16 +160,16 @@ const clusterJAAS = `org.apache.kafka.common.security.plain.PlainLoginModule req
 // succeeds, and a consumer on INTERNAL reads everything.
 func TestListenersCluster(t *testing.T) {
 	c := servertest.StartN(t, 3, servertest.Options{Controllers: 3, Settings: map[string]string{
-		"listeners":                            "EXTERNAL://127.0.0.1:0,INTERNAL://127.0.0.1:0",
-		"listener.security.protocol.map":       "EXTERNAL:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-		"inter.broker.listener.name":           "INTERNAL",
-		"sasl.mechanism.inter.broker.protocol": "PLAIN",
-		"listener.name.internal.sasl.enabled.mechanisms":  "PLAIN",
-		"listener.name.internal.plain.sasl.jaas.config":   clusterJAAS,
-		"authorizer.class.name":                           "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-		"super.users":                                     "User:broker;User:alice",
-		"offsets.topic.replication.factor":                "1",
-		"transaction.state.log.replication.factor":        "1",
+		"listeners":                                      "EXTERNAL://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+		"listener.security.protocol.map":                 "EXTERNAL:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+		"inter.broker.listener.name":                     "INTERNAL",
+		"sasl.mechanism.inter.broker.protocol":           "PLAIN",
+		"listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+		"listener.name.internal.plain.sasl.jaas.config":  clusterJAAS,
+		"authorizer.class.name":                          "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"super.users":                                    "User:broker;User:alice",
+		"offsets.topic.replication.factor":               "1",
+		"transaction.state.log.replication.factor":       "1",
 	}, Logger: servertest.TestLogger(t, slog.LevelWarn), Configure: func(i int, cfg *config.Broker) error {
 		if i != 2 {
 			return nil
@@ -302,17 +302,17 @@ func TestInterBrokerSASLSSL(t *testing.T) {
 	p := genPKI(t)
 	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";`
 	c := servertest.StartN(t, 3, servertest.Options{Controllers: 3, Settings: map[string]string{
-		"listeners":                            "SASL_SSL://127.0.0.1:0",
-		"ssl.keystore.location":                p.ServerKeystore,
-		"ssl.truststore.location":              p.CAFile,
-		"sasl.enabled.mechanisms":              "PLAIN,SCRAM-SHA-512",
-		"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+		"listeners":                                             "SASL_SSL://127.0.0.1:0",
+		"ssl.keystore.location":                                 p.ServerKeystore,
+		"ssl.truststore.location":                               p.CAFile,
+		"sasl.enabled.mechanisms":                               "PLAIN,SCRAM-SHA-512",
+		"sasl.mechanism.inter.broker.protocol":                  "SCRAM-SHA-512",
 		"listener.name.sasl_ssl.plain.sasl.jaas.config":         jaas,
 		"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": `org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-secret";`,
-		"authorizer.class.name":                    "kafka.security.authorizer.AclAuthorizer",
-		"super.users":                              "User:broker;User:admin",
-		"offsets.topic.replication.factor":         "1",
-		"transaction.state.log.replication.factor": "1",
+		"authorizer.class.name":                                 "kafka.security.authorizer.AclAuthorizer",
+		"super.users":                                           "User:broker;User:admin",
+		"offsets.topic.replication.factor":                      "1",
+		"transaction.state.log.replication.factor":              "1",
 	}, Logger: servertest.TestLogger(t, slog.LevelWarn)})
 	tlsOpt := kgo.DialTLSConfig(p.ClientConfig(false))
 	admin := kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())
