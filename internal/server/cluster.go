@@ -371,6 +371,19 @@ func (s *Server) BrokerEpoch() int64 {
 	return s.cluster.epoch()
 }
 
+// LiveBrokers is the number of registered brokers in this node's view of
+// the cluster metadata (0 when the node runs without KRaft settings).
+func (s *Server) LiveBrokers() int {
+	if s.cluster == nil || s.cluster.cache == nil {
+		return 0
+	}
+	v := s.cluster.cache.View()
+	if v == nil {
+		return 0
+	}
+	return len(v.Brokers)
+}
+
 // keepRegistered registers the broker again, with a new session and so a
 // new broker epoch (KIP-903), whenever its session's lease is found
 // expired: definitive evidence that the controller has taken its

@@ -22,7 +22,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/etcdnode"
@@ -178,43 +177,29 @@ func StartN(t testing.TB, n int, opts Options) *Cluster {
 	return c
 }
 
-// waitRegistered waits until every node's Metadata lists every node: the
-// nodes register and learn of each other through the metadata store
-// asynchronously, and a test that places partitions right after StartN
-// must not race a registration (the placement would leave a node out, or
-// refuse an explicit assignment to it with INVALID_REPLICA_ASSIGNMENT).
+// waitRegistered waits until every node's view of the cluster metadata
+// lists every broker node: the nodes register and learn of each other
+// through the metadata store asynchronously, and a test that places
+// partitions right after StartN must not race a registration (the
+// placement would leave a node out, refuse the replication factor, or
+// refuse an explicit assignment with INVALID_REPLICA_ASSIGNMENT). It reads
+// the in-process view, so it works whatever the listeners' security.
 func (c *Cluster) waitRegistered(t testing.TB) {
 	t.Helper()
+	want := len(c.Brokers)
 	deadline := time.Now().Add(60 * time.Second)
 	for _, b := range c.Brokers {
 		for {
-			n, err := b.brokersListed()
-			if err != nil || n == len(c.Brokers) {
-				// An error (a SASL listener, which this plain client
-				// cannot use) leaves the wait to the test.
+			n := b.srv.LiveBrokers()
+			if n >= want {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("servertest: node %d lists %d of %d brokers", b.index+1, n, len(c.Brokers))
+				t.Fatalf("servertest: node %d knows %d of %d brokers", b.index+1, n, want)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-}
-
-// brokersListed is the number of brokers in this node's Metadata answer.
-func (b *Broker) brokersListed() (int, error) {
-	cl := b.Client()
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req := kmsg.NewPtrMetadataRequest()
-	req.Topics = []kmsg.MetadataRequestTopic{}
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return 0, err
-	}
-	return len(resp.Brokers), nil
 }
 
 // clusterSettings are the KRaft settings of n nodes of which the first
