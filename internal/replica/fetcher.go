@@ -75,12 +75,38 @@ func (f *fetcher) run() {
 	defer f.m.wg.Done()
 	log := f.m.logger.With("source", f.key.source, "fetcher", f.key.index)
 	var conn Conn
+	// syncWait bounds how long the next fetch waits for partitions whose
+	// own fsync is outstanding (zero: not waiting yet).
+	var syncWait time.Time
 	for f.ctx.Err() == nil {
-		req, pos, next := f.build()
+		req, pos, next, syncing := f.build()
 		if len(pos) == 0 {
 			f.sleep(next)
 			continue
 		}
+		if syncing {
+			// Some partitions wait for their own fsync (under
+			// strata.durable.acks a follower reports only what it
+			// fsynced). A fetch sent now would leave them out and
+			// long-poll up to replica.fetch.wait.max.ms on the others,
+			// holding back their report, the leader's high watermark
+			// and every acks=all produce waiting on it. Kafka's follower
+			// fetches again as soon as it appended, with its new log end
+			// (AbstractFetcherThread: the next doWork right after
+			// processFetchRequest); Strata's as soon as the fsync is done
+			// (the log's hook wakes this fetcher: Manager.durableHook).
+			// A slower fsync than replica.fetch.wait.max.ms does not hold
+			// the other partitions back longer.
+			now := time.Now()
+			if syncWait.IsZero() {
+				syncWait = now.Add(f.m.cfg.FetchWaitMax)
+			}
+			if now.Before(syncWait) {
+				f.sleep(syncWait)
+				continue
+			}
+		}
+		syncWait = time.Time{}
 		if conn == nil {
 			c, err := f.m.cfg.Dialer.Dial(f.ctx, f.key.source, f.key.index)
 			if err != nil {
@@ -123,8 +149,9 @@ func (f *fetcher) sleep(next time.Time) {
 }
 
 // build makes the Fetch for every partition ready to fetch; next is the
-// earliest time a backed-off partition becomes ready.
-func (f *fetcher) build() (*kmsg.FetchRequest, []position, time.Time) {
+// earliest time a backed-off partition becomes ready; syncing reports
+// partitions left out until their own fsync completes.
+func (f *fetcher) build() (req *kmsg.FetchRequest, pos []position, next time.Time, syncing bool) {
 	f.mu.Lock()
 	rs := make([]*Replica, 0, len(f.parts))
 	for r := range f.parts {
@@ -138,21 +165,24 @@ func (f *fetcher) build() (*kmsg.FetchRequest, []position, time.Time) {
 		return rs[i].tp.Partition < rs[j].tp.Partition
 	})
 	now := time.Now()
-	var next time.Time
-	var pos []position
 	for _, r := range rs {
-		p, ok, at := r.fetchPosition(f, now)
-		if ok {
+		p, st, at := r.fetchPosition(f, now)
+		switch st {
+		case fetchReady:
 			pos = append(pos, p)
-		} else if !at.IsZero() && (next.IsZero() || at.Before(next)) {
-			next = at
+		case fetchSyncing:
+			syncing = true
+		case fetchBackoff:
+			if next.IsZero() || at.Before(next) {
+				next = at
+			}
 		}
 	}
 	// The version is negotiated by the connection (kgo): up to v12 the
 	// top-level replica id and topic names are sent, from v13 topic ids
 	// (KIP-516), from v15 ReplicaState with this broker's epoch (KIP-903),
 	// which the leader checks against the registration it knows.
-	req := kmsg.NewPtrFetchRequest()
+	req = kmsg.NewPtrFetchRequest()
 	req.ReplicaID = f.m.cfg.Local
 	req.ReplicaState.ID = f.m.cfg.Local
 	req.ReplicaState.Epoch = f.m.cfg.BrokerEpoch()
@@ -170,26 +200,36 @@ func (f *fetcher) build() (*kmsg.FetchRequest, []position, time.Time) {
 		t := &req.Topics[len(req.Topics)-1]
 		t.Partitions = append(t.Partitions, p.part)
 	}
-	return req, pos, next
+	return req, pos, next, syncing
 }
+
+// fetchState says whether a partition is in the next fetch.
+type fetchState int
+
+const (
+	fetchReady   fetchState = iota
+	fetchNot                // not following this source, or fenced
+	fetchBackoff            // backing off until a time
+	fetchSyncing            // waiting for its own fsync
+)
 
 // fetchPosition returns what r asks for, or why not now: not following
 // this fetcher's source, fenced, backing off (ready again at at), or
 // waiting for its own fsync (strata.durable.acks: a follower reports only
 // what it fsynced, so it asks for more only once that caught up).
-func (r *Replica) fetchPosition(f *fetcher, now time.Time) (position, bool, time.Time) {
+func (r *Replica) fetchPosition(f *fetcher, now time.Time) (position, fetchState, time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fetcher != f || r.leader != nil || r.fenced || r.st.Leader != f.key.source {
-		return position{}, false, time.Time{}
+		return position{}, fetchNot, time.Time{}
 	}
 	if now.Before(r.backoff) {
-		return position{}, false, r.backoff
+		return position{}, fetchBackoff, r.backoff
 	}
 	local := r.local()
 	off, ready := FetchPosition(local, r.m.cfg.Durable)
 	if !ready {
-		return position{}, false, time.Time{}
+		return position{}, fetchSyncing, time.Time{}
 	}
 	p := kmsg.NewFetchRequestTopicPartition()
 	p.Partition = r.tp.Partition
@@ -198,7 +238,7 @@ func (r *Replica) fetchPosition(f *fetcher, now time.Time) (position, bool, time
 	p.LastFetchedEpoch = r.log.LatestEpoch()
 	p.LogStartOffset = local.Start
 	p.PartitionMaxBytes = r.m.cfg.FetchMaxBytes
-	return position{r: r, epoch: r.st.LeaderEpoch, part: p}, true, time.Time{}
+	return position{r: r, epoch: r.st.LeaderEpoch, part: p}, fetchReady, time.Time{}
 }
 
 // handle applies a Fetch response.
