@@ -91,6 +91,9 @@ type role func(ctx context.Context, emit func(event)) error
 type faultClient struct {
 	name                      string
 	member, pipeline, produce func(clientOp) role
+	// groupType is the ListGroups type (KIP-848) the members' group must
+	// have, when the test checks it ("consumer" for the consumer protocol).
+	groupType string
 }
 
 // scriptRole runs a client script (argv + role + op as JSON) as a child
@@ -211,7 +214,7 @@ func kafkajsFaults(t *testing.T) faultClient {
 			return scriptRole([]string{node, script}, []string{"NODE_PATH=" + modules}, name, op)
 		}
 	}
-	return faultClient{name: "kafkajs", member: mk("member"), pipeline: mk("pipeline")}
+	return faultClient{name: "kafkajs", member: mk("member"), pipeline: mk("pipeline"), produce: mk("produce")}
 }
 
 // supervisor runs roles, each restarted after it fails (a new process, a

@@ -38,15 +38,27 @@ import (
 // more records.
 func TestGroupCoordinatorKillClients(t *testing.T) {
 	t.Parallel()
+	runGroupKills(t, saramaFaults(), confluentFaults(t), kafkajsFaults(t))
+}
+
+// TestGroupCoordinatorKillKafkaGo is TestGroupCoordinatorKillClients with
+// kafka-go members (its ConsumerGroup, commits bound to the generation).
+func TestGroupCoordinatorKillKafkaGo(t *testing.T) {
+	t.Parallel()
+	runGroupKills(t, kafkaGoFaults())
+}
+
+// runGroupKills runs the group kill scenario of
+// TestGroupCoordinatorKillClients for each client in turn on one cluster.
+func runGroupKills(t *testing.T, clients ...faultClient) {
 	kills, perPhase := 1, 60
 	if long() {
 		kills, perPhase = 3, 300
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(kills)*3*time.Minute+3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(clients))*(time.Duration(kills)*time.Minute+time.Minute)+2*time.Minute)
 	defer cancel()
 	procs, addrs := replicatedCluster(t, ctx, "--group.initial.rebalance.delay.ms", "0")
 	admin := newAdmin(t, addrs)
-	clients := []faultClient{saramaFaults(), confluentFaults(t), kafkajsFaults(t)}
 	for _, c := range clients {
 		t.Run(c.name, func(t *testing.T) {
 			topic, group := "members-"+c.name, "group-"+c.name
@@ -77,6 +89,9 @@ func TestGroupCoordinatorKillClients(t *testing.T) {
 					}
 					return nil
 				})
+				if c.groupType != "" {
+					checkGroupType(t, ctx, admin, group, c.groupType)
+				}
 				i := findCoordinator(t, ctx, addrs, 0, group)
 				killAt = append(killAt, k.kill(ctx, i, "coordinator of group "+group))
 				produce(perPhase)
@@ -88,6 +103,9 @@ func TestGroupCoordinatorKillClients(t *testing.T) {
 				}
 				return caughtUp(ctx, admin, group, topic)
 			})
+			if c.groupType != "" {
+				checkGroupType(t, ctx, admin, group, c.groupType)
+			}
 			sup.stop()
 			hist := samples.stop()
 			evs := log.snapshot()
@@ -97,6 +115,24 @@ func TestGroupCoordinatorKillClients(t *testing.T) {
 			checkGroupRun(t, evs, hist, killAt, total)
 		})
 	}
+}
+
+// checkGroupType waits until ListGroups (v5, KIP-848's type filter) lists
+// group as a group of type typ ("classic", "consumer").
+func checkGroupType(t *testing.T, ctx context.Context, admin *kadm.Client, group, typ string) {
+	t.Helper()
+	waitUntil(t, ctx, "group "+group+" listed as a "+typ+" group", func() error {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		gs, err := admin.ListGroupsByType(qctx, []string{typ})
+		if err != nil {
+			return err
+		}
+		if _, ok := gs[group]; !ok {
+			return fmt.Errorf("ListGroups of type %s: %v", typ, gs.Groups())
+		}
+		return nil
+	})
 }
 
 // commitSample is one OffsetFetch of the group's committed offsets.

@@ -17,7 +17,7 @@ import (
 
 // TestProduceLeaderKillClients: three broker processes, RF=3
 // (min.insync.replicas=2), and for each non-franz-go producer (librdkafka
-// through confluent-kafka-python, sarama) an idempotent acks=all producer
+// through confluent-kafka-python, sarama, kafkajs) an idempotent acks=all producer
 // sending records round-robin to three partitions while the leader of
 // partition 0 is killed with SIGKILL and restarted. Every record's outcome
 // as the client reported it (acknowledged with its offset, failed,
@@ -34,11 +34,12 @@ func TestProduceLeaderKillClients(t *testing.T) {
 	if long() {
 		kills, count = 3, 3000
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(kills)*2*time.Minute+4*time.Minute)
+	clients := []faultClient{confluentFaults(t), saramaFaults(), kafkajsFaults(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(clients))*(time.Duration(kills)*time.Minute+time.Minute)+2*time.Minute)
 	defer cancel()
 	procs, addrs := replicatedCluster(t, ctx)
 	admin := newAdmin(t, addrs)
-	for _, c := range []faultClient{confluentFaults(t), saramaFaults()} {
+	for _, c := range clients {
 		t.Run(c.name, func(t *testing.T) {
 			topic := "produce-" + c.name
 			createTopics(t, ctx, admin, 3, topic)

@@ -283,11 +283,13 @@ func saramaProduce(op clientOp) role {
 			return fmt.Errorf("producer: %w", err)
 		}
 		var wg sync.WaitGroup
+		answered := make(chan struct{}, op.Count)
 		wg.Add(2)
 		go func() { // owned: ends when p is closed
 			defer wg.Done()
 			for m := range p.Successes() {
 				emit(event{Event: "ack", TS: nowMicros(), Status: "ok", Value: string(m.Value.(sarama.StringEncoder)), Partition: m.Partition, Offset: m.Offset})
+				answered <- struct{}{}
 			}
 		}()
 		go func() { // owned: ends when p is closed
@@ -295,15 +297,27 @@ func saramaProduce(op clientOp) role {
 			for e := range p.Errors() {
 				emit(event{Event: "ack", TS: nowMicros(), Status: "unknown", Value: string(e.Msg.Value.(sarama.StringEncoder)),
 					Partition: e.Msg.Partition, Offset: -1, Error: e.Err.Error()})
+				answered <- struct{}{}
 			}
 		}()
+		sent := 0
 		for i := 0; i < op.Count && ctx.Err() == nil; i++ {
 			v := fmt.Sprintf("%s-%d", op.Prefix, i)
 			part := int32(i % op.Partitions)
 			emit(event{Event: "send", TS: nowMicros(), Value: v, Partition: part})
 			p.Input() <- &sarama.ProducerMessage{Topic: op.Topic, Partition: part, Value: sarama.StringEncoder(v)}
+			sent++
 			if op.IntervalMs > 0 {
 				time.Sleep(time.Duration(op.IntervalMs) * time.Millisecond)
+			}
+		}
+		// Every record answered before closing: sarama's AsyncClose fails
+		// the records it is still retrying (ErrShuttingDown) instead of
+		// finishing them.
+		for n := 0; n < sent && ctx.Err() == nil; n++ {
+			select {
+			case <-answered:
+			case <-ctx.Done():
 			}
 		}
 		p.AsyncClose()

@@ -6,6 +6,7 @@
 //
 //   kafkajs_faults.js member   '{"bootstrap": ..., "group": ..., "topic": ...}'
 //   kafkajs_faults.js pipeline '{"bootstrap": ..., "group": ..., "topic": ..., "out": ..., "transactional_id": ...}'
+//   kafkajs_faults.js produce  '{"bootstrap": ..., "topic": ..., "partitions": n, "count": n, "prefix": ...}'
 'use strict'
 
 const { Kafka, logLevel } = require('kafkajs')
@@ -24,12 +25,12 @@ function kafkaCode (e, depth = 0) {
 }
 const describe = (e) => `${e.name}: ${e.message}` + (e.cause ? `; cause: ${describe(e.cause)}` : '')
 
-function client (op) {
+function client (op, retry = { retries: 10, initialRetryTime: 300, maxRetryTime: 3000 }) {
   return new Kafka({
     clientId: 'strata-faults-kafkajs',
     brokers: op.bootstrap.split(','),
     logLevel: logLevel.NOTHING,
-    retry: { retries: 10, initialRetryTime: 300, maxRetryTime: 3000 }
+    retry
   })
 }
 
@@ -124,7 +125,52 @@ async function pipeline (op) {
   })
 }
 
-const roles = { member, pipeline }
+// produce is an idempotent acks=all producer sending op.count records
+// (values prefix-0, prefix-1, ...) round-robin over op.partitions
+// partitions, in sends of ten records awaited one after the other, and
+// printing each record's outcome: ok with its offset (a send's records for
+// one partition are stored in order from that partition's base offset), or
+// unknown with the error once kafkajs gives up (its errors do not say
+// whether the records were written). Every record names its partition:
+// kafkajs 2.2.4 runs its partitioner again on every retry of a send, so
+// partitioner-placed keyless records could be written to two partitions.
+async function produce (op) {
+  const producer = client(op, { retries: 30, initialRetryTime: 300, maxRetryTime: 2000 })
+    .producer({ idempotent: true, maxInFlightRequests: 1 })
+  let stopping = false
+  onStop(() => { stopping = true })
+  await producer.connect()
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+  for (let i = 0; i < op.count && !stopping; i += 10) {
+    const recs = []
+    for (let j = i; j < Math.min(i + 10, op.count); j++) {
+      recs.push({ value: `${op.prefix}-${j}`, partition: j % op.partitions })
+    }
+    for (const r of recs) emit({ event: 'send', value: r.value, partition: r.partition })
+    try {
+      const res = await producer.send({ topic: op.topic, acks: -1, messages: recs })
+      const base = new Map(res.map((m) => [m.partition, Number(m.baseOffset)]))
+      const next = new Map()
+      for (const r of recs) {
+        const k = next.get(r.partition) || 0
+        next.set(r.partition, k + 1)
+        emit({ event: 'ack', status: 'ok', value: r.value, partition: r.partition, offset: base.get(r.partition) + k })
+      }
+    } catch (e) {
+      for (const r of recs) {
+        emit({ event: 'ack', status: 'unknown', value: r.value, partition: r.partition, offset: -1, error_code: kafkaCode(e), error: describe(e) })
+      }
+    }
+    if (op.interval_ms) await sleep(op.interval_ms)
+  }
+  try { await producer.disconnect() } catch (e) {}
+  emit({ event: 'closed' })
+  // The test stops every role the same way: wait for stop.
+  if (!stopping) await new Promise((resolve) => onStop(resolve))
+  process.exit(0)
+}
+
+const roles = { member, pipeline, produce }
 roles[process.argv[2]](JSON.parse(process.argv[3])).catch((e) => {
   emit({ event: 'exit', error_code: kafkaCode(e), error: describe(e) })
   process.exit(1)
