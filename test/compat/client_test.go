@@ -20,20 +20,23 @@ type Rec struct {
 
 // Op is one client operation; process drivers receive it as JSON on stdin.
 type Op struct {
-	Op          string            `json:"op"`
-	Bootstrap   string            `json:"bootstrap"`
-	Topic       string            `json:"topic,omitempty"`
-	Partitions  int32             `json:"partitions,omitempty"`
-	Configs     map[string]string `json:"configs,omitempty"`
-	Records     []Rec             `json:"records,omitempty"`
-	Compression string            `json:"compression,omitempty"`
-	Idempotent  bool              `json:"idempotent,omitempty"`
-	Partition   int32             `json:"partition"`
-	Offset      int64             `json:"offset"`    // fetch start (-2 earliest), delete-records before
-	Timestamp   int64             `json:"timestamp"` // offset_for_time
-	Max         int               `json:"max,omitempty"`
-	Group       string            `json:"group,omitempty"`
-	TimeoutMs   int               `json:"timeout_ms,omitempty"`
+	Op         string `json:"op"`
+	Bootstrap  string `json:"bootstrap"`
+	Topic      string `json:"topic,omitempty"`
+	Partitions int32  `json:"partitions,omitempty"`
+	// ReplicationFactor is create_topic's replication factor (1 when
+	// unset).
+	ReplicationFactor int16             `json:"replication_factor,omitempty"`
+	Configs           map[string]string `json:"configs,omitempty"`
+	Records           []Rec             `json:"records,omitempty"`
+	Compression       string            `json:"compression,omitempty"`
+	Idempotent        bool              `json:"idempotent,omitempty"`
+	Partition         int32             `json:"partition"`
+	Offset            int64             `json:"offset"`    // fetch start (-2 earliest), delete-records before
+	Timestamp         int64             `json:"timestamp"` // offset_for_time
+	Max               int               `json:"max,omitempty"`
+	Group             string            `json:"group,omitempty"`
+	TimeoutMs         int               `json:"timeout_ms,omitempty"`
 	// Isolation is "read_committed", "read_uncommitted" or "" (the
 	// client's default) for fetch.
 	Isolation string `json:"isolation,omitempty"`
@@ -143,6 +146,14 @@ func (c *Client) Must(t testing.TB, bootstrap string, op Op) Result {
 func (c *Client) can(op string) bool { return c.Supports[op] }
 
 func strp(s string) *string { return &s }
+
+// replicationFactor is the replication factor create_topic asks for.
+func (op Op) replicationFactor() int16 {
+	if op.ReplicationFactor > 0 {
+		return op.ReplicationFactor
+	}
+	return 1
+}
 
 func (r Rec) String() string {
 	f := func(p *string) string {

@@ -19,7 +19,7 @@ func kafkaGoClient() *Client {
 	return &Client{
 		Name: "kafka-go",
 		Supports: set(opCreate, opList, opDescribe, opAlterIncr, opAlterLegacy,
-			opDeleteTopic, opProduce, opFetch, opOffsetForTime, opWatermarks, opTimestamps, opHeaders, opNullRecord),
+			opDeleteTopic, opProduce, opFetch, opOffsetForTime, opWatermarks, opTimestamps, opHeaders, opNullRecord, opGroupConsume),
 		Codecs:   []string{"none", "gzip", "snappy", "lz4", "zstd"},
 		Versions: map[string]string{"kafka-go": modVersion("github.com/segmentio/kafka-go")},
 		do:       kafkaGoDo,
@@ -44,8 +44,10 @@ func kafkaGoDo(ctx context.Context, op Op) (res Result) {
 		return res
 	}
 	switch op.Op {
+	case opGroupConsume:
+		return kafkaGoGroupConsume(ctx, op)
 	case opCreate:
-		tc := kafka.TopicConfig{Topic: op.Topic, NumPartitions: int(op.Partitions), ReplicationFactor: 1}
+		tc := kafka.TopicConfig{Topic: op.Topic, NumPartitions: int(op.Partitions), ReplicationFactor: int(op.replicationFactor())}
 		for k, v := range op.Configs {
 			tc.ConfigEntries = append(tc.ConfigEntries, kafka.ConfigEntry{ConfigName: k, ConfigValue: v})
 		}

@@ -31,7 +31,7 @@ func kcatClient(t *testing.T) *Client {
 	}
 	return &Client{
 		Name:       "kcat",
-		Supports:   set(opProduce, opFetch, opOffsetForTime, opWatermarks, opIdempotent, opLogAppendTime, opNullRecord, opIsolation),
+		Supports:   set(opProduce, opFetch, opOffsetForTime, opWatermarks, opIdempotent, opLogAppendTime, opNullRecord, opIsolation, opGroupConsume),
 		Codecs:     []string{"none", "gzip", "snappy", "lz4", "zstd"},
 		Versions:   versions,
 		Librdkafka: true,
@@ -74,6 +74,8 @@ func kcatFail(args []string, stderr string, err error) Result {
 func kcatDo(ctx context.Context, path string, op Op) (res Result) {
 	part := strconv.Itoa(int(op.Partition))
 	switch op.Op {
+	case opGroupConsume:
+		return kcatGroupConsume(ctx, path, op)
 	case opProduce:
 		// One record per line, key and value split at a tab; -Z turns an
 		// empty value into a null (tombstone) and an empty key into null.

@@ -19,7 +19,7 @@ func saramaClient() *Client {
 		Name: "sarama",
 		Supports: set(opCreate, opList, opDescribe, opAlterIncr, opAlterLegacy, opDeleteRecords,
 			opDeleteTopic, opProduce, opFetch, opOffsetForTime, opWatermarks, opIdempotent, opTimestamps, opLogAppendTime, opHeaders, opNullRecord,
-			opTransaction, opIsolation),
+			opTransaction, opIsolation, opGroupConsume),
 		Codecs:   []string{"none", "gzip", "snappy", "lz4", "zstd"},
 		Versions: map[string]string{"sarama": modVersion("github.com/IBM/sarama")},
 		do:       saramaDo,
@@ -37,6 +37,8 @@ func saramaConfig(op Op) *sarama.Config {
 	cfg.Producer.RequiredAcks = sarama.WaitForAll
 	cfg.Producer.Partitioner = sarama.NewManualPartitioner
 	cfg.Producer.Retry.Max = 3
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest // group_consume reads a new group from the start
+	cfg.Consumer.Offsets.AutoCommit.Enable = false     // group_consume commits synchronously
 	cfg.Producer.Flush.Messages = len(op.Records)
 	cfg.Producer.Flush.Frequency = 50 * time.Millisecond
 	switch op.Compression {
@@ -135,6 +137,8 @@ func saramaDo(ctx context.Context, op Op) (res Result) {
 	switch op.Op {
 	case opTransaction:
 		return saramaTransaction(client, op)
+	case opGroupConsume:
+		return saramaGroupConsume(ctx, client, op)
 	case opCreate, opList, opDescribe, opAlterIncr, opAlterLegacy, opDeleteRecords, opDeleteTopic:
 		admin, err := sarama.NewClusterAdminFromClient(client)
 		if err != nil {
@@ -237,7 +241,7 @@ func saramaAdmin(client sarama.Client, admin sarama.ClusterAdmin, op Op) (res Re
 			entries[k] = strp(v)
 		}
 		err = admin.CreateTopic(op.Topic, &sarama.TopicDetail{
-			NumPartitions: op.Partitions, ReplicationFactor: 1, ConfigEntries: entries,
+			NumPartitions: op.Partitions, ReplicationFactor: op.replicationFactor(), ConfigEntries: entries,
 		}, false)
 	case opList:
 		var topics map[string]sarama.TopicDetail

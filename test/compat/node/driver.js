@@ -74,7 +74,7 @@ async function run (op) {
         const configEntries = Object.entries(op.configs || {}).map(([name, value]) => ({ name, value }))
         await admin.createTopics({
           waitForLeaders: true,
-          topics: [{ topic: op.topic, numPartitions: op.partitions || 1, replicationFactor: 1, configEntries }]
+          topics: [{ topic: op.topic, numPartitions: op.partitions || 1, replicationFactor: op.replication_factor || 1, configEntries }]
         })
         return {}
       })

@@ -84,7 +84,7 @@ def run(op):
                              "librdkafka": confluent_kafka.libversion()[0]},
                 "ops": OPS, "codecs": CODECS}
     if name == "create_topic":
-        fs = admin(op).create_topics([NewTopic(op["topic"], op.get("partitions", 1), 1,
+        fs = admin(op).create_topics([NewTopic(op["topic"], op.get("partitions", 1), op.get("replication_factor", 1),
                                                config=op.get("configs") or {})], operation_timeout=30)
         wait_future(fs[op["topic"]])
         return {}

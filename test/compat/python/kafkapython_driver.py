@@ -31,7 +31,8 @@ Errors.for_code = _for_code_keeping_unknown
 # kafka-python refuses a record with neither key nor value ("Need at least
 # one: key or value"), so "null_record" is not listed.
 OPS = ["create_topic", "list_topics", "describe_configs", "alter_configs_legacy",
-       "delete_topic", "produce", "fetch", "headers", "log_append_time", "offset_for_time", "watermarks", "timestamps"]
+       "delete_topic", "produce", "fetch", "headers", "log_append_time", "offset_for_time", "watermarks", "timestamps",
+       "group_consume"]
 
 
 class OpError(Exception):
@@ -80,7 +81,7 @@ def run(op):
     if name == "versions":
         return {"versions": {"kafka-python": kafka.__version__}, "ops": OPS, "codecs": codecs()}
     if name == "create_topic":
-        resp = admin(op).create_topics([NewTopic(op["topic"], op.get("partitions", 1), 1,
+        resp = admin(op).create_topics([NewTopic(op["topic"], op.get("partitions", 1), op.get("replication_factor", 1),
                                                  topic_configs=op.get("configs") or {})], timeout_ms=30000)
         for t in resp.topic_errors:
             check(t[1], t[2] if len(t) > 2 else "")
@@ -126,6 +127,24 @@ def run(op):
         finally:
             p.close(5)
         return {"offsets": offsets}
+    if name == "group_consume":
+        # Subscribe in a group, consume max records, commit them, report them.
+        c = KafkaConsumer(bootstrap_servers=op["bootstrap"], group_id=op["group"], enable_auto_commit=False,
+                          auto_offset_reset="earliest", session_timeout_ms=10000, heartbeat_interval_ms=500,
+                          fetch_max_wait_ms=200)
+        try:
+            c.subscribe([op["topic"]])
+            out = []
+            while len(out) < op.get("max", 0) and time.time() < deadline:
+                for msgs in c.poll(timeout_ms=500).values():
+                    out.extend(rec(m) for m in msgs)
+            if out:
+                c.commit()
+            return {"records": out}
+        except Errors.KafkaError as e:
+            raise OpError(getattr(e, "errno", -1) or -1, "%s: %s" % (type(e).__name__, e))
+        finally:
+            c.close()
     tp = TopicPartition(op.get("topic"), op.get("partition", 0))
     c = KafkaConsumer(bootstrap_servers=op["bootstrap"], enable_auto_commit=False, group_id=None,
                       request_timeout_ms=30500, fetch_max_wait_ms=200)
