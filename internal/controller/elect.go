@@ -63,19 +63,15 @@ func Elect(st meta.PartitionState, live func(int32) bool, pol Policy) (int32, st
 	return meta.NoLeader, ElectionNoLeader
 }
 
-// rebuild applies the liveness of brokers to one partition: fenced
+// rebuildEpochs applies the liveness of brokers to one partition: fenced
 // brokers leave the ISR (joining the ELR when the ISR is then below
 // min.insync.replicas), brokers that restarted uncleanly leave the ELR,
 // and a leader is elected if the current one is gone. It returns the new
 // state and whether anything changed. Epochs: the partition epoch is
 // bumped on any change, the leader epoch on a leader change.
-func rebuild(st meta.PartitionState, live func(int32) bool, unclean func(int32) bool, pol Policy) (meta.PartitionState, string, bool) {
-	return rebuildEpochs(st, live, unclean, nil, pol)
-}
-
-// rebuildEpochs is rebuild knowing each live broker's epoch (nil or 0:
-// unknown). A leader whose registration epoch differs from the one
-// recorded when it was elected restarted within its session (it deleted
+//
+// It knows each live broker's epoch (epoch nil or 0: unknown). A leader
+// whose registration epoch differs from the one recorded when it was elected restarted within its session (it deleted
 // and re-created its registration between two reconciles): the old
 // incarnation is fenced as Kafka fences a re-registering broker — it
 // leaves the ISR (to the ELR under min.insync.replicas) and the partition
@@ -91,7 +87,13 @@ func rebuildEpochs(st meta.PartitionState, live func(int32) bool, unclean func(i
 	minISR := max(pol.MinISR, 1)
 	restarted := st.Leader != meta.NoLeader && live(st.Leader) && st.ElectedBroker == st.Leader &&
 		st.ElectedBrokerEpoch > 0 && epoch(st.Leader) > 0 && epoch(st.Leader) != st.ElectedBrokerEpoch
-	inSync := func(r int32) bool { return live(r) && !(restarted && r == st.Leader) }
+	// KIP-903 per member: an ISR member whose broker re-registered since it
+	// joined (another epoch now) is not trusted as in sync, as Kafka's
+	// controller drops a re-registering broker from every ISR
+	// (handleBrokerUncleanShutdown/handleBrokerFenced).
+	inSync := func(r int32) bool {
+		return live(r) && !(restarted && r == st.Leader) && !st.StaleISRMember(r, epoch(r))
+	}
 	// Fenced brokers leave the ISR. KIP-966: a replica removed while the
 	// remaining ISR is below min.insync.replicas becomes eligible (ELR).
 	var isr, removed []int32
@@ -155,6 +157,7 @@ func rebuildEpochs(st meta.PartitionState, live func(int32) bool, unclean func(i
 	} else if e := epoch(ns.Leader); e > 0 {
 		ns.ElectedBroker, ns.ElectedBrokerEpoch = ns.Leader, e
 	}
+	ns.SyncISREpochs(epoch)
 	// With the ISR back at min.insync.replicas the ELR is no longer needed.
 	if len(ns.ISR) >= minISR && (len(ns.ELR) > 0 || len(ns.LastKnownELR) > 0) {
 		ns.LastKnownELR = nil
@@ -178,7 +181,7 @@ func sortIDs(s []int32) { slices.Sort(s) }
 func (s *State) Reconcile() []Decision {
 	live := s.Live
 	unclean := func(id int32) bool { return s.Brokers[id].UncleanShutdown }
-	epoch := func(id int32) int64 { return s.Brokers[id].Epoch }
+	epoch := s.epochOf
 	var out []Decision
 	for _, name := range s.TopicNames() {
 		t := s.Topics[name]
@@ -193,7 +196,7 @@ func (s *State) Reconcile() []Decision {
 			reason := ""
 			// A reassignment whose target replicas are all in the ISR
 			// completes (reassign.go).
-			if done := s.completeReassignment(ns, t.Policy); !done.Equal(ns) {
+			if done := s.stamp(s.completeReassignment(ns, t.Policy)); !done.Equal(ns) {
 				if !changed {
 					done.PartitionEpoch++
 				}
@@ -211,4 +214,21 @@ func (s *State) Reconcile() []Decision {
 		}
 	}
 	return out
+}
+
+// epochOf is a live broker's epoch (KIP-903), 0 when unknown or not live.
+func (s *State) epochOf(id int32) int64 { return s.Brokers[id].Epoch }
+
+// stamp records in a state the controller decided (creation, preferred
+// election, reassignment) which incarnations it trusted: the leader's
+// broker epoch (ElectedBroker, ElectedBrokerEpoch) and the epoch of every
+// ISR member without one (ISREpochs), from the live registrations.
+func (s *State) stamp(ns meta.PartitionState) meta.PartitionState {
+	if ns.Leader == meta.NoLeader {
+		ns.ElectedBroker, ns.ElectedBrokerEpoch = 0, 0
+	} else if e := s.epochOf(ns.Leader); e > 0 && (ns.ElectedBroker != ns.Leader || ns.ElectedBrokerEpoch == 0) {
+		ns.ElectedBroker, ns.ElectedBrokerEpoch = ns.Leader, e
+	}
+	ns.SyncISREpochs(s.epochOf)
+	return ns
 }

@@ -66,13 +66,13 @@ func (s *State) ElectLeader(topic string, part int32, typ int8) (Decision, error
 		if len(st.Replicas) > 0 && st.Leader == st.Replicas[0] {
 			return Decision{}, &ElectionError{codeElectionNotNeeded, "Leader election not needed for topic partition."}
 		}
-		ns, ok := preferredLeader(st, s.Live)
+		ns, ok := preferredLeader(st, s.Live, s.epochOf)
 		if !ok {
 			return Decision{}, &ElectionError{codePreferredLeaderNotAvailable, fmt.Sprintf(
 				"Failed to elect leader for partition %s-%d under strategy PreferredReplicaPartitionLeaderElectionStrategy: the preferred replica %d is not live or not in the ISR %v",
 				topic, part, st.Replicas[0], st.ISR)}
 		}
-		return Decision{Topic: topic, TP: p.TopicPartition, Expect: p.ModRevision, New: ns, Reason: "preferred leader election"}, nil
+		return Decision{Topic: topic, TP: p.TopicPartition, Expect: p.ModRevision, New: s.stamp(ns), Reason: "preferred leader election"}, nil
 	case ElectUnclean:
 		if st.Leader != meta.NoLeader && s.Live(st.Leader) {
 			return Decision{}, &ElectionError{codeElectionNotNeeded, "Leader election not needed for topic partition."}
@@ -80,7 +80,7 @@ func (s *State) ElectLeader(topic string, part int32, typ int8) (Decision, error
 		pol := t.Policy
 		pol.Unclean = true
 		unclean := func(id int32) bool { return s.Brokers[id].UncleanShutdown }
-		ns, kind, changed := rebuild(st, s.Live, unclean, pol)
+		ns, kind, changed := rebuildEpochs(st, s.Live, unclean, s.epochOf, pol)
 		if !changed || ns.Leader == meta.NoLeader {
 			return Decision{}, &ElectionError{codeEligibleLeadersNotAvailable, fmt.Sprintf(
 				"Failed to elect leader for partition %s-%d under strategy UncleanLeaderElectionStrategy: no replica of %v is live", topic, part, st.Replicas)}
@@ -93,12 +93,14 @@ func (s *State) ElectLeader(topic string, part int32, typ int8) (Decision, error
 // preferredLeader moves leadership to the preferred replica when it is
 // live and in the ISR (PartitionChangeBuilder's PREFERRED election: KIP-966
 // and Kafka's rule that leadership returns only to an in-sync replica).
-func preferredLeader(st meta.PartitionState, live func(int32) bool) (meta.PartitionState, bool) {
+// A preferred replica that re-registered since it joined the ISR
+// (KIP-903, meta.PartitionState.ISREpochs) is not in sync.
+func preferredLeader(st meta.PartitionState, live func(int32) bool, epoch func(int32) int64) (meta.PartitionState, bool) {
 	if len(st.Replicas) == 0 {
 		return st, false
 	}
 	pref := st.Replicas[0]
-	if !live(pref) || !slices.Contains(st.ISR, pref) || st.Leader == pref {
+	if !live(pref) || !slices.Contains(st.ISR, pref) || st.Leader == pref || st.StaleISRMember(pref, epoch(pref)) {
 		return st, false
 	}
 	ns := st.Clone()
@@ -154,8 +156,8 @@ func (s *State) Rebalance(percentage int) []Decision {
 			continue
 		}
 		for _, x := range off[b] {
-			if ns, ok := preferredLeader(x.p.State, s.Live); ok {
-				out = append(out, Decision{Topic: x.topic, TP: x.p.TopicPartition, Expect: x.p.ModRevision, New: ns, Reason: "preferred leader rebalance"})
+			if ns, ok := preferredLeader(x.p.State, s.Live, s.epochOf); ok {
+				out = append(out, Decision{Topic: x.topic, TP: x.p.TopicPartition, Expect: x.p.ModRevision, New: s.stamp(ns), Reason: "preferred leader rebalance"})
 			}
 		}
 	}

@@ -120,7 +120,7 @@ func (s *State) Reassign(r Reassignment, allowRFChange bool) (Decision, bool, er
 	if len(ns.Adding) == 0 && len(ns.Removing) == 0 {
 		ns.Removing = nil // a reordering: done at once
 	}
-	ns = s.completeReassignment(ns, t.Policy)
+	ns = s.stamp(s.completeReassignment(ns, t.Policy))
 	if !ns.Equal(st) {
 		ns.PartitionEpoch = st.PartitionEpoch + 1
 	}

@@ -52,7 +52,7 @@ func (s *State) CreateTopic(req TopicRequest) ([]Decision, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewPartitions(req.Name, req.ID, 0, reps), nil
+	return s.stampAll(NewPartitions(req.Name, req.ID, 0, reps)), nil
 }
 
 const codeInvalidTopic int16 = 17
@@ -95,7 +95,7 @@ func (s *State) AddPartitions(name string, total int, assignment [][]int32) ([]D
 	if err != nil {
 		return nil, err
 	}
-	return NewPartitions(name, t.ID, int32(cur), reps), nil
+	return s.stampAll(NewPartitions(name, t.ID, int32(cur), reps)), nil
 }
 
 // Admin commits topic administration to the metadata store. Any broker
@@ -321,4 +321,13 @@ func (a *Admin) AlterTopicConfigs(ctx context.Context, name string, edit func(cu
 		_, err = a.Cache.WaitRev(ctx, rev)
 		return err
 	}
+}
+
+// stampAll records the leader's and the ISR members' broker epochs in new
+// partition states (KIP-903; see stamp).
+func (s *State) stampAll(ds []Decision) []Decision {
+	for i := range ds {
+		ds[i].New = s.stamp(ds[i].New)
+	}
+	return ds
 }

@@ -11,6 +11,7 @@ package meta
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 )
@@ -115,6 +116,44 @@ type PartitionState struct {
 	// only while ElectedBroker == Leader; epoch 0 is unknown.
 	ElectedBroker      int32 `json:"elected_broker,omitempty"`
 	ElectedBrokerEpoch int64 `json:"elected_broker_epoch,omitempty"`
+	// ISREpochs records, for members of the ISR, the broker epoch of the
+	// incarnation that was in sync when it joined (KIP-903: Kafka's
+	// AlterPartition carries NewIsrWithEpochs, one BrokerEpoch per ISR
+	// member, and the controller refuses a member whose registration has
+	// another epoch). A member whose broker has re-registered since (a
+	// restart within its session: its log may miss what it had) is not
+	// trusted as in sync: the controller removes it from the ISR
+	// (controller.rebuildEpochs). Absent or 0: unknown (state written
+	// before this field); the controller then records the current epoch.
+	ISREpochs map[int32]int64 `json:"isr_epochs,omitempty"`
+}
+
+// StaleISRMember reports whether ISR member id joined the ISR as another
+// incarnation than the registered one (current: its broker epoch now, 0
+// when unknown or not registered).
+func (p PartitionState) StaleISRMember(id int32, current int64) bool {
+	e := p.ISREpochs[id]
+	return e > 0 && current > 0 && e != current
+}
+
+// SyncISREpochs keeps ISREpochs in line with the ISR: entries of brokers
+// that left it are dropped, members without a known epoch get epoch(id)
+// when it is known (> 0). Members with a recorded epoch keep it.
+func (p *PartitionState) SyncISREpochs(epoch func(int32) int64) {
+	var out map[int32]int64
+	for _, r := range p.ISR {
+		e := p.ISREpochs[r]
+		if e <= 0 && epoch != nil {
+			e = epoch(r)
+		}
+		if e > 0 {
+			if out == nil {
+				out = make(map[int32]int64, len(p.ISR))
+			}
+			out[r] = e
+		}
+	}
+	p.ISREpochs = out
 }
 
 // Clone returns a deep copy.
@@ -125,6 +164,7 @@ func (p PartitionState) Clone() PartitionState {
 	p.LastKnownELR = slices.Clone(p.LastKnownELR)
 	p.Adding = slices.Clone(p.Adding)
 	p.Removing = slices.Clone(p.Removing)
+	p.ISREpochs = maps.Clone(p.ISREpochs)
 	return p
 }
 
@@ -134,7 +174,8 @@ func (p PartitionState) Equal(o PartitionState) bool {
 		slices.Equal(p.LastKnownELR, o.LastKnownELR) && slices.Equal(p.Adding, o.Adding) &&
 		slices.Equal(p.Removing, o.Removing) && p.Leader == o.Leader && p.LeaderEpoch == o.LeaderEpoch &&
 		p.PartitionEpoch == o.PartitionEpoch && p.LeaderRecovery == o.LeaderRecovery &&
-		p.ElectedBroker == o.ElectedBroker && p.ElectedBrokerEpoch == o.ElectedBrokerEpoch
+		p.ElectedBroker == o.ElectedBroker && p.ElectedBrokerEpoch == o.ElectedBrokerEpoch &&
+		maps.Equal(p.ISREpochs, o.ISREpochs)
 }
 
 // String is a compact, stable form used by transcript tests and logs.

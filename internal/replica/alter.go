@@ -54,6 +54,15 @@ func AlterPartition(cur meta.PartitionState, leader int32, ch *IsrChange, minISR
 	}
 	ns := cur.Clone()
 	ns.ISR = slices.Clone(ch.ISR)
+	// KIP-903: the ISR records each member's broker epoch; an added member
+	// is recorded as the incarnation that fetched (its registration is
+	// compared in the same transaction), the leader as itself.
+	ns.SyncISREpochs(func(r int32) int64 {
+		if r == leader {
+			return ch.LeaderBrokerEpoch
+		}
+		return ch.AddedEpochs[r]
+	})
 	minISR = max(1, min(minISR, len(ns.Replicas)))
 	if len(ns.ISR) < minISR {
 		for _, r := range cur.ISR {

@@ -40,6 +40,15 @@ type params struct {
 	// leaderships at the same leader epoch (the controller never sees its
 	// registration gone).
 	restartKeepsEpoch bool
+	// unsyncedPowerCuts: with Kafka's semantics (durable acks off) a
+	// follower may lose power too, dropping its unsynced tail (records it
+	// had fetched and the high watermark counted). Kafka promises those
+	// records survive while another ISR member keeps them, so such a
+	// follower must not stay in the ISR when it comes back within its
+	// session (KIP-903 per-member broker epochs, meta.PartitionState
+	// ISREpochs). The leader is not cut: as the only sure holder of what it
+	// acknowledged, its unsynced loss is outside Kafka's promise.
+	unsyncedPowerCuts bool
 }
 
 // counts are what one run did.
@@ -869,6 +878,13 @@ func (s *sim) checkHW() {
 	hw := n.leader.HighWatermark()
 	for _, r := range s.qs.ISR {
 		m := s.nodes[r]
+		if !s.p.durable && (!m.up || s.qs.StaleISRMember(r, m.epoch)) {
+			// Without durable acks a member that lost power is behind
+			// until the controller drops it from the ISR when it
+			// re-registers (KIP-903); what counts is that the acknowledged
+			// records survive (checkTrueLeader).
+			continue
+		}
 		end := m.log.end()
 		if s.p.durable {
 			end = int64(m.log.durable)
@@ -923,8 +939,8 @@ func (s *sim) nemesis() {
 				s.start(n)
 			}
 		})
-	case k < 32: // power loss (durable acks only: Kafka's semantics do not survive one)
-		if !n.up || !s.p.durable {
+	case k < 32: // power loss (durable acks; without them only a follower: unsyncedPowerCuts)
+		if !n.up || (!s.p.durable && !(s.p.unsyncedPowerCuts && s.qs.Leader != meta.NoLeader && s.qs.Leader != n.id)) {
 			return
 		}
 		s.crash(n, true)
