@@ -26,6 +26,9 @@ command -v node >/dev/null 2>&1 || missing_pkgs+=(nodejs)
 # The fault tests (test/faults) cut traffic between network namespaces.
 command -v iptables >/dev/null 2>&1 || missing_pkgs+=(iptables)
 command -v ip >/dev/null 2>&1 || missing_pkgs+=(iproute2)
+# The power-loss rows put each broker's directory on a loop-mounted ext4.
+command -v mkfs.ext4 >/dev/null 2>&1 || missing_pkgs+=(e2fsprogs)
+command -v losetup >/dev/null 2>&1 || missing_pkgs+=(mount)
 # The web console's browser tests drive Debian's chromium (chromedp).
 command -v chromium >/dev/null 2>&1 || missing_pkgs+=(chromium)
 command -v Burrow >/dev/null 2>&1 || missing_pkgs+=(burrow)
@@ -47,6 +50,7 @@ command -v strace >/dev/null || die "strace still missing after install"
 command -v node >/dev/null || die "node still missing after install"
 command -v iptables >/dev/null || die "iptables still missing after install"
 command -v ip >/dev/null || die "ip (iproute2) still missing after install"
+command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 (e2fsprogs) still missing after install"
 command -v chromium >/dev/null || die "chromium still missing after install"
 command -v npm >/dev/null || die "npm still missing after install"
 

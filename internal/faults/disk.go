@@ -57,3 +57,87 @@ func (d *Disk) Free() error {
 
 // Unmount removes the tmpfs (and everything on it).
 func (d *Disk) Unmount() error { return run("umount", d.Dir) }
+
+// LoopDisk is an ext4 file system in an image file, loop-mounted at a
+// broker's directory: it can be filled (Fill/Free, as Disk) and it can lose
+// power. PowerCut shuts the file system down without flushing its journal
+// or its dirty pages (EXT4_IOC_SHUTDOWN with EXT4_GOING_FLAGS_NOLOGFLUSH,
+// xfstests' "godown"): what was not fsynced is dropped, exactly as a power
+// cut drops the page cache, and Remount mounts the image again, replaying
+// the journal as a boot after a crash does. It is vfs.CrashFS for a real
+// process, at the kernel's level. Needs root, mkfs.ext4 and loop devices.
+type LoopDisk struct {
+	Dir     string
+	image   string
+	ballast string
+}
+
+// ext4 shutdown ioctl (linux/ext4.h): EXT4_IOC_SHUTDOWN = _IOR('X', 125,
+// __u32); EXT4_GOING_FLAGS_NOLOGFLUSH = 0x2 (do not flush the log).
+const (
+	ext4IocShutdown          = 0x8004587D
+	ext4GoingFlagsNoLogFlush = 0x2
+)
+
+// MountLoop creates a sparse image of size bytes at image, makes an ext4
+// file system in it and mounts it at dir (which must exist and be empty).
+func MountLoop(dir, image string, size int64) (*LoopDisk, error) {
+	if os.Geteuid() != 0 {
+		return nil, ErrNotRoot
+	}
+	f, err := os.Create(image)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	if err := run("mkfs.ext4", "-q", "-F", image); err != nil {
+		return nil, err
+	}
+	d := &LoopDisk{Dir: dir, image: image, ballast: filepath.Join(dir, ".faults-ballast")}
+	if err := d.Remount(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Remount mounts the image at Dir again (after PowerCut: the journal is
+// replayed).
+func (d *LoopDisk) Remount() error {
+	if err := run("mount", "-o", "loop", d.image, d.Dir); err != nil {
+		return fmt.Errorf("mount %s (is a loop device free? losetup -f): %w", d.image, err)
+	}
+	return nil
+}
+
+// PowerCut drops everything the file system had not written to its
+// device, then unmounts it. Every process using it must be stopped
+// (SIGSTOP or dead) first: a running one would get EIO. After it, kill
+// them, Unmount, and Remount to bring the file system back as a reboot
+// would.
+func (d *LoopDisk) PowerCut() error {
+	f, err := os.Open(d.Dir)
+	if err != nil {
+		return err
+	}
+	err = ioctlShutdown(f, ext4GoingFlagsNoLogFlush)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("ext4 shutdown of %s: %w", d.Dir, err)
+	}
+	return nil
+}
+
+// Unmount unmounts the file system (its processes must be dead).
+func (d *LoopDisk) Unmount() error { return run("umount", d.Dir) }
+
+// Fill fills the file system to the last byte (see Disk.Fill).
+func (d *LoopDisk) Fill() error { return (&Disk{Dir: d.Dir, ballast: d.ballast}).Fill() }
+
+// Free removes the ballast.
+func (d *LoopDisk) Free() error { return (&Disk{Dir: d.Dir, ballast: d.ballast}).Free() }

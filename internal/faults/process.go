@@ -236,7 +236,7 @@ func (p *Proc) signal(sig syscall.Signal) error {
 	switch sig {
 	case syscall.SIGSTOP:
 		p.paused = true
-	case syscall.SIGCONT:
+	case syscall.SIGCONT, syscall.SIGKILL: // a stopped process dies of SIGKILL too
 		p.paused = false
 	}
 	return nil

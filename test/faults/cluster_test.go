@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,25 +18,54 @@ import (
 	"github.com/strata-io/strata/internal/workload"
 )
 
-// netCluster is three combined `strata serve` nodes (broker and
-// controller, docs/cluster.md), each in its own network namespace
-// (faults.Net), so that iptables can cut the paths between them: node i
-// listens on <IP(i)>:9092 (Kafka), :9093 (controller: etcd peers and
-// clients) and :9094 (metrics). Clients run in the test's namespace and
-// reach every node over the bridge.
+// netCluster is a cluster of `strata serve` nodes from the built binary,
+// each in its own network namespace (faults.Net), so that iptables can cut
+// the paths between them. In the combined layout (startNetCluster) node i
+// is broker and controller (docs/cluster.md) and listens on <IP(i)>:9092
+// (Kafka), :9093 (controller: etcd peers and clients) and :9094 (metrics);
+// in the split layout (netLayout.controllers > 0) the first namespaces hold
+// controller-only nodes and the others broker-only nodes. Clients run in
+// the test's namespace and reach every node over the bridge.
 type netCluster struct {
-	nt      *faults.Net
+	nt *faults.Net
+	// procs, addrs, metrics and netIdx are the brokers' (combined nodes'):
+	// their process, Kafka and metrics addresses, and namespace index.
 	procs   []*faults.Proc
 	addrs   []string
 	metrics []string
+	netIdx  []int
+	ids     []int32
+	// ctrls and ctrlNet are the controller-only nodes (split layout).
+	ctrls   []*faults.Proc
+	ctrlNet []int
+	// disks are the brokers' loop-mounted ext4 directories (loopDisks),
+	// tmpfs is their tmpfs directories (tmpfsDisks).
+	disks []*faults.LoopDisk
+	tmpfs []*faults.Disk
 }
 
-// startNetCluster starts the cluster: replication factor 3,
+// netLayout says which nodes a netCluster runs.
+type netLayout struct {
+	controllers int // controller-only nodes (0: combined nodes)
+	brokers     int // broker-only nodes, or combined nodes when controllers is 0
+	// loopDisks puts each broker's directory on its own loop-mounted ext4
+	// (faults.LoopDisk: power cuts); tmpfsDisks on a 256 MiB tmpfs (a disk
+	// that fills).
+	loopDisks, tmpfsDisks bool
+}
+
+// startNetCluster starts three combined nodes: replication factor 3,
 // min.insync.replicas=2, a 4 s broker session (a cut-off or paused broker
 // is fenced within seconds), replica.lag.time.max.ms=5000.
 func startNetCluster(t *testing.T, ctx context.Context, extra ...string) *netCluster {
+	return startNetClusterWith(t, ctx, netLayout{brokers: 3}, extra...)
+}
+
+// startNetClusterWith starts the cluster of layout l (settings as
+// startNetCluster).
+func startNetClusterWith(t *testing.T, ctx context.Context, l netLayout, extra ...string) *netCluster {
 	t.Helper()
-	const n = 3
+	n := l.controllers + l.brokers
 	nt, err := faults.NewNet(n)
 	if err != nil {
 		t.Fatal(err)
@@ -47,18 +77,21 @@ func startNetCluster(t *testing.T, ctx context.Context, extra ...string) *netClu
 	})
 	c := &netCluster{nt: nt}
 	var voters []string
-	for i := 0; i < n; i++ {
+	nvoters := l.controllers
+	if nvoters == 0 {
+		nvoters = l.brokers
+	}
+	for i := 0; i < nvoters; i++ {
 		voters = append(voters, fmt.Sprintf("%d@%s:9093", i+1, nt.IP(i)))
-		c.addrs = append(c.addrs, nt.IP(i)+":9092")
-		c.metrics = append(c.metrics, nt.IP(i)+":9094")
 	}
 	base := t.TempDir()
+	var all []*faults.Proc
 	for i := 0; i < n; i++ {
 		dir := filepath.Join(base, fmt.Sprintf("node-%d", i+1))
-		args := []string{"serve",
-			"--node.id", fmt.Sprint(i + 1),
-			"--process.roles", "broker,controller",
-			"--listeners", fmt.Sprintf("PLAINTEXT://%s,CONTROLLER://%s:9093", c.addrs[i], nt.IP(i)),
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		common := []string{"serve", "--node.id", fmt.Sprint(i + 1),
 			"--controller.listener.names", "CONTROLLER",
 			"--controller.quorum.voters", strings.Join(voters, ","),
 			"--broker.session.timeout.ms", "4000",
@@ -66,26 +99,60 @@ func startNetCluster(t *testing.T, ctx context.Context, extra ...string) *netClu
 			"--default.replication.factor", "3",
 			"--min.insync.replicas", "2",
 			"--replica.lag.time.max.ms", "5000",
-			"--strata.metrics.listener", c.metrics[i],
+			"--strata.metrics.listener", nt.IP(i) + ":9094",
 			"--log.dirs", dir,
 			"--strata.log.format", "json",
 		}
-		c.procs = append(c.procs, faults.NewProc(faults.ProcSpec{Name: fmt.Sprintf("node-%d", i+1), Path: strataBin,
-			Args: append(args, extra...), Dir: base, Netns: nt.Netns(i), Ready: faults.StrataReady, LogPath: dir + ".log"}))
+		name := fmt.Sprintf("node-%d", i+1)
+		if i < l.controllers {
+			args := append(common, "--process.roles", "controller", "--listeners", fmt.Sprintf("CONTROLLER://%s:9093", nt.IP(i)))
+			p := faults.NewProc(faults.ProcSpec{Name: name, Path: strataBin, Args: append(args, extra...), Dir: base,
+				Netns: nt.Netns(i), Ready: "metadata store member started", LogPath: dir + ".log"})
+			c.ctrls, c.ctrlNet = append(c.ctrls, p), append(c.ctrlNet, i)
+			all = append(all, p)
+			continue
+		}
+		roles, listeners := "broker,controller", fmt.Sprintf("PLAINTEXT://%s:9092,CONTROLLER://%s:9093", nt.IP(i), nt.IP(i))
+		if l.controllers > 0 {
+			roles, listeners = "broker", fmt.Sprintf("PLAINTEXT://%s:9092", nt.IP(i))
+		}
+		switch {
+		case l.loopDisks:
+			d, err := faults.MountLoop(dir, filepath.Join(base, name+".img"), 512<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = d.Unmount() }) // after the processes stop (cleanups run last in, first out)
+			c.disks = append(c.disks, d)
+		case l.tmpfsDisks:
+			d, err := faults.MountDisk(dir, "256m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = d.Unmount() })
+			c.tmpfs = append(c.tmpfs, d)
+		}
+		args := append(common, "--process.roles", roles, "--listeners", listeners)
+		p := faults.NewProc(faults.ProcSpec{Name: name, Path: strataBin, Args: append(args, extra...), Dir: base,
+			Netns: nt.Netns(i), Ready: faults.StrataReady, LogPath: dir + ".log"})
+		c.procs, c.netIdx, c.ids = append(c.procs, p), append(c.netIdx, i), append(c.ids, int32(i+1))
+		c.addrs = append(c.addrs, nt.IP(i)+":9092")
+		c.metrics = append(c.metrics, nt.IP(i)+":9094")
+		all = append(all, p)
 	}
-	t.Cleanup(func() { // before nt.Close: cleanups run last in, first out
-		for i, p := range c.procs {
+	t.Cleanup(func() { // before nt.Close and the unmounts: cleanups run last in, first out
+		for _, p := range all {
 			p.Stop()
 			if t.Failed() {
-				t.Logf("node-%d log: %s", i+1, filepath.Join(base, fmt.Sprintf("node-%d.log", i+1)))
+				t.Logf("%s log: %s", p.Name(), filepath.Join(base, p.Name()+".log"))
 			}
 		}
 	})
 	errs := make(chan error, n)
-	for _, p := range c.procs {
+	for _, p := range all {
 		go func() { errs <- p.Start(ctx) }() // owner: this call, which reads every result
 	}
-	for range c.procs {
+	for range all {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +358,7 @@ var matrix = []clusterFault{
 
 // defaultRows are the rows the default suite runs (one fault each); the
 // whole matrix runs with STRATA_LONG=1.
-var defaultRows = []string{"isolate-leader", "etcd-quorum-cut", "oneway-from-leader"}
+var defaultRows = []string{"isolate-leader", "etcd-quorum-cut", "power-cut-all"}
 
 // TestClusterFaultMatrix runs the workload (idempotent acks=all producers,
 // a transactional producer, an assign-mode READ_COMMITTED reader) against
@@ -317,13 +384,13 @@ func TestClusterFaultMatrix(t *testing.T) {
 			rows[r] = true
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds*len(matrix))*30*time.Second+4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds*(len(matrix)+len(powerRows)))*30*time.Second+5*time.Minute)
 	defer cancel()
-	c := startNetCluster(t, ctx)
+	c := startNetClusterWith(t, ctx, netLayout{brokers: 3, loopDisks: true})
 	const topic = "matrix"
 	var fs []faults.Fault
 	var names []string
-	for _, row := range matrix {
+	for _, row := range append(append([]clusterFault(nil), matrix...), powerRows...) {
 		if rows == nil || rows[row.name] {
 			fs = append(fs, row.fault(c, topic, t.Logf))
 			names = append(names, row.name)
@@ -336,9 +403,44 @@ func TestClusterFaultMatrix(t *testing.T) {
 	cfg := workload.Config{Brokers: c.addrs, Topic: topic, Partitions: 3, Producers: 2, TxnProducers: 1,
 		AssignConsumers: 1, Rate: 50, TxnTimeout: 10 * time.Second, Logf: t.Logf,
 		ClientOpts: []kgo.Opt{kgo.RecordDeliveryTimeout(60 * time.Second)}}
+	// Topic administration from a client on every broker at once, checked
+	// for linearizability per topic name (checker.CheckMetadata).
+	mr, err := workload.StartMeta(ctx, workload.MetaConfig{Brokers: c.addrs, NodeIDs: c.ids,
+		Pause: 200 * time.Millisecond, Seed: uint64(time.Now().UnixNano()), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mr.Stop(); mr.Close() })
 	res := runFaults(t, ctx, cfg, nem, map[string]string{
 		"broker": "strata, three combined nodes in their own network namespaces, replication factor 3, min.insync.replicas=2, acks=all",
 		"rows":   strings.Join(names, ", "),
 		"faults": fmt.Sprintf("%d round(s) of %d rows, 6 s each, 6 s healthy between", rounds, len(fs))})
 	t.Logf("rows %v: acknowledged %d records, transactions %v", names, res.Stats.AckedSends, res.Stats.Ops[checker.KindTxn])
+	checkMetadata(t, ctx, mr)
+}
+
+// checkMetadata stops the topic administration workload, waits for every
+// broker to converge, records the final reads and checks the history for
+// linearizability (porcupine, per topic name).
+func checkMetadata(t *testing.T, ctx context.Context, mr *workload.MetaRunner) {
+	t.Helper()
+	mr.Stop()
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := mr.FinalRead(rctx); err != nil {
+		t.Errorf("metadata: %v", err)
+	}
+	ops := mr.Ops()
+	res := checker.CheckMetadata(ops, time.Minute)
+	dir := artifacts(t)
+	if err := workload.WriteMetaArtifacts(dir, ops, res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("metadata: %s(history in %s)", res, filepath.Join(dir, "meta-report.txt"))
+	if !res.Valid() {
+		t.Errorf("topic administration is not linearizable:\n%s", res)
+	}
+	if res.Outcomes[checker.MetaOK] == 0 {
+		t.Errorf("the metadata workload did nothing: %s", res)
+	}
 }
