@@ -141,3 +141,25 @@ func (d *LoopDisk) Fill() error { return (&Disk{Dir: d.Dir, ballast: d.ballast})
 
 // Free removes the ballast.
 func (d *LoopDisk) Free() error { return (&Disk{Dir: d.Dir, ballast: d.ballast}).Free() }
+
+// ShareMounts bind-mounts dir on itself with shared propagation, so that
+// file systems mounted and unmounted under it later (LoopDisk) are
+// mounted and unmounted in the mount namespaces of processes started
+// since (`ip netns exec` gives each its own, a slave of this one) too.
+// Without it such a namespace keeps its copy of an unmounted file system
+// alive, and mounting the image again would hand back the old, shut-down
+// one. The returned function undoes it (after everything under dir is
+// unmounted).
+func ShareMounts(dir string) (func() error, error) {
+	if os.Geteuid() != 0 {
+		return nil, ErrNotRoot
+	}
+	if err := run("mount", "--bind", dir, dir); err != nil {
+		return nil, err
+	}
+	if err := run("mount", "--make-rshared", dir); err != nil {
+		_ = run("umount", dir)
+		return nil, err
+	}
+	return func() error { return run("umount", dir) }, nil
+}

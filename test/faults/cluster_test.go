@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/strata-io/strata/internal/checker"
@@ -85,6 +87,13 @@ func startNetClusterWith(t *testing.T, ctx context.Context, l netLayout, extra .
 		voters = append(voters, fmt.Sprintf("%d@%s:9093", i+1, nt.IP(i)))
 	}
 	base := t.TempDir()
+	if l.loopDisks {
+		unshare, err := faults.ShareMounts(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = unshare() }) // runs after the disks' unmounts
+	}
 	var all []*faults.Proc
 	for i := 0; i < n; i++ {
 		dir := filepath.Join(base, fmt.Sprintf("node-%d", i+1))
@@ -164,13 +173,34 @@ func startNetClusterWith(t *testing.T, ctx context.Context, l netLayout, extra .
 // node 0 when none is known.
 func (c *netCluster) leader(ctx context.Context, topic string, logf func(string, ...any)) int {
 	for tries := 0; tries < 20 && ctx.Err() == nil; tries++ {
-		if i := leaderOf(ctx, c.addrs, topic, 0); i >= 0 {
+		if i := c.leaderIndex(ctx, topic); i >= 0 {
 			return i
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	logf("no leader of %s-0 known: the fault targets node-1", topic)
 	return 0
+}
+
+// leaderIndex is the index (in procs) of the broker leading topic-0, -1
+// if none is known.
+func (c *netCluster) leaderIndex(ctx context.Context, topic string) int {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs...))
+	if err != nil {
+		return -1
+	}
+	defer cl.Close()
+	mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	md, err := kadm.NewClient(cl).Metadata(mctx, topic)
+	if err != nil {
+		return -1
+	}
+	pd, ok := md.Topics[topic].Partitions[0]
+	if !ok || pd.Err != nil {
+		return -1
+	}
+	return slices.Index(c.ids, pd.Leader)
 }
 
 // etcdLeader is the node whose metadata-store member is the Raft leader

@@ -75,6 +75,14 @@ func startAll(ctx context.Context, ps []*faults.Proc) error {
 			first = err
 		}
 	}
+	if first != nil {
+		for _, p := range ps {
+			if !p.Running() {
+				out := strings.Split(strings.TrimSpace(p.Output()), "\n")
+				first = fmt.Errorf("%w; %s's last lines:\n%s", first, p.Name(), strings.Join(out[max(0, len(out)-8):], "\n"))
+			}
+		}
+	}
 	return first
 }
 
