@@ -32,8 +32,12 @@ func startBrokerLog(t testing.TB, dir string, overrides map[string]string, logw 
 	return servertest.Start(t, opts)
 }
 
+// ctxT is a test's client context. It bounds a whole test body (a cluster
+// test makes dozens of round trips, each waiting for metadata commits), so
+// its deadline is one only a hung test reaches: under CI's load a test
+// runs several times slower than on a quiet machine.
 func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
