@@ -137,7 +137,15 @@ func (a *Admin) CreateTopic(ctx context.Context, req TopicRequest, validateOnly 
 	if err := a.checkRF(rf); err != nil {
 		return err
 	}
-	ds, err := a.state().CreateTopic(req)
+	// Placed on a view synced with the store: every broker registered and
+	// every topic created before the request counts (Kafka's controller
+	// places on its committed state), not only what this node's watch
+	// delivered so far.
+	v, err := a.Cache.Sync(ctx)
+	if err != nil {
+		return err
+	}
+	ds, err := FromView(v, a.Policy).CreateTopic(req)
 	if err != nil || validateOnly {
 		return err
 	}
@@ -182,7 +190,10 @@ func (a *Admin) explainCreateConflict(err error, name string) error {
 
 // CreatePartitions grows a topic to total partitions.
 func (a *Admin) CreatePartitions(ctx context.Context, name string, total int, assignment [][]int32, validateOnly bool) error {
-	v := a.Cache.View()
+	v, err := a.Cache.Sync(ctx) // as CreateTopic
+	if err != nil {
+		return err
+	}
 	t := v.Topics[name]
 	ds, err := FromView(v, a.Policy).AddPartitions(name, total, assignment)
 	if err != nil || validateOnly {

@@ -22,6 +22,8 @@ type Cache struct {
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at every publish
+	// progress asks the running watch for a progress notification (Sync).
+	progress chan struct{}
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -37,7 +39,8 @@ func StartCache(ctx context.Context, store *Store, logger *slog.Logger) (*Cache,
 		return nil, err
 	}
 	wctx, cancel := context.WithCancel(context.Background())
-	c := &Cache{store: store, logger: logger, changed: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+	c := &Cache{store: store, logger: logger, changed: make(chan struct{}), progress: make(chan struct{}, 1),
+		cancel: cancel, done: make(chan struct{})}
 	c.cur.Store(v)
 	go c.run(wctx)
 	return c, nil
@@ -64,6 +67,39 @@ func (c *Cache) WaitRev(ctx context.Context, rev int64) (*View, error) {
 		}
 		select {
 		case <-ch:
+		case <-ctx.Done():
+			return nil, Retriable(ctx.Err())
+		}
+	}
+}
+
+// Sync waits until the view reflects every change the store committed
+// before the call, and returns it. A linearizable read gives the store's
+// current revision; the watch is asked for a progress notification (etcd's
+// RequestProgress, as a watch cache serving consistent reads does), which
+// comes once every event up to that revision has been delivered. The view
+// is otherwise only as recent as the last event the watch delivered, so a
+// decision taken on it right after another node's write (a placement
+// right after a broker registered) could miss that write; after Sync it
+// cannot, as Kafka's active controller decides on its committed state.
+func (c *Cache) Sync(ctx context.Context) (*View, error) {
+	resp, err := c.store.cli.Get(ctx, c.store.keys.Root(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return nil, Retriable(err)
+	}
+	rev := resp.Header.Revision
+	for {
+		ch := c.Changed()
+		if v := c.View(); v.Rev >= rev {
+			return v, nil
+		}
+		select { // at most one request waiting; the watch may be restarting
+		case c.progress <- struct{}{}:
+		default:
+		}
+		select {
+		case <-ch:
+		case <-time.After(100 * time.Millisecond):
 		case <-ctx.Done():
 			return nil, Retriable(ctx.Err())
 		}
@@ -114,10 +150,35 @@ func (c *Cache) watch(ctx context.Context) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	k := c.store.keys
-	wch := c.store.cli.Watch(clientv3.WithRequireLeader(wctx), k.Root(), clientv3.WithPrefix(), clientv3.WithRev(c.View().Rev+1))
+	wctx = clientv3.WithRequireLeader(wctx)
+	wch := c.store.cli.Watch(wctx, k.Root(), clientv3.WithPrefix(), clientv3.WithRev(c.View().Rev+1))
+	// Progress requests (Sync) go out on this watch's own stream: the
+	// request's context must carry the same metadata as the watch's.
+	go func() { // owner: watch; ends with wctx
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-c.progress:
+				_ = c.store.cli.RequestProgress(wctx)
+			}
+		}
+	}()
 	for resp := range wch {
 		if err := resp.Err(); err != nil {
 			return err
+		}
+		if resp.IsProgressNotify() {
+			// Every event up to the header's revision has been
+			// delivered: the view is current as of it.
+			if resp.Header.Revision > c.View().Rev {
+				nv, err := c.View().apply(k, resp.Header.Revision, nil)
+				if err != nil {
+					return err
+				}
+				c.publish(nv)
+			}
+			continue
 		}
 		if len(resp.Events) == 0 {
 			continue

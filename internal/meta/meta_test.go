@@ -208,3 +208,51 @@ func TestCheckCreate(t *testing.T) {
 		t.Fatalf("registration changed: %v %v", got, err)
 	}
 }
+
+// TestCacheSync: Sync returns a view holding every write committed before
+// the call, the registration of a broker by another client included, even
+// when the store's latest revision is a write outside the metadata prefix
+// (no event for the watch: the view catches up by a progress
+// notification, not by waiting for the next metadata write).
+func TestCacheSync(t *testing.T) {
+	cli := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st := NewStore(cli, DefaultKeys, 4)
+	cache, err := StartCache(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	sess, err := NewSession(ctx, cli, 3*time.Second, 500*time.Millisecond, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close(ctx)
+	for i := int32(1); i <= 20; i++ {
+		// A registration then a write outside the prefix: the store's
+		// revision is past the registration's.
+		b := Broker{ID: i, Incarnation: "i", DirectoryID: "d", Listeners: []Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 1, Protocol: "PLAINTEXT"}}}
+		if _, err := st.Register(ctx, b, sess.Lease()); err != nil {
+			t.Fatal(err)
+		}
+		put, err := cli.Put(ctx, "/elsewhere/x", "y")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := cache.Sync(ctx)
+		if err != nil {
+			t.Fatalf("sync after registering broker %d: %v", i, err)
+		}
+		if v.Brokers[i].ID != i || v.Rev < put.Header.Revision {
+			t.Fatalf("sync after registering broker %d: view at %d (store at %d) lists brokers %v", i, v.Rev, put.Header.Revision, v.Brokers)
+		}
+	}
+	// The view's progress revision is a valid watch start: later writes
+	// still arrive.
+	b := Broker{ID: 99, Incarnation: "i", DirectoryID: "d", Listeners: []Endpoint{{Name: "PLAINTEXT", Host: "h", Port: 1, Protocol: "PLAINTEXT"}}}
+	if _, err := st.Register(ctx, b, sess.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	waitView(t, cache, func(v *View) bool { _, ok := v.Brokers[99]; return ok })
+}
