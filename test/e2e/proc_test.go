@@ -226,9 +226,23 @@ func (p *proc) Kill() {
 // code (-1 when killed by a signal).
 func (p *proc) Term() int {
 	p.t.Helper()
+	p.SignalTerm()
+	return p.WaitExit()
+}
+
+// SignalTerm sends SIGTERM without waiting (WaitExit waits): several
+// processes stopped at once.
+func (p *proc) SignalTerm() {
+	p.t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		p.t.Fatalf("SIGTERM: %v", err)
 	}
+}
+
+// WaitExit waits (60 s at most) for the process to exit after SignalTerm
+// and returns its exit code.
+func (p *proc) WaitExit() int {
+	p.t.Helper()
 	select {
 	case <-p.done:
 	case <-time.After(60 * time.Second):
