@@ -77,11 +77,12 @@ go vet -tags invariants ./internal/storage
 log "go test -tags invariants (storage and cleaner model tests)"
 go test -tags invariants -count=1 -timeout 10m -run 'TestLogModel|TestInvariants' ./internal/storage
 go test -tags invariants -count=1 -timeout 10m -run 'TestCleanerModel' ./internal/cleaner -rapid.checks=20
-# The strata binary the process-level tests run (test/e2e, test/faults),
+# The strata binary the process-level tests run (test/e2e, test/faults,
+# test/compat's binary cluster),
 # built once here instead of once per package.
 bin_dir=$(mktemp -d)
 trap 'rm -rf "$bin_dir"' EXIT
-log "go build ./cmd/strata (shared by test/e2e and test/faults)"
+log "go build ./cmd/strata (shared by test/e2e, test/faults and test/compat)"
 go build -o "$bin_dir/strata" ./cmd/strata
 export STRATA_E2E_BIN="$bin_dir/strata"
 # go test starts the packages' runs in the order given (-p of them at a
