@@ -3,7 +3,6 @@ package storage
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -215,22 +214,6 @@ func TestFileCachePowerLossKeepsAcked(t *testing.T) {
 	s := NewSyncer(quiet)
 	files := NewFileCache(3)
 	logs := manyLogs(t, fsys, "/data", parts, cfg, false, s, files)
-	rng := rand.New(rand.NewPCG(3, 9))
-	var mu sync.Mutex
-	acked := map[int][]ackedBatch{}
-	type image struct {
-		fs    *vfs.CrashFS
-		acked map[int][]ackedBatch
-	}
-	var images []image
-	snapshot := func() map[int][]ackedBatch {
-		out := make(map[int][]ackedBatch, len(acked))
-		for k, v := range acked {
-			out[k] = append([]ackedBatch(nil), v...)
-		}
-		return out
-	}
-	var wg sync.WaitGroup
 	done := make(chan struct{})
 	var readers sync.WaitGroup
 	readers.Add(1)
@@ -251,41 +234,13 @@ func TestFileCachePowerLossKeepsAcked(t *testing.T) {
 			res.Release()
 		}
 	}()
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(w), 4))
-			for i := range appends {
-				p := r.IntN(parts)
-				b := mkBatch(t, 1+r.IntN(4), fmt.Sprintf("w%d-%d", w, i), int64(i))
-				res, err := logs[p].Append(b, AppendOptions{LeaderEpoch: 1})
-				if err == nil {
-					err = logs[p].WaitDurable(context.Background(), res.LastOffset+1)
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				acked[p] = append(acked[p], ackedBatch{res.BaseOffset, b})
-				switch rng.IntN(40) {
-				case 0:
-					images = append(images, image{fsys.Crash(), snapshot()})
-				case 1:
-					images = append(images, image{fsys.CrashTorn(func(n int) int { return rng.IntN(n + 1) }), snapshot()})
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	acked, images := appendWithPowerCuts(t, fsys, logs, writers, appends, 1, 4, 40)
 	close(done)
 	readers.Wait()
 	if t.Failed() {
 		t.FailNow()
 	}
-	images = append(images, image{fsys.Crash(), snapshot()})
+	images = append(images, powerCutImage{fsys.Crash(), snapshotAcked(acked)})
 	all, active := files.Evictions()
 	if active == 0 {
 		t.Fatalf("no active segment was evicted (%d evictions)", all)

@@ -85,6 +85,67 @@ func closeAll(t testing.TB, s *Syncer, logs []*Log) {
 	}
 }
 
+// powerCutImage is a power-cut image of the file system and what had been
+// acknowledged when it was taken.
+type powerCutImage struct {
+	fs    *vfs.CrashFS
+	acked map[int][]ackedBatch
+}
+
+// appendWithPowerCuts runs writers goroutines, each appending appends
+// batches of 1-4 records to random logs (at leader epoch epoch) and waiting
+// until each is durable; after an acknowledgement, one time in odds, it
+// takes a power-cut image of fsys (half of them with torn writes). It
+// returns what was acknowledged and the images (the caller takes the last
+// one once everything else touching the logs has stopped).
+func appendWithPowerCuts(t *testing.T, fsys *vfs.CrashFS, logs []*Log, writers, appends int, epoch int32, seed uint64, odds int) (map[int][]ackedBatch, []powerCutImage) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 11))
+	var mu sync.Mutex
+	acked := map[int][]ackedBatch{}
+	var images []powerCutImage
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() { // owner: appendWithPowerCuts; ends after its appends
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), seed))
+			for i := range appends {
+				p := r.IntN(len(logs))
+				b := mkBatch(t, 1+r.IntN(4), fmt.Sprintf("w%d-%d", w, i), int64(i))
+				res, err := logs[p].Append(b, AppendOptions{LeaderEpoch: epoch})
+				if err == nil {
+					err = logs[p].WaitDurable(context.Background(), res.LastOffset+1)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				acked[p] = append(acked[p], ackedBatch{res.BaseOffset, b})
+				switch rng.IntN(odds) {
+				case 0:
+					images = append(images, powerCutImage{fsys.Crash(), snapshotAcked(acked)})
+				case 1:
+					images = append(images, powerCutImage{fsys.CrashTorn(func(n int) int { return rng.IntN(n + 1) }), snapshotAcked(acked)})
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return acked, images
+}
+
+// snapshotAcked copies acked.
+func snapshotAcked(acked map[int][]ackedBatch) map[int][]ackedBatch {
+	out := make(map[int][]ackedBatch, len(acked))
+	for k, v := range acked {
+		out[k] = append([]ackedBatch(nil), v...)
+	}
+	return out
+}
+
 // TestJournalPowerLossManyPartitions: writers append with acks=all to
 // random partitions among a thousand, so group-commit rounds go through
 // the journal (small files: it rotates and checkpoints all the time, and
@@ -96,57 +157,15 @@ func TestJournalPowerLossManyPartitions(t *testing.T) {
 	if testing.Short() {
 		parts, appends = 200, 60
 	}
-	rng := rand.New(rand.NewPCG(uint64(parts), 11))
 	fsys := vfs.NewCrashFS()
 	cfg := testConfig()
 	cfg.SegmentBytes = 3000
 	s, logs := journalDir(t, fsys, parts, cfg, 64<<10, false)
-	var mu sync.Mutex
-	acked := map[int][]ackedBatch{}
-	type image struct {
-		fs    *vfs.CrashFS
-		acked map[int][]ackedBatch
+	acked, images := appendWithPowerCuts(t, fsys, logs, writers, appends, 2, 5, 600)
+	if t.Failed() {
+		t.FailNow()
 	}
-	var images []image
-	snapshot := func() map[int][]ackedBatch {
-		out := make(map[int][]ackedBatch, len(acked))
-		for k, v := range acked {
-			out[k] = append([]ackedBatch(nil), v...)
-		}
-		return out
-	}
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(w), 5))
-			for i := range appends {
-				p := r.IntN(parts)
-				b := mkBatch(t, 1+r.IntN(4), fmt.Sprintf("w%d-%d", w, i), int64(i))
-				res, err := logs[p].Append(b, AppendOptions{LeaderEpoch: 2})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if err := logs[p].WaitDurable(context.Background(), res.LastOffset+1); err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				acked[p] = append(acked[p], ackedBatch{res.BaseOffset, b})
-				switch rng.IntN(600) {
-				case 0:
-					images = append(images, image{fsys.Crash(), snapshot()})
-				case 1:
-					images = append(images, image{fsys.CrashTorn(func(n int) int { return rng.IntN(n + 1) }), snapshot()})
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	images = append(images, image{fsys.Crash(), snapshot()})
+	images = append(images, powerCutImage{fsys.Crash(), snapshotAcked(acked)})
 	st := s.JournalStats()
 	if st.Rounds == 0 || st.Checkpoints == 0 {
 		t.Fatalf("the journal was not exercised: %+v", st)
