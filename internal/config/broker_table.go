@@ -163,6 +163,8 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 	// Groups and producers.
 	def("offsets.topic.num.partitions", TypeInt, "50", atLeast(1),
 		"Partitions of __consumer_offsets (fixed once the topic exists)."),
+	def("offsets.commit.timeout.ms", TypeInt, "5000", atLeast(1),
+		"How long a write of the group coordinator (an offset commit, a group's assignment, a transactional offset commit, a KIP-848 group record) may wait to be replicated to the __consumer_offsets partition's in-sync replicas and fsynced; past it the request is answered COORDINATOR_NOT_AVAILABLE and the client retries."),
 	def("offsets.retention.minutes", TypeInt, "10080", atLeast(1),
 		"Committed offsets of a group with no members are dropped after this long."),
 	def("offsets.retention.check.interval.ms", TypeLong, "600000", atLeast(1),

@@ -59,6 +59,12 @@ type Config struct {
 	TopicPartitionExists func(topic string, partition int32) bool
 	// MaxMetadataSize is offset.metadata.max.bytes (4096); 0 = default.
 	MaxMetadataSize int
+	// CommitTimeout is offsets.commit.timeout.ms (5s; 0 = default): how
+	// long a __consumer_offsets write may wait to be replicated (and
+	// fsynced) before the request that made it is answered with an error
+	// (Kafka's GroupCoordinatorService passes it as every write's
+	// timeout).
+	CommitTimeout time.Duration
 	// Clock is the time source; nil = real time.
 	Clock Clock
 	// Topics lists the topics (name, id, partition count) for KIP-848
@@ -140,6 +146,9 @@ func NewCoordinator(cfg Config, store Storage, logger *slog.Logger, reg promethe
 	}
 	if cfg.MaxMetadataSize <= 0 {
 		cfg.MaxMetadataSize = 4096
+	}
+	if cfg.CommitTimeout <= 0 {
+		cfg.CommitTimeout = 5 * time.Second
 	}
 	if cfg.MaxSessionTimeout <= 0 {
 		cfg.MaxSessionTimeout = 30 * time.Minute

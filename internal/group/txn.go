@@ -132,8 +132,8 @@ func (c *Coordinator) txnOffsetCommit(ctx context.Context, r *kmsg.TxnOffsetComm
 		order = c.nextOrder()
 		c.addPending(g, r.ProducerID, offs, order)
 		g.mu.Unlock()
-		if err = wait(c.ctx); err != nil {
-			err = fmt.Errorf("wait for __consumer_offsets-%d to be durable: %w", part, err)
+		if err = c.waitDurable(wait); err != nil {
+			err = fmt.Errorf("__consumer_offsets-%d: %w", part, err)
 		}
 		g.mu.Lock()
 	}

@@ -69,16 +69,37 @@ func (c *Coordinator) writeMetadataLocked(g *group, always bool) *groupWrite {
 }
 
 // await waits, without the group's lock, until w is durable; the wait
-// ends with an error when the log fails or closes, or the coordinator
-// closes.
+// ends with an error when the log fails or closes, the coordinator closes
+// or offsets.commit.timeout.ms passes (waitDurable).
 func (c *Coordinator) await(w *groupWrite) error {
 	if w.err != nil {
 		return w.err
 	}
-	if err := w.wait(c.ctx); err != nil {
-		return fmt.Errorf("wait for __consumer_offsets to be durable: %w", err)
+	return c.waitDurable(w.wait)
+}
+
+// waitDurable waits for one __consumer_offsets write, at most
+// offsets.commit.timeout.ms: a write the partition's ISR has not
+// replicated by then fails with REQUEST_TIMED_OUT, which the request's
+// answer maps to COORDINATOR_NOT_AVAILABLE (storeErrorCode). Kafka's
+// GroupCoordinatorService gives every coordinator write
+// offsetCommitTimeoutMs as its timeout and CoordinatorRuntime fails the
+// write with a TimeoutException (REQUEST_TIMED_OUT) when the high
+// watermark has not reached it by then; the client is never told of a
+// success the log does not hold. The record may still become committed
+// later (it stays in the leader's log), as in Kafka: the client retries.
+func (c *Coordinator) waitDurable(wait func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.CommitTimeout)
+	defer cancel()
+	err := wait(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) && c.ctx.Err() == nil && !errors.Is(err, kerr.RequestTimedOut):
+		return fmt.Errorf("wait for __consumer_offsets to be durable: not replicated within offsets.commit.timeout.ms=%d: %v: %w",
+			c.cfg.CommitTimeout.Milliseconds(), err, kerr.RequestTimedOut)
 	}
-	return nil
+	return fmt.Errorf("wait for __consumer_offsets to be durable: %w", err)
 }
 
 // settleLocked applies the outcome of a group metadata write (g.mu held)
@@ -167,7 +188,10 @@ func (c *Coordinator) reload(g *group, code int16) {
 }
 
 // storeErrorCode is Kafka's answer to a failed __consumer_offsets write
-// (CoordinatorOperationExceptionHelper, GroupMetadataManager): the
+// (Kafka 4's group coordinator, CoordinatorOperationExceptionHelper; the
+// classic GroupMetadataManager of Kafka 3 answered a timed-out OffsetCommit
+// REQUEST_TIMED_OUT and a timed-out SyncGroup REBALANCE_IN_PROGRESS, Kafka 4
+// COORDINATOR_NOT_AVAILABLE for every API, which Strata follows): the
 // partition missing or the write timing out is COORDINATOR_NOT_AVAILABLE,
 // a storage error or a partition no longer led here NOT_COORDINATOR, a
 // batch too large tooLarge (INVALID_COMMIT_OFFSET_SIZE for offsets,

@@ -101,6 +101,7 @@ func (s *Server) startGroup(host string, port int32) error {
 		Host:                          host,
 		Port:                          port,
 		NumPartitions:                 s.internalPartitions(offsetsTopic),
+		CommitTimeout:                 ms("offsets.commit.timeout.ms"),
 		MinSessionTimeout:             ms("group.min.session.timeout.ms"),
 		MaxSessionTimeout:             ms("group.max.session.timeout.ms"),
 		InitialRebalanceDelay:         ms("group.initial.rebalance.delay.ms"),

@@ -232,10 +232,32 @@ func (c *Coordinator) appendTransit(id string, tr transit) error {
 		return err
 	}
 	p := c.partition(id)
-	if err := c.deps.StateAppend(c.ctx, p, b); err != nil {
+	// Kafka's TransactionStateManager.appendTransactionToLog gives the
+	// append the transaction's own timeout (txnTimeoutMs): a transition
+	// the ISR has not replicated by then fails with REQUEST_TIMED_OUT,
+	// answered COORDINATOR_NOT_AVAILABLE (appendError), and the
+	// transaction stays in its previous state.
+	if err := c.stateAppend(p, b, time.Duration(tr.timeoutMs)*time.Millisecond); err != nil {
 		return fmt.Errorf("append to __transaction_state-%d: %w", p, err)
 	}
 	return nil
+}
+
+// stateAppend appends b to __transaction_state partition p and waits at
+// most timeout for it to be replicated and durable (a non-positive timeout:
+// until the coordinator closes).
+func (c *Coordinator) stateAppend(p int32, b []byte, timeout time.Duration) error {
+	ctx := c.ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	err := c.deps.StateAppend(ctx, p, b)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && c.ctx.Err() == nil && !errors.Is(err, kerr.RequestTimedOut) {
+		err = fmt.Errorf("not replicated within %v: %v: %w", timeout, err, kerr.RequestTimedOut)
+	}
+	return err
 }
 
 // write persists the transition m.prepare accepted, then applies it (or

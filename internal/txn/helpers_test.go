@@ -50,6 +50,9 @@ type testDeps struct {
 	markErr  error                         // WriteMarkers fails with it when set
 	markHook func()                        // runs inside WriteMarkers (blocking tests)
 	appendFn func(p int32, b []byte) error // runs before each state append; an error fails it
+	// stall keeps state appends from ever becoming durable (an ISR that
+	// does not replicate): the wait ends only with its context.
+	stall bool
 }
 
 func openDeps(t testing.TB, dir string, n int32) *testDeps {
@@ -122,6 +125,13 @@ func (d *testDeps) StateAppend(ctx context.Context, p int32, batch []byte) error
 	res, err := d.logs[p].Append(batch, storage.AppendOptions{RequireKeys: true, LeaderEpoch: d.leaderEpoch.Load()})
 	if err != nil {
 		return err
+	}
+	d.mu.Lock()
+	stall := d.stall
+	d.mu.Unlock()
+	if stall {
+		<-ctx.Done()
+		return ctx.Err()
 	}
 	return d.logs[p].WaitDurable(ctx, res.LastOffset+1)
 }

@@ -2,6 +2,7 @@ package txn
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/strata-io/strata/internal/clock"
 	"github.com/strata-io/strata/internal/record"
@@ -137,7 +138,8 @@ func (c *Coordinator) writeTombstones(p int32, ms []*txnMeta) error {
 	if err != nil {
 		return err
 	}
-	if err := c.deps.StateAppend(c.ctx, p, b); err != nil {
+	// Kafka bounds this append by request.timeout.ms (30 s).
+	if err := c.stateAppend(p, b, 30*time.Second); err != nil {
 		return fmt.Errorf("append tombstones to __transaction_state-%d: %w", p, err)
 	}
 	return nil
