@@ -38,11 +38,13 @@ const (
 )
 
 // markerRetryBudget bounds one WriteMarkers call's retries of retriable
-// failures (a leader moving, not enough replicas); after it the
-// transaction stays PrepareCommit/PrepareAbort and the coordinator's loop
-// tries again every transaction.abort.timed.out.transaction.cleanup.interval.ms.
-// Kafka's TransactionMarkerChannelManager retries without a bound; the
-// bound keeps EndTxn, which waits for the markers here, answered.
+// failures (a leader moving, not enough replicas), which keeps EndTxn,
+// whose first attempt at the markers runs before it is answered here,
+// answered; after it the transaction stays PrepareCommit/PrepareAbort and
+// the transaction coordinator tries again every second
+// (txn.Config.MarkerRetryInterval), without a bound, until the markers are
+// written, the partitions deleted or the coordinator unloaded, as Kafka's
+// TransactionMarkerChannelManager retries.
 const markerRetryBudget = 10 * time.Second
 
 // markerRetryBackoff is the pause between marker retries when no metadata

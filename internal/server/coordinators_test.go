@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -461,4 +462,104 @@ func TestClusterMetadataAutoCreatesInternalTopics(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// TestClusterMarkersRetriedAcrossLeaderDown: the leader of a partition in
+// a transaction stops after the records were written and before the
+// commit; EndTxn is answered (the outcome is decided once PrepareCommit is
+// stored) and the transaction coordinator keeps retrying the marker, not
+// only at the timed-out-transaction cleanup (an hour here), until the
+// partition has a leader again (Kafka's TransactionMarkerChannelManager
+// retries without a bound): then the transaction completes, the last
+// stable offset reaches the end and the record is read committed.
+func TestClusterMarkersRetriedAcrossLeaderDown(t *testing.T) {
+	c := startCluster(t, 3, map[string]string{"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3",
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms": "3600000"})
+	// Generous: the commit alone spends the coordinator's first marker
+	// attempt (10 s) on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(c.Client())
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	const txnID = "mid-commit"
+	coord := coordinatorOf(t, c.Brokers[0].Addr(), 1, txnID)
+	var part, leader int32 = -1, -1
+	eventually(t, "a partition of t led by a broker other than the coordinator", func() error {
+		md, err := adm.Metadata(ctx, "t")
+		if err != nil {
+			return err
+		}
+		for _, p := range md.Topics["t"].Partitions {
+			if p.Leader >= 0 && p.Leader != coord {
+				part, leader = p.Partition, p.Leader
+				return nil
+			}
+		}
+		return fmt.Errorf("partitions of t: %+v", md.Topics["t"].Partitions)
+	})
+	prod := c.Client(kgo.TransactionalID(txnID), kgo.DefaultProduceTopic("t"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequestTimeoutOverhead(60*time.Second))
+	defer prod.Close()
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	b := brokerByID(t, c, leader)
+	t.Logf("coordinator %d; stopping broker %d, the leader of t-%d, before the commit", coord, leader, part)
+	b.Close()
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit with the partition's leader down: %v", err)
+	}
+	b.Open()
+	eventually60 := func(what string, cond func() error) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			err := cond()
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %v", what, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	eventually60("transaction completed after the leader came back", func() error {
+		ds, err := adm.DescribeTransactions(ctx, txnID)
+		if err != nil {
+			return err
+		}
+		d, ok := ds[txnID]
+		if !ok || d.Err != nil {
+			return fmt.Errorf("describe: %+v", d)
+		}
+		if d.State != "CompleteCommit" {
+			return fmt.Errorf("state %s", d.State)
+		}
+		return nil
+	})
+	eventually60("last stable offset of t at its end", func() error {
+		ends, err := adm.ListEndOffsets(ctx, "t")
+		if err != nil {
+			return err
+		}
+		lsos, err := adm.ListCommittedOffsets(ctx, "t")
+		if err != nil {
+			return err
+		}
+		end, _ := ends.Lookup("t", part)
+		lso, _ := lsos.Lookup("t", part)
+		if end.Err != nil || lso.Err != nil || end.Offset != 2 || lso.Offset != 2 {
+			return fmt.Errorf("t-%d: end %d (%v), LSO %d (%v), want 2 (the record and its marker)", part, end.Offset, end.Err, lso.Offset, lso.Err)
+		}
+		return nil
+	})
+	if got := readCommitted(t, c, "t", 1); len(got) != 1 || got[0] != "v" {
+		t.Fatalf("read committed: %q", got)
+	}
 }

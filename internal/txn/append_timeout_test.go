@@ -2,6 +2,7 @@ package txn
 
 import (
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -40,4 +41,30 @@ func TestStateAppendTimeout(t *testing.T) {
 	h.d.set(func(d *testDeps) { d.stall = false })
 	wantCode(t, "commit", h.end(3, "tx", pid, epoch, true), nil)
 	h.wantState("tx", "CompleteCommit", pid, epoch)
+}
+
+// TestMarkersRetriedUntilWritten: markers that cannot be written (a
+// partition leader down or moving) are retried every MarkerRetryInterval,
+// not only at the timed-out-transaction cleanup, and without a bound
+// (Kafka's TransactionMarkerChannelManager): the transaction completes as
+// soon as they can be written, however long that takes.
+func TestMarkersRetriedUntilWritten(t *testing.T) {
+	h := newHarness(t)
+	h.c.Close()
+	h.cfg.MarkerRetryInterval = time.Second
+	h.start()
+	pid, epoch := h.init("tx")
+	h.add("tx", pid, epoch, tp("t", 0))
+	h.d.set(func(d *testDeps) { d.markErr = errDisk })
+	wantCode(t, "commit", h.end(3, "tx", pid, epoch, true), nil)
+	for i := 0; i < 30; i++ { // half a minute of retries, all failing
+		h.clk.Advance(time.Second)
+	}
+	h.wantState("tx", "PrepareCommit", pid, epoch)
+	h.d.set(func(d *testDeps) { d.markErr = nil })
+	h.clk.Advance(time.Second) // the retry runs inside Advance
+	h.wantState("tx", "CompleteCommit", pid, epoch)
+	if m := h.d.takeMarkers(); len(m) != 1 || !m[0].commit {
+		t.Fatalf("markers: %+v, want one COMMIT", m)
+	}
 }

@@ -27,6 +27,11 @@ type Config struct {
 	IDExpiration          time.Duration // transactional.id.expiration.ms (604800000)
 	AbortTimedOutInterval time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms (10000)
 	RemoveExpiredInterval time.Duration // transaction.remove.expired.transaction.cleanup.interval.ms (3600000)
+	// MarkerRetryInterval is how often the markers of transactions left in
+	// PrepareCommit/PrepareAbort by a failed attempt are tried again (1s;
+	// Kafka's TransactionMarkerChannelManager re-enqueues a failed marker
+	// at once, at the partition's leader of the moment).
+	MarkerRetryInterval time.Duration
 	Clock                 clock.Clock   // the time source; nil = clock.Real()
 	// Partitioned makes the coordinator serve only the __transaction_state
 	// partitions handed to it with LoadPartition (a cluster: the leader of
@@ -118,6 +123,9 @@ func NewCoordinator(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.R
 	}
 	if cfg.AbortTimedOutInterval <= 0 {
 		cfg.AbortTimedOutInterval = 10 * time.Second
+	}
+	if cfg.MarkerRetryInterval <= 0 {
+		cfg.MarkerRetryInterval = time.Second
 	}
 	if cfg.RemoveExpiredInterval <= 0 {
 		cfg.RemoveExpiredInterval = time.Hour

@@ -199,7 +199,7 @@ func newHarness(t testing.TB) *harness {
 	// call its passes themselves, so its periods are beyond any Advance
 	// (TestPeriodicWorkOnClock sets real ones).
 	cfg := Config{NodeID: 1, NumPartitions: testPartitions, MaxTimeout: time.Minute, IDExpiration: time.Hour, Clock: clk,
-		AbortTimedOutInterval: 1000 * time.Hour, RemoveExpiredInterval: 1000 * time.Hour}
+		AbortTimedOutInterval: 1000 * time.Hour, RemoveExpiredInterval: 1000 * time.Hour, MarkerRetryInterval: 1000 * time.Hour}
 	h := &harness{t: t, d: openDeps(t, t.TempDir(), testPartitions), clk: clk, cfg: cfg}
 	h.start()
 	t.Cleanup(func() {

@@ -14,14 +14,25 @@ import (
 // unfinished completions (Kafka's
 // transaction.abort.timed.out.transaction.cleanup.interval.ms); every
 // RemoveExpiredInterval it expires idle transactional ids
-// (transaction.remove.expired.transaction.cleanup.interval.ms). With
-// clock.Manual, tests run it by advancing time. c.mu must be held.
+// (transaction.remove.expired.transaction.cleanup.interval.ms); every
+// MarkerRetryInterval it retries the markers of transactions a failed
+// attempt left prepared. With clock.Manual, tests run it by advancing
+// time. c.mu must be held.
+//
+// Markers are retried without a bound, as Kafka's
+// TransactionMarkerChannelManager does: until every partition of the
+// transaction has its marker (at whichever broker leads it by then), its
+// partition is deleted (WriteMarkers skips it), or this broker stops
+// coordinating the transaction (UnloadPartition forgets it; the new
+// coordinator completes it on load). So a leader that moves or dies
+// mid-commit delays a transaction, never leaves it hanging.
 func (c *Coordinator) startLoop() {
 	c.stopLoop = append(c.stopLoop,
 		clock.Every(c.cfg.Clock, c.cfg.AbortTimedOutInterval, func() {
 			c.abortTimedOut()
 			c.retryUnfinished()
 		}),
+		clock.Every(c.cfg.Clock, c.cfg.MarkerRetryInterval, func() { c.retryUnfinished() }),
 		clock.Every(c.cfg.Clock, c.cfg.RemoveExpiredInterval, func() { c.expireIDs() }))
 }
 
