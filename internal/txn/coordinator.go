@@ -32,7 +32,7 @@ type Config struct {
 	// Kafka's TransactionMarkerChannelManager re-enqueues a failed marker
 	// at once, at the partition's leader of the moment).
 	MarkerRetryInterval time.Duration
-	Clock                 clock.Clock   // the time source; nil = clock.Real()
+	Clock               clock.Clock // the time source; nil = clock.Real()
 	// Partitioned makes the coordinator serve only the __transaction_state
 	// partitions handed to it with LoadPartition (a cluster: the leader of
 	// a transactional id's partition is its coordinator); the others
