@@ -95,6 +95,10 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 		"Longest time the leader holds a follower's fetch waiting for replica.fetch.min.bytes; at most replica.lag.time.max.ms."),
 	def("replica.fetch.backoff.ms", TypeInt, "1000", atLeast(0),
 		"Pause before a follower fetches a partition again after a fetch error."),
+	// KIP-392: Kafka's ReplicaSelector plugin; Strata has the one Kafka
+	// ships (the default null: consumers read from the leader only).
+	def("replica.selector.class", TypeString, "", custom("empty (leader only) or "+RackAwareReplicaSelector, replicaSelectorReason),
+		"Follower fetching (KIP-392): "+RackAwareReplicaSelector+" sends a consumer that names its rack (client.rack) to an in-sync replica in that rack (broker.rack); empty: consumers read from the leader. Followers serve consumers up to their high watermark either way (Fetch v11+)."),
 	// Preferred leaders (Kafka's ReplicationConfigs): the active
 	// controller's periodic preferred-leader election.
 	def("auto.leader.rebalance.enable", TypeBoolean, "true", anyValue,
@@ -212,6 +216,17 @@ var brokerIndex = indexTable(brokerTable)
 var aliases = map[string]string{
 	"broker.id": "node.id", "node.id": "broker.id",
 	"log.dir": "log.dirs", "log.dirs": "log.dir",
+}
+
+// RackAwareReplicaSelector is the value of replica.selector.class that
+// turns follower fetching on (Kafka's class name).
+const RackAwareReplicaSelector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+func replicaSelectorReason(v string) string {
+	if v == "" || v == RackAwareReplicaSelector {
+		return ""
+	}
+	return "Strata has no replica selector " + v + "; the only one is " + RackAwareReplicaSelector + " (Kafka's rack-aware selector), or empty for leader-only reads"
 }
 
 func readOnly(t []Setting) []Setting {

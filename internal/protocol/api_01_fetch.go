@@ -46,11 +46,17 @@ func (s *Server) handleFetch(ctx context.Context, c *conn, kreq kmsg.Request) (r
 	maxBytes = c.fetchQuotaCap(maxBytes)
 	deadline := time.Now().Add(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
 	fl := s.newFetchFill(plan.parts, fr, maxBytes)
+	if req.Version >= 11 {
+		// KIP-392: the request carries client metadata (rack_id), so any
+		// replica may serve it (Kafka's FetchParams.fetchOnlyLeader is
+		// false for a consumer with client metadata).
+		fl.anyReplica, fl.rack = true, req.Rack
+	}
 	defer fl.unwait()
 	fl.readAll()
 	fr.addUnknownTopics(unknown) // after the planned slots, which index fr.topics
 	var moved []int
-	for fr.bytes < min(int64(req.MinBytes), maxBytes) && !fr.hasError && req.MaxWaitMillis > 0 {
+	for fr.bytes < min(int64(req.MinBytes), maxBytes) && !fr.hasError && !fr.redirected && req.MaxWaitMillis > 0 {
 		if fl.w == nil {
 			// A long poll after all: wait on every partition read (and
 			// read again those that moved since).
@@ -91,7 +97,7 @@ func (fr *fetchReply) keepNews(incremental bool) {
 		parts := t.parts[:0]
 		for _, p := range t.parts {
 			sp := p.session
-			news := !incremental || p.size > 0 || p.errorCode != 0 || !sp.sent || sp.hw != p.hw || sp.lso != p.lso || sp.logStart != p.logStart
+			news := !incremental || p.size > 0 || p.errorCode != 0 || p.preferred != nil || !sp.sent || sp.hw != p.hw || sp.lso != p.lso || sp.logStart != p.logStart
 			if !news {
 				if p.read != nil {
 					p.read.Release()
@@ -122,6 +128,10 @@ type fetchFill struct {
 	logs      []*broker.Partition
 	w         *broker.Waiter
 	seen      []bool
+	// anyReplica: a follower replica may serve the fetch (v11+); rack is
+	// the consumer's rack_id (KIP-392).
+	anyReplica bool
+	rack       string
 }
 
 // fetchSlot locates a planned partition's answer in the reply.
@@ -157,6 +167,19 @@ func (fl *fetchFill) readAll() {
 			continue
 		}
 		p, err := fl.s.leaderPartition(sp.topic, sp.partition, sp.epoch)
+		if err != nil && fl.anyReplica {
+			p, err = fl.s.followerRead(sp.topic, sp.partition, sp.epoch, err)
+		} else if err == nil && fl.rack != "" && fl.s.cfg.RackAwareReplicaSelector {
+			if id := fl.s.preferredReadReplica(p, sp.offset, fl.rack); id >= 0 {
+				// Answered without records: the consumer fetches from
+				// the replica named, at once (Kafka's fetchMessages
+				// answers a preferred read replica without waiting).
+				fp.setOffsets(p, fl.fr.readCommitted)
+				fp.preferred = &id
+				fl.fr.redirected = true
+				continue
+			}
+		}
 		if err != nil {
 			fp.errorCode = errCode(err)
 			if id, epoch := currentLeader(err); id >= 0 {
@@ -316,6 +339,9 @@ type fetchReply struct {
 	topics   []fetchTopic
 	bytes    int64
 	hasError bool
+	// redirected: a partition names a preferred read replica, answered
+	// at once.
+	redirected bool
 }
 
 type fetchTopic struct {
@@ -344,6 +370,9 @@ type fetchPart struct {
 	// leader is the current leader and epoch of a NOT_LEADER_OR_FOLLOWER
 	// answer (Fetch v12+ CurrentLeader, KIP-951).
 	leader *[2]int32
+	// preferred is the replica the consumer should fetch from (v11+
+	// preferred_read_replica, KIP-392); nil: -1.
+	preferred *int32
 }
 
 // release releases every chunk held by the reply.

@@ -194,3 +194,51 @@ func (s *Server) listenerName(c *conn) string {
 	}
 	return c.l.Name
 }
+
+// followerRead is the partition a consumer fetch of v11+ reads from when
+// this broker is not its leader but one of its followers (KIP-392: Kafka's
+// Partition.fetchRecords with fetchOnlyLeader false): whole batches up to
+// this replica's high watermark, which replication sets (under
+// strata.durable.acks never past what this replica fsynced), after the
+// request's current leader epoch is checked against this replica's
+// (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, KIP-320). A broker holding
+// no follower replica answers leaderErr, the leader's refusal.
+func (s *Server) followerRead(topic string, idx int32, currentEpoch int32, leaderErr error) (*broker.Partition, error) {
+	if errors.Is(leaderErr, kerr.FencedLeaderEpoch) || errors.Is(leaderErr, kerr.UnknownLeaderEpoch) {
+		return nil, leaderErr
+	}
+	p, err := s.b.Partition(topic, idx)
+	if err != nil {
+		return nil, leaderErr
+	}
+	r := p.Replica()
+	if r == nil {
+		return nil, leaderErr
+	}
+	if err := r.CheckFollowerRead(currentEpoch); err != nil {
+		if errors.Is(err, kerr.NotLeaderForPartition) {
+			return nil, leaderErr
+		}
+		return nil, err
+	}
+	s.metrics.followerReads.Inc()
+	return p, nil
+}
+
+// preferredReadReplica is the replica a consumer in rack should read p
+// from, or -1 for this broker, its leader (KIP-392, Kafka's
+// RackAwareReplicaSelector over the cluster's brokers and their
+// broker.rack).
+func (s *Server) preferredReadReplica(p *broker.Partition, fetchOffset int64, rack string) int32 {
+	r := p.Replica()
+	if r == nil || s.cfg.Cluster == nil {
+		return -1
+	}
+	brokers := s.cfg.Cluster.View().Brokers
+	sameRack := func(id int32) bool {
+		b := brokers[id]
+		return b != nil && b.Rack == rack
+	}
+	live := func(id int32) bool { return brokers[id] != nil }
+	return r.PreferredReadReplica(fetchOffset, sameRack, live)
+}

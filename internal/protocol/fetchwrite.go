@@ -111,7 +111,11 @@ func (e *fetchEncoder) encode(corr int32, fr *fetchReply) (int64, error) {
 				}
 			}
 			if e.version >= 11 {
-				e.i32(-1) // preferred read replica
+				pref := int32(-1) // preferred read replica (KIP-392)
+				if p.preferred != nil {
+					pref = *p.preferred
+				}
+				e.i32(pref)
 			}
 			if e.flexible {
 				e.uvarint(uint64(p.size) + 1)

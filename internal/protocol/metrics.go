@@ -26,6 +26,9 @@ type metrics struct {
 	// it (Kafka's per-quota-type throttle-time metrics).
 	throttled       *prometheus.CounterVec
 	throttleSeconds *prometheus.CounterVec
+	// followerReads counts consumer fetch partitions served by this
+	// broker as a follower (KIP-392).
+	followerReads prometheus.Counter
 }
 
 // sendfileStats counts the zero-copy fetch path's system calls.
@@ -65,6 +68,9 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 		throttleSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_quota_throttle_seconds_total", Help: "Throttle time given to clients over their quotas (throttle_time_ms, the connection muted meanwhile), by quota.",
 		}, []string{"quota"}),
+		followerReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_fetch_follower_reads_total", Help: "Partitions of consumer fetches served by this broker as a follower replica (KIP-392 follower fetching).",
+		}),
 	}
 	sendfileCalls := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "strata_fetch_sendfile_calls_total", Help: "sendfile(2) calls made by the zero-copy fetch path.",
@@ -73,7 +79,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 		Name: "strata_fetch_sendfile_bytes_total", Help: "Record bytes sent with sendfile(2).",
 	}, func() float64 { return float64(s.sendfile.bytes.Load()) })
 	m.collectors = []prometheus.Collector{m.requests, m.latency, m.connections, m.bytesReceived, m.bytesSent,
-		m.topicBytesIn, m.topicBytesOut, m.throttled, m.throttleSeconds, sendfileCalls, sendfileBytes}
+		m.topicBytesIn, m.topicBytesOut, m.throttled, m.throttleSeconds, m.followerReads, sendfileCalls, sendfileBytes}
 	if reg != nil {
 		for _, c := range m.collectors {
 			if err := reg.Register(c); err != nil {

@@ -79,6 +79,11 @@ type Config struct {
 	Logger     *slog.Logger
 	// Registerer receives the protocol metrics (nil = none).
 	Registerer prometheus.Registerer
+	// RackAwareReplicaSelector is replica.selector.class set to Kafka's
+	// RackAwareReplicaSelector (KIP-392): a leader answers a consumer
+	// fetch naming its rack with the in-sync replica of that rack to read
+	// from (Fetch v11+ preferred_read_replica).
+	RackAwareReplicaSelector bool
 	// DisableSendfile forces the copy-through-user-space fetch path
 	// (benchmarks compare both).
 	DisableSendfile bool

@@ -370,3 +370,51 @@ func (r *Replica) noteTruncation(offset int64) {
 	r.m.logger.Warn("truncating committed records after an unclean leader election",
 		"partition", r.tp, "high_watermark", hw, "truncate_to", offset, "lost_offsets", lost, "leader_epoch", r.st.LeaderEpoch)
 }
+
+// PreferredReadReplica is the leader's choice of the replica a consumer
+// should fetch from (KIP-392; Kafka's ReplicaManager.findPreferredReadReplica
+// with its RackAwareReplicaSelector): the candidates are the leader and the
+// followers in the ISR whose log holds fetchOffset (end at or past it,
+// start at or before it) and whose broker is registered (live reports
+// it); a follower in the consumer's rack (sameRack) is chosen only when
+// the leader is not in that rack, the most caught-up one (largest end,
+// then the latest caught up). It returns -1 for the leader (no preferred
+// replica in the answer) or when this broker does not lead.
+func (r *Replica) PreferredReadReplica(fetchOffset int64, sameRack, live func(id int32) bool) int32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.notLeader() != nil || sameRack(r.m.cfg.Local) {
+		return -1
+	}
+	best := int32(-1)
+	var bestEnd, bestCaught int64
+	isr := r.leader.State().ISR
+	for _, f := range r.leader.Followers() {
+		if !slices.Contains(isr, f.ID) || f.EndOffset < fetchOffset || f.LogStart > fetchOffset || !live(f.ID) || !sameRack(f.ID) {
+			continue
+		}
+		if best < 0 || f.EndOffset > bestEnd || (f.EndOffset == bestEnd && f.LastCaughtUpMs > bestCaught) {
+			best, bestEnd, bestCaught = f.ID, f.EndOffset, f.LastCaughtUpMs
+		}
+	}
+	return best
+}
+
+// CheckFollowerRead checks a consumer fetch served by this broker as a
+// follower (KIP-392: Fetch v11+ may read from any replica up to its high
+// watermark): the request's current leader epoch against the one this
+// replica knows (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, KIP-320; -1
+// is not checked); a replica leading, removed or not following is
+// NOT_LEADER_OR_FOLLOWER (the caller then answers as for any
+// non-leader).
+func (r *Replica) CheckFollowerRead(currentLeaderEpoch int32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.removed || r.leader != nil || !slices.Contains(r.st.Replicas, r.m.cfg.Local) {
+		return fmt.Errorf("%s: not a follower here: %w", r.tp, kerr.NotLeaderForPartition)
+	}
+	if err := CheckLeaderEpoch(currentLeaderEpoch, r.st.LeaderEpoch); err != nil {
+		return fmt.Errorf("%s: %w", r.tp, err)
+	}
+	return nil
+}

@@ -293,6 +293,7 @@ func (s *Server) Start() (err error) {
 		ListenerName:                 s.lns[0].cfg.Name,
 		Listeners:                    s.protocolListeners(),
 		TxnMarkers:                   s.txnMarkers(),
+		RackAwareReplicaSelector:     s.cfg.Get("replica.selector.class") == config.RackAwareReplicaSelector,
 	})
 	if err != nil {
 		closeAll()
