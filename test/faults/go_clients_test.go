@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -107,10 +108,15 @@ func kgoConsumerProtocolFaults() faultClient {
 }
 
 // kgoConsumerProtocolMember is a franz-go member of a consumer-protocol
-// group that commits each record (CommitRecords, with its member epoch)
-// after printing it; assignments are printed as they come (incremental
-// under KIP-848). franz-go rejoins by itself when the coordinator goes
-// away; a fatal poll error ends the role.
+// group that commits each record (CommitRecords, with its member id and
+// epoch) after printing it; assignments are printed as they come
+// (incremental under KIP-848). Rebalances wait until a poll's records are
+// processed (BlockRebalanceOnPoll, AllowRebalance): without that, records
+// of a partition the member lost while it committed them one by one are
+// committed under its next member id and epoch, which the coordinator
+// accepts (the commit is checked against the member's epoch, not its
+// partitions, as Kafka's), rolling back the new owner's commits. franz-go
+// rejoins by itself when the coordinator goes away.
 func kgoConsumerProtocolMember(op clientOp) role {
 	return func(ctx context.Context, emit func(event)) error {
 		assigned := func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
@@ -118,16 +124,29 @@ func kgoConsumerProtocolMember(op clientOp) role {
 			slices.Sort(ps)
 			emit(event{Event: "assigned", TS: nowMicros(), Partitions: ps})
 		}
-		lost := func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		revoked := func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			emit(event{Event: "revoked", TS: nowMicros(), Partitions: m[op.Topic]})
 		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(op.Bootstrap, ",")...),
+		lost := func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			emit(event{Event: "lost", TS: nowMicros(), Partitions: m[op.Topic]})
+		}
+		opts := []kgo.Opt{}
+		if f := os.Getenv("STRATA_FAULTS_KGO_LOG"); f != "" { // debugging: franz-go's debug log
+			lf, err := os.OpenFile(f, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+			if err != nil {
+				return err
+			}
+			defer lf.Close()
+			prefix := fmt.Sprintf("[%p] ", lf) // one per member incarnation
+			opts = append(opts, kgo.WithLogger(kgo.BasicLogger(lf, kgo.LogLevelDebug, func() string { return prefix })))
+		}
+		cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(strings.Split(op.Bootstrap, ",")...),
 			kgo.ConsumerGroup(op.Group), kgo.ConsumeTopics(op.Topic),
 			kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()),
-			kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.OnPartitionsAssigned(assigned), kgo.OnPartitionsRevoked(lost), kgo.OnPartitionsLost(lost),
+			kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.OnPartitionsAssigned(assigned), kgo.OnPartitionsRevoked(revoked), kgo.OnPartitionsLost(lost),
 			kgo.FetchMaxWait(200*time.Millisecond), kgo.RetryTimeout(60*time.Second),
-			kgo.MetadataMinAge(250*time.Millisecond))
+			kgo.MetadataMinAge(250*time.Millisecond))...)
 		if err != nil {
 			return fmt.Errorf("client: %w", err)
 		}
@@ -155,8 +174,10 @@ func kgoConsumerProtocolMember(op clientOp) role {
 				}
 				emit(event{Event: "committed", TS: nowMicros(), Partition: r.Partition, Offset: r.Offset + 1})
 			})
+			cl.AllowRebalance()
 		}
-		cl.Close() // leaves the group (member epoch -1)
+		cl.AllowRebalance() // Close waits for it to leave the group (member epoch -1)
+		cl.Close()
 		emit(event{Event: "closed", TS: nowMicros()})
 		return nil
 	}

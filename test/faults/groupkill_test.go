@@ -56,6 +56,15 @@ func TestGroupCoordinatorKillKafkaGo(t *testing.T) {
 	runGroupKills(t, kafkaGoFaults())
 }
 
+// TestGroupCoordinatorKillConsumerProtocol is TestGroupCoordinatorKillClients
+// with franz-go members of a KIP-848 group (the consumer protocol:
+// ConsumerGroupHeartbeat, the coordinator assigns), which must stay a
+// consumer-protocol group through the kill.
+func TestGroupCoordinatorKillConsumerProtocol(t *testing.T) {
+	t.Parallel()
+	runGroupKills(t, kgoConsumerProtocolFaults())
+}
+
 // runGroupKills runs the group kill scenario of
 // TestGroupCoordinatorKillClients for each client in turn on one cluster.
 func runGroupKills(t *testing.T, clients ...faultClient) {
