@@ -28,6 +28,34 @@ func (p *Partition) Append(ctx context.Context, records []byte, acks int16) (sto
 // WaitDurable (for acks=-1) before answering, so that the next request can
 // be appended meanwhile and share the same fsync.
 func (p *Partition) AppendNoWait(records []byte, acks int16) (storage.AppendResult, error) {
+	return p.appendNoWait(records, acks, false, nil)
+}
+
+// AppendProduce appends a client's produce: AppendNoWait when verify is
+// nil, else (a produce request with a transactional id, whose batches are
+// producer pid's) as KIP-890 part 1 has Kafka's ReplicaManager and
+// UnifiedLog do it: when pid has no
+// transaction open in this partition, verify (the check with the
+// transaction coordinator, AddPartitionsToTxn v4 VerifyOnly when it is on
+// another broker) runs first, under a verification guard that any
+// transactional batch of pid appended meanwhile (a marker ending the
+// transaction) invalidates, so the append is then refused
+// INVALID_TXN_STATE; when pid's transaction is open here it appends
+// without asking the coordinator.
+func (p *Partition) AppendProduce(records []byte, acks int16, pid int64, verify func() error) (storage.AppendResult, error) {
+	if verify == nil {
+		return p.appendNoWait(records, acks, false, nil)
+	}
+	guard := p.Log.StartTxnVerification(pid)
+	if guard != nil {
+		if err := verify(); err != nil {
+			return storage.AppendResult{BaseOffset: -1, LastOffset: -1}, err
+		}
+	}
+	return p.appendNoWait(records, acks, true, guard)
+}
+
+func (p *Partition) appendNoWait(records []byte, acks int16, verifyTxn bool, guard *storage.VerificationGuard) (storage.AppendResult, error) {
 	ts := p.settings.Load()
 	lead := p.Leadership()
 	epoch := lead.LeaderEpoch
@@ -53,7 +81,7 @@ func (p *Partition) AppendNoWait(records []byte, acks int16) (storage.AppendResu
 			return storage.AppendResult{}, err
 		}
 	}
-	res, err := p.Log.Append(records, storage.AppendOptions{LeaderEpoch: epoch, RequireKeys: ts.requireKeys})
+	res, err := p.Log.Append(records, storage.AppendOptions{LeaderEpoch: epoch, RequireKeys: ts.requireKeys, VerifyTxn: verifyTxn, TxnGuard: guard})
 	if err == nil && r != nil && !res.Duplicate {
 		r.Appended()
 	}

@@ -131,13 +131,17 @@ func (s *Server) producePartition(req *kmsg.ProduceRequest, topic string, rp kms
 			return nil
 		}
 	}
+	pid, verify := int64(-1), (func() error)(nil)
 	if req.TransactionID != nil {
-		if err := s.verifyTransactional(*req.TransactionID, topic, rp.Partition, records); err != nil {
+		var epoch int16
+		if pid, epoch, err = transactionalProducer(records); err != nil {
 			s.fillProduceError(sp, req.Version, err, nil)
 			return nil
 		}
+		txnID := *req.TransactionID
+		verify = func() error { return s.cfg.Txn.VerifyProduce(txnID, pid, epoch, topic, rp.Partition) }
 	}
-	res, err := p.AppendNoWait(records, req.Acks)
+	res, err := p.AppendProduce(records, req.Acks, pid, verify)
 	if err != nil {
 		s.fillProduceError(sp, req.Version, err, res.RecordErrors)
 		if errCode(err) == kerr.UnknownServerError.Code {
@@ -219,20 +223,22 @@ func firstBatch(records []byte) (record.Batch, bool) {
 	return record.Batch(records), true
 }
 
-// verifyTransactional checks a transactional produce (KIP-890 part 1, as
-// Kafka does by default): every batch is a transactional data batch of one
-// producer id and epoch, and the partition was added to that producer's
-// ongoing transaction.
-func (s *Server) verifyTransactional(txnID, topic string, partition int32, records []byte) error {
+// transactionalProducer checks the batches of a produce with a
+// transactional id (every batch a transactional data batch of one producer
+// id and epoch) and returns that producer. The partition is then verified
+// with the transaction's coordinator as KIP-890 part 1 does by default, at
+// the first produce of the transaction to the partition only
+// (broker.Partition.AppendProduce).
+func transactionalProducer(records []byte) (int64, int16, error) {
 	first, ok := firstBatch(records)
 	if !ok || !first.IsTransactional() || first.IsControl() {
-		return fmt.Errorf("a produce request with a transactional id must hold transactional record batches: %w", kerr.InvalidRecord)
+		return 0, 0, fmt.Errorf("a produce request with a transactional id must hold transactional record batches: %w", kerr.InvalidRecord)
 	}
 	pid, epoch := first.ProducerID(), first.ProducerEpoch()
 	for rest := records; len(rest) >= record.HeaderSize; {
 		b := record.Batch(rest)
 		if b.Magic() != record.MagicV2 || !b.IsTransactional() || b.IsControl() || b.ProducerID() != pid || b.ProducerEpoch() != epoch {
-			return fmt.Errorf("mixed batches in a transactional produce: %w", kerr.InvalidRecord)
+			return 0, 0, fmt.Errorf("mixed batches in a transactional produce: %w", kerr.InvalidRecord)
 		}
 		n := b.Size()
 		if n <= 0 || n > len(rest) {
@@ -240,5 +246,5 @@ func (s *Server) verifyTransactional(txnID, topic string, partition int32, recor
 		}
 		rest = rest[n:]
 	}
-	return s.cfg.Txn.VerifyProduce(txnID, pid, epoch, topic, partition)
+	return pid, epoch, nil
 }

@@ -25,6 +25,13 @@ type AppendOptions struct {
 	// sequence checks (only the producer epoch is checked) and still open
 	// the producer's transaction when transactional.
 	Coordinator bool
+	// VerifyTxn refuses (kerr.InvalidTxnState, nothing appended) a
+	// transactional data batch of a producer whose transaction is not open
+	// in this partition unless TxnGuard is the guard the log holds for it
+	// (StartTxnVerification, verify.go; KIP-890 part 1). Set for produce
+	// requests with a transactional id.
+	VerifyTxn bool
+	TxnGuard  *VerificationGuard
 }
 
 // AppendResult describes where a produce landed.
@@ -151,6 +158,11 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 				return res, fmt.Errorf("append to %s: batch %d of producer %d is a duplicate inside a multi-batch request: %w", l.dir, i, pid, kerr.DuplicateSequenceNumber)
 			}
 		}
+		if opts.VerifyTxn && b.IsTransactional() && !pt.txnOpen(pid) {
+			if err := l.checkTxnVerified(pid, opts.TxnGuard); err != nil {
+				return res, fmt.Errorf("append to %s: %w", l.dir, err)
+			}
+		}
 		if !b.IsTransactional() && pt.txnOpen(pid) {
 			return res, fmt.Errorf("append to %s: non-transactional batch from producer %d while its transaction is open: %w", l.dir, pid, kerr.InvalidTxnState)
 		}
@@ -189,6 +201,16 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 		return res, fmt.Errorf("append to %s: %w", l.dir, err)
 	}
 	pt.commit()
+	if len(l.verifying) > 0 {
+		// A transactional batch opened or ended its producer's
+		// transaction here: its verification is used up (Kafka's
+		// updateProducers clears the VerificationStateEntry).
+		for _, b := range batches {
+			if b.IsTransactional() {
+				delete(l.verifying, b.ProducerID())
+			}
+		}
+	}
 	if err := l.completeTxns(done); err != nil {
 		return res, err
 	}

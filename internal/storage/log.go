@@ -130,6 +130,9 @@ type Log struct {
 	// completing holds transactions whose marker is not yet below the high
 	// watermark: they keep the last stable offset at their first offset.
 	completing []completedTxn
+	// verifying holds the transaction verification guard of each producer
+	// id being verified here (verify.go; Kafka's VerificationStateEntry).
+	verifying map[int64]*VerificationGuard
 	// rebuildTxnFrom (load only) is the base of the first segment whose
 	// .txnindex must be rebuilt from the log (-1 = none).
 	rebuildTxnFrom int64
