@@ -481,6 +481,25 @@ func (b *Broker) unlockAll() {
 	}
 }
 
+// JournalStats sums the counters of the write-ahead journals of every
+// log dir (zero when the journal is off).
+func (b *Broker) JournalStats() storage.JournalStats {
+	var sum storage.JournalStats
+	for _, s := range b.syncers {
+		st := s.JournalStats()
+		sum.Rounds += st.Rounds
+		sum.Records += st.Records
+		sum.Bytes += st.Bytes
+		sum.Checkpoints += st.Checkpoints
+		sum.Fallbacks += st.Fallbacks
+		sum.Replayed += st.Replayed
+		sum.Created += st.Created
+		sum.Released += st.Released
+		sum.FileBytes += st.FileBytes
+	}
+	return sum
+}
+
 // writeCheckpoints writes the recovery-point and log-start-offset
 // checkpoint files at the root of every log dir (storage owns them).
 func (b *Broker) writeCheckpoints() error {

@@ -181,7 +181,7 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 	off = l.mark.leo
 	res.BaseOffset = off
 	if l.epochs.assign(opts.LeaderEpoch, off) {
-		if err := l.writeEpochCheckpoint(); err != nil {
+		if err := l.writeEpochCheckpointForAppend(); err != nil {
 			l.epochs.entries = l.epochs.entries[:len(l.epochs.entries)-1]
 			return res, fmt.Errorf("append to %s: leader epoch checkpoint: %v: %w", l.dir, err, kerr.KafkaStorageError)
 		}

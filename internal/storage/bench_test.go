@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -520,4 +522,69 @@ func benchManyPartitions(b *testing.B, parts int, journal bool) {
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/float64(max(1, s.Rounds()-rounds0)), "batches/round")
+}
+
+// BenchmarkFirstAppendNewPartitions: the first append to each of 200
+// partitions just created (CreateTopics, then a produce spread over the
+// new topic), by 8 goroutines as a Produce request's workers, then one
+// wait for all to be durable. A first append writes the leader epoch
+// checkpoint; in a new directory it is fsynced with the directory by the
+// first group-commit round instead of under the log lock. append-ms is
+// the time to append them all (what a produce request holds its workers
+// for), ms/op the time until all are durable.
+//
+//	go test ./internal/storage -run '^$' -bench FirstAppendNewPartitions -benchtime 5x
+func BenchmarkFirstAppendNewPartitions(b *testing.B) {
+	const parts, workers = 200, 8
+	dir := b.TempDir()
+	s := NewSyncer(quiet)
+	defer s.Close()
+	cfg := benchConfig(true, false)
+	recs := []record.Record{{Value: make([]byte, 512)}}
+	batch := recordtest.Batch(record.BatchHeader{PartitionLeaderEpoch: -1, BaseTimestamp: 1, ProducerID: -1, BaseSequence: -1}, recs...)
+	var appendTime time.Duration
+	for n := range b.N {
+		b.StopTimer()
+		logs := make([]*Log, parts)
+		for i := range logs {
+			l, err := Open(filepath.Join(dir, fmt.Sprintf("t%d-%d", n, i)), [16]byte{1}, cfg, false, Options{Syncer: s, Logger: quiet})
+			if err != nil {
+				b.Fatal(err)
+			}
+			logs[i] = l
+		}
+		unix.Sync() // not settle: it would reset the timer of earlier rounds
+		b.StartTimer()
+		start := time.Now()
+		ends := make([]int64, parts)
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				own := append([]byte(nil), batch...)
+				for i := int(next.Add(1) - 1); i < parts; i = int(next.Add(1) - 1) {
+					res, err := logs[i].Append(own, AppendOptions{})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					ends[i] = res.LastOffset + 1
+				}
+			}()
+		}
+		wg.Wait()
+		appendTime += time.Since(start)
+		for i, l := range logs {
+			if err := l.WaitDurable(context.Background(), ends[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		for _, l := range logs {
+			l.CloseDeferSync()
+		}
+	}
+	b.ReportMetric(float64(appendTime.Microseconds())/1e3/float64(b.N), "append-ms")
 }

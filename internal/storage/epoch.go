@@ -143,21 +143,47 @@ func (l *Log) writeEpochCheckpoint() error {
 	return vfs.WriteFileAtomic(l.fsys, filepath.Join(l.dir, LeaderEpochFile), FormatEpochCheckpoint(l.epochs.entries), 0o644)
 }
 
+// writeEpochCheckpointForAppend persists the history after an append
+// assigned a new epoch (l.mu held). In a new partition directory whose
+// first sync has not begun (epochNoSync) the file is written in place
+// without fsync, and that sync fsyncs it before the append's bytes count
+// as durable; otherwise tmp + fsync + rename + directory fsync.
+func (l *Log) writeEpochCheckpointForAppend() error {
+	if !l.epochNoSync {
+		return l.writeEpochCheckpoint()
+	}
+	if err := writeFileNoSync(l.fsys, filepath.Join(l.dir, LeaderEpochFile), FormatEpochCheckpoint(l.epochs.entries)); err != nil {
+		return err
+	}
+	l.epochUnsynced = true
+	return nil
+}
+
 // loadEpochs reads the checkpoint, drops entries past leo and below the
 // log start, and adds epochs seen in recovered batches (recovered).
 func (l *Log) loadEpochs(leo int64, recovered []EpochEntry) error {
 	data, err := vfs.ReadFile(l.fsys, filepath.Join(l.dir, LeaderEpochFile))
+	rewrite := false
 	switch {
 	case err == nil:
 		ents, perr := ParseEpochCheckpoint(data)
-		if perr != nil {
+		switch {
+		case perr == nil:
+			l.epochs.entries = ents
+		case l.recFull:
+			// Torn or empty: written without fsync in a new directory
+			// (writeEpochCheckpointForAppend) when the power was cut before
+			// its first sync. Recovery read every batch of the log, so
+			// recovered holds the whole history.
+			l.logger.Warn("rebuilding an unreadable leader epoch checkpoint from the log", "err", perr)
+			rewrite = true
+		default:
 			return perr
 		}
-		l.epochs.entries = ents
 	case !errNotExist(err):
 		return err
 	}
-	changed := l.epochs.truncateFromEnd(leo)
+	changed := l.epochs.truncateFromEnd(leo) || rewrite
 	for _, e := range recovered {
 		if e.StartOffset < leo && l.epochs.assign(e.Epoch, e.StartOffset) {
 			changed = true

@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"context"
+	"os"
 	"testing"
 
 	"github.com/strata-io/strata/internal/vfs"
@@ -70,4 +72,83 @@ func FuzzParseEpochCheckpoint(f *testing.F) {
 			t.Fatalf("round trip: %v", err)
 		}
 	})
+}
+
+// TestEpochCheckpointNewDirNoFsync: the first append to a new partition
+// directory writes the leader epoch checkpoint without any fsync (a
+// thousand new partitions' first appends would otherwise pay two fsyncs
+// each under the log lock); the directory's first sync fsyncs it before the
+// append counts as durable, and a power cut before that sync, whatever it
+// left of the file, neither keeps the log from opening nor loses the
+// history of what survived.
+func TestEpochCheckpointNewDirNoFsync(t *testing.T) {
+	for _, keep := range []int{-1, 0, 1, 5, 1 << 20} {
+		fsys := vfs.NewCrashFS()
+		dir := "/d/ep-0"
+		l := openTest(t, fsys, dir, testConfig(), false)
+		var syncs []string
+		fsys.SetHook(func(op, name string) error {
+			if op == "sync" || op == "syncdir" || op == "syncfs" {
+				syncs = append(syncs, op+" "+name)
+			}
+			return nil
+		})
+		res, err := l.Append(mkBatch(t, 3, "e", 1), AppendOptions{LeaderEpoch: 4})
+		fsys.SetHook(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(syncs) > 0 {
+			t.Fatalf("first append to a new directory synced: %v", syncs)
+		}
+		// Power cut before any sync: the epoch file is lost, empty, torn
+		// or whole (keep -1: nothing unsynced kept).
+		var img *vfs.CrashFS
+		if keep < 0 {
+			img = fsys.Crash()
+		} else {
+			img = fsys.CrashTorn(func(n int) int { return min(keep, n) })
+		}
+		// The directory survives only if its entry was synced; give the
+		// torn image the directory so the file's state is what counts.
+		if err := img.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := img.OpenFile(dir+"/"+LeaderEpochFile, os.O_CREATE|os.O_RDWR, 0o644); err == nil {
+			if keep >= 0 {
+				f.WriteAt([]byte("0\n1\n4 0\n")[:min(keep, 8)], 0)
+			}
+			f.Sync()
+			f.Close()
+			img.SyncDir(dir)
+		}
+		r := openTest(t, img, dir, testConfig(), false)
+		if got := r.LeaderEpochs(); len(got) > 1 || (len(got) == 1 && got[0] != (EpochEntry{4, 0})) {
+			t.Fatalf("keep %d: epochs after the power cut %+v", keep, got)
+		}
+		r.Close()
+
+		// Durable: the round fsynced the file with the directory.
+		if err := l.WaitDurable(context.Background(), res.LastOffset+1); err != nil {
+			t.Fatal(err)
+		}
+		img = fsys.CrashTorn(func(int) int { return 0 })
+		r = openTest(t, img, dir, testConfig(), false)
+		if got := r.LeaderEpochs(); len(got) != 1 || got[0] != (EpochEntry{4, 0}) {
+			t.Fatalf("epochs after a power cut past the first sync %+v", got)
+		}
+		if data, err := vfs.ReadFile(img, dir+"/"+LeaderEpochFile); err != nil || string(data) != "0\n1\n4 0\n" {
+			t.Fatalf("epoch checkpoint after the first sync %q %v", data, err)
+		}
+		r.Close()
+		// A later epoch is written as before (fsynced at once).
+		mustAppend(t, l, mkBatch(t, 1, "f", 2))
+		if _, err := l.Append(mkBatch(t, 1, "g", 3), AppendOptions{LeaderEpoch: 6}); err != nil {
+			t.Fatal(err)
+		}
+		if data, err := vfs.ReadFile(fsys.Crash(), dir+"/"+LeaderEpochFile); err != nil || string(data) != "0\n2\n4 0\n6 4\n" {
+			t.Fatalf("epoch checkpoint after a later epoch and a power cut %q %v", data, err)
+		}
+		l.Close()
+	}
 }

@@ -115,6 +115,22 @@ type Log struct {
 	// dirsUnsynced: the partition directory is new and neither it nor its
 	// entry in the log dir is fsynced yet (see load).
 	dirsUnsynced bool
+	// epochNoSync: the directory is new (created by this Open) and its
+	// first sync has not begun: the leader epoch checkpoint is written
+	// without fsync (epochUnsynced) and that first sync fsyncs it with
+	// partition.metadata (syncNewDir), before any byte counts as durable.
+	// A thousand new partitions' first appends then cost no fsync each
+	// under the log lock (Kafka too keeps fsyncs out of UnifiedLog's lock,
+	// KAFKA-15046).
+	epochNoSync bool
+	// epochUnsynced: the leader epoch checkpoint was written without
+	// fsync; the directory's first sync fsyncs it.
+	epochUnsynced bool
+	// recFull: this Open's recovery read the whole log (nothing below a
+	// recovery point was trusted), so the batches rebuilt the whole leader
+	// epoch history (recEpochs) and an unreadable checkpoint file left by
+	// a power cut before the directory's first sync can be ignored.
+	recFull bool
 	// metaPending: partition.metadata could not be written at open (a
 	// full disk after a crash took the unsynced file); it is written
 	// before the directory's first fsync (writePendingMeta).
@@ -374,6 +390,7 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	// group-commit round, Flush, a roll) fsyncs it and its parent first, so
 	// creating a thousand partitions costs no fsync per partition.
 	l.dirsUnsynced = errNotExist(statErr)
+	l.epochNoSync = l.dirsUnsynced
 	var err error
 	if l.topicID, err = l.writePartitionMetadata(topicID); err != nil {
 		return err
@@ -431,6 +448,7 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	dirChanged := created && !l.dirsUnsynced
 	if !cleanShutdown {
 		var changed bool
+		l.recFull = max(rp, 0) <= l.segs[0].base
 		leo, changed, err = l.recover(max(rp, 0))
 		if err != nil {
 			return err
@@ -703,29 +721,35 @@ func (l *Log) syncDirsLocked() error {
 	if err := l.writePendingMeta(); err != nil {
 		return err
 	}
-	if err := syncNewDir(l.fsys, l.dir); err != nil {
+	l.epochNoSync = false
+	if err := syncNewDir(l.fsys, l.dir, l.epochUnsynced); err != nil {
 		return err
 	}
 	if err := l.fsys.SyncDir(filepath.Dir(l.dir)); err != nil {
 		return err
 	}
-	l.dirsUnsynced = false
+	l.dirsUnsynced, l.epochUnsynced = false, false
 	return nil
 }
 
 // syncNewDir makes a new partition directory durable: its
 // partition.metadata (written without fsync) and its entries. The caller
 // fsyncs the parent.
-func syncNewDir(fsys vfs.FS, dir string) error {
-	name := filepath.Join(dir, PartitionMetaFile)
-	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
-	if err != nil {
-		return fmt.Errorf("fsync %s: %w", name, err)
+func syncNewDir(fsys vfs.FS, dir string, epochs bool) error {
+	names := []string{filepath.Join(dir, PartitionMetaFile)}
+	if epochs {
+		names = append(names, filepath.Join(dir, LeaderEpochFile))
 	}
-	err = f.Sync()
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("fsync %s: %w", name, err)
+	for _, name := range names {
+		f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+		if err != nil {
+			return fmt.Errorf("fsync %s: %w", name, err)
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("fsync %s: %w", name, err)
+		}
 	}
 	return fsys.SyncDir(dir)
 }
@@ -1011,6 +1035,7 @@ type syncPrep struct {
 	files  []*SegmentFile // to fsync, one reference each
 	closed []*SegmentFile // the subset taken from l.closing
 	dirs   []string       // new partition directory and its parent to fsync (see load)
+	epochs bool           // with dirs: the leader epoch checkpoint too (epochUnsynced)
 	fsys   vfs.FS
 }
 
@@ -1033,6 +1058,8 @@ func (l *Log) prepareSync(journal, journaling bool) syncPrep {
 			l.logger.Warn("partition.metadata", "err", err)
 		}
 		p.dirs = []string{l.dir, filepath.Dir(l.dir)}
+		p.epochs = l.epochUnsynced
+		l.epochNoSync = false // later epoch writes fsync as usual
 	}
 	for _, f := range l.closing {
 		if f.tryAcquire() {
@@ -1083,6 +1110,9 @@ func (l *Log) finishSync(p syncPrep, err error, journaled bool) {
 	}
 	if len(p.dirs) > 0 {
 		l.dirsUnsynced = false
+		if p.epochs {
+			l.epochUnsynced = false
+		}
 	}
 	for _, f := range p.closed {
 		for i, c := range l.closing {

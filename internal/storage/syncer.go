@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -380,7 +381,8 @@ func (s *Syncer) round() {
 			fsys := s.fsys(preps, who)
 			sync := fsys.SyncDir
 			if len(who) == 1 && preps[who[0]].dirs[0] == d {
-				sync = func(d string) error { return syncNewDir(fsys, d) }
+				epochs := preps[who[0]].epochs
+				sync = func(d string) error { return syncNewDir(fsys, d, epochs) }
 			}
 			if err := sync(d); err != nil {
 				mu.Lock()
@@ -439,7 +441,18 @@ func (s *Syncer) journalRound(preps []syncPrep, errs []error, journaled []bool) 
 		}
 		return
 	}
+	// The round is built and written in parts of about journalPart bytes
+	// (whole records), then fsynced once.
 	buf := j.buf[:0]
+	var written int64
+	var err error
+	flush := func() {
+		if err == nil && len(buf) > 0 {
+			err = j.writePart(buf, written)
+		}
+		written += int64(len(buf))
+		buf = buf[:0]
+	}
 	marks := make([]jmark, 0, n)
 	for i := range preps {
 		p := &preps[i]
@@ -449,8 +462,8 @@ func (s *Syncer) journalRound(preps []syncPrep, errs []error, journaled []bool) 
 		size := p.mark.pos - p.jfrom
 		start := len(buf)
 		buf = appendJrecHeader(buf, j.gen, p.log, p.mark.base, p.jfrom, size)
-		buf = append(buf, make([]byte, size)...)
-		if _, err := p.jfile.f.ReadAt(buf[len(buf)-int(size):], p.jfrom); err != nil {
+		buf = slices.Grow(buf, int(size))[:len(buf)+int(size)]
+		if _, rerr := p.jfile.f.ReadAt(buf[len(buf)-int(size):], p.jfrom); rerr != nil {
 			// Cannot copy: this log's file is fsynced directly.
 			buf = buf[:start]
 			p.files = append(p.files, p.jfile)
@@ -459,10 +472,18 @@ func (s *Syncer) journalRound(preps []syncPrep, errs []error, journaled []bool) 
 		}
 		sealJrec(buf, start)
 		marks = append(marks, jmark{p.log, p.mark, p.cuts})
+		if len(buf) >= journalPart {
+			flush()
+		}
 	}
-	err := j.write(buf, len(marks), marks)
-	if cap(buf) <= 64<<20 {
+	flush()
+	if err == nil {
+		err = j.commit(written, len(marks), marks)
+	}
+	if cap(buf) <= journalKeepBuf {
 		j.buf = buf[:0]
+	} else {
+		j.buf = nil
 	}
 	for i := range preps {
 		if p := &preps[i]; p.jfile != nil {

@@ -1,0 +1,89 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/strata-io/strata/internal/bench"
+	"github.com/strata-io/strata/internal/servertest"
+)
+
+// BenchmarkProduceManyPartitions is issue 18's produce row in process, so
+// that -cpuprofile, -blockprofile, -mutexprofile and -memprofile see the
+// broker: franz-go acks=all producers of 512 B records (internal/bench,
+// as `strata bench` and test/e2e's BenchmarkManyPartitions) to a topic of
+// one partition and to one of STRATA_BENCH_PARTITIONS (1000), alternated
+// in one run, STRATA_BENCH_SECONDS (5) each. It reports each side's MB/s
+// and their ratio (the issue's target: at least 0.5x).
+//
+//	go test ./internal/server -run '^$' -bench ProduceManyPartitions -benchtime 1x -cpuprofile cpu.out
+func BenchmarkProduceManyPartitions(b *testing.B) {
+	parts := int32(benchEnvInt("STRATA_BENCH_PARTITIONS", 1000))
+	secs := benchEnvInt("STRATA_BENCH_SECONDS", 5)
+	tb := servertest.Start(b, servertest.Options{ProductDefaults: true})
+	ctx := context.Background()
+	cfg := func(topic string, partitions int32) bench.Config {
+		return bench.Config{Brokers: []string{tb.Addr()}, Topic: topic, Partitions: partitions, RecordSize: 512,
+			Duration: time.Duration(secs) * time.Second, Acks: "all"}
+	}
+	// STRATA_BENCH_ONLY=one or =many runs one side only (to profile it
+	// alone); the other side's topic is still created.
+	only := os.Getenv("STRATA_BENCH_ONLY")
+	produce := func(c bench.Config, skip bool) (bench.Result, error) {
+		if skip {
+			c.Count, c.Duration = 1, 0
+		}
+		return bench.Produce(ctx, c)
+	}
+	var sumOne, sumMany float64
+	for i := 0; i < b.N; i++ {
+		r1, err := produce(cfg("one", 1), only == "many")
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := tb.Server().Broker().JournalStats()
+		rm, err := produce(cfg("many", parts), only == "one")
+		if err != nil {
+			b.Fatal(err)
+		}
+		after := tb.Server().Broker().JournalStats()
+		b.Logf("1 partition %.1f MB/s p50 %.0f ms p99 %.0f ms; %d partitions %.1f MB/s p50 %.0f ms p99 %.0f ms = %.2fx; journal rounds %d, fallbacks %d, checkpoints %d, MB %d, file %d MiB",
+			r1.MBPerSec, r1.Latency.P50, r1.Latency.P99, parts, rm.MBPerSec, rm.Latency.P50, rm.Latency.P99, rm.MBPerSec/r1.MBPerSec,
+			after.Rounds-before.Rounds, after.Fallbacks-before.Fallbacks, after.Checkpoints-before.Checkpoints,
+			(after.Bytes-before.Bytes)>>20, after.FileBytes>>20)
+		sumOne += r1.MBPerSec
+		sumMany += rm.MBPerSec
+	}
+	if path := os.Getenv("STRATA_BENCH_HEAP"); path != "" {
+		// What the broker still holds after the load (the issue's RSS row).
+		runtime.GC()
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.Logf("after the load: heap in use %d MB, heap idle %d MB, released %d MB, sys %d MB",
+			ms.HeapInuse>>20, ms.HeapIdle>>20, ms.HeapReleased>>20, ms.Sys>>20)
+	}
+	b.ReportMetric(sumOne/float64(b.N), "MB/s-1")
+	b.ReportMetric(sumMany/float64(b.N), fmt.Sprintf("MB/s-%d", parts))
+	b.ReportMetric(sumMany/sumOne, "ratio")
+}
+
+func benchEnvInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
