@@ -522,3 +522,49 @@ func TestJournalRoundInParts(t *testing.T) {
 	checkAcked(t, "after the power cut", rlogs, acked)
 	closeAll(t, s, logs)
 }
+
+// TestSyncFSRoundNewDirs: a round over many partitions just created makes
+// them durable with one SyncFS of the log dir, not three fsyncs each
+// (partition.metadata, leader epoch checkpoint, directory), and a power
+// cut right after it keeps every acknowledged batch and epoch.
+func TestSyncFSRoundNewDirs(t *testing.T) {
+	const parts = 2 * syncFSNewDirs
+	fsys := vfs.NewCrashFS()
+	s, logs := journalDir(t, fsys, parts, testConfig(), 1<<20, false)
+	ops := countOps(fsys)
+	acked := map[int][]ackedBatch{}
+	s.roundMu.Lock() // the first appends pile up into one round
+	var wg sync.WaitGroup
+	for i, l := range logs {
+		b := mkBatch(t, 2, "first", 1)
+		res, err := l.Append(b, AppendOptions{LeaderEpoch: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked[i] = append(acked[i], ackedBatch{res.BaseOffset, b})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.WaitDurable(context.Background(), res.LastOffset+1); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	s.roundMu.Unlock()
+	wg.Wait()
+	got := ops.take()
+	fsys.SetHook(nil)
+	if got["syncfs"] != 1 || got["sync"] != 0 || got["syncdir"] != 0 {
+		t.Fatalf("first round over %d new partitions: %v, want one syncfs and no fsync", parts, got)
+	}
+	img := fsys.Crash()
+	s2, rlogs := journalDir(t, img, parts, testConfig(), 1<<20, false)
+	checkAcked(t, "after the power cut", rlogs, acked)
+	for i, l := range rlogs {
+		if ep := l.LeaderEpochs(); len(ep) != 1 || ep[0] != (EpochEntry{3, 0}) {
+			t.Fatalf("partition %d: epochs %+v after the power cut", i, ep)
+		}
+	}
+	closeAll(t, s2, rlogs)
+	closeAll(t, s, logs)
+}

@@ -153,6 +153,32 @@ func (c *dirCheckpoints) applyDeferred() error {
 	return nil
 }
 
+// syncAll makes every file and directory of the log dir's file system
+// durable with one SyncFS.
+func (c *dirCheckpoints) syncAll() error {
+	c.mu.Lock()
+	sfs := c.syncFS
+	c.mu.Unlock()
+	if sfs == nil {
+		var err error
+		if sfs, err = c.fsys.OpenSyncFS(c.dir); err != nil {
+			return fmt.Errorf("log dir %s: %w", c.dir, err)
+		}
+		c.mu.Lock()
+		if c.syncFS == nil {
+			c.syncFS = sfs
+		} else {
+			sfs.Close()
+			sfs = c.syncFS
+		}
+		c.mu.Unlock()
+	}
+	if err := sfs.Sync(); err != nil {
+		return fmt.Errorf("syncfs of log dir %s: %w", c.dir, err)
+	}
+	return nil
+}
+
 func (c *dirCheckpoints) closeSyncFS() {
 	c.mu.Lock()
 	sfs := c.syncFS

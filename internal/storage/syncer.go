@@ -359,6 +359,23 @@ func (s *Syncer) round() {
 	}
 	errs := make([]error, len(logs))
 	journaled := make([]bool, len(logs))
+	if c := syncFSRound(preps); c != nil {
+		// Many new partition directories: one SyncFS of their log dir
+		// makes them and every byte of the round durable in place.
+		err := c.syncAll()
+		for i := range preps {
+			for _, f := range preps[i].files {
+				f.Release()
+			}
+			if preps[i].jfile != nil {
+				preps[i].jfile.Release()
+				preps[i].jfile = nil
+			}
+			logs[i].finishSync(preps[i], err, false)
+		}
+		s.persistRecoveryPoints()
+		return
+	}
 	if useJournal {
 		s.journalRound(preps, errs, journaled)
 	}
@@ -416,6 +433,37 @@ func (s *Syncer) round() {
 		l.finishSync(preps[i], errs[i], journaled[i])
 	}
 	s.persistRecoveryPoints()
+}
+
+// syncFSNewDirs is how many new partition directories a round must make
+// durable for it to use one SyncFS of their log dir instead: each new
+// directory otherwise costs three fsyncs (partition.metadata, the leader
+// epoch checkpoint, the directory), so the first produce spread over a
+// thousand partitions just created paid three thousand. SyncFS flushes
+// whatever else is dirty on the file system too, so it is kept for these
+// rounds, which come once per new partition.
+const syncFSNewDirs = 32
+
+// syncFSRound returns the log dir registry whose SyncFS the round should
+// use instead of fsyncs: when at least syncFSNewDirs of its logs have a new
+// directory and every log of the round is in that one log dir.
+func syncFSRound(preps []syncPrep) *dirCheckpoints {
+	var c *dirCheckpoints
+	n := 0
+	for i := range preps {
+		p := &preps[i]
+		if p.log.ck == nil || (c != nil && (p.log.ck != c || p.fsys != preps[0].fsys)) {
+			return nil
+		}
+		c = p.log.ck
+		if len(p.dirs) > 0 {
+			n++
+		}
+	}
+	if n < syncFSNewDirs {
+		return nil
+	}
+	return c
 }
 
 // journalRound makes the new bytes of the logs prepared for the journal
