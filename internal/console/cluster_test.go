@@ -38,7 +38,7 @@ func TestOverviewCluster(t *testing.T) {
 	// to show all three (no timing is asserted).
 	var body string
 	var rows [][]string
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	for deadline := time.Now().Add(60 * time.Second); ; {
 		body = w.mustGet("/")
 		rows = brokerRowRe.FindAllStringSubmatch(body, -1)
 		led := 0

@@ -305,7 +305,7 @@ func (r *rig) readAll(leader int32) map[int64]string {
 	p, _ := r.node(leader).b.Broker().Partition(r.tp.Topic, 0)
 	hw := p.Log.HighWatermark()
 	got := map[int64]string{}
-	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(r.ctx, 60*time.Second)
 	defer cancel()
 	for int64(len(got)) < hw {
 		fs := cl.PollFetches(ctx)
@@ -371,7 +371,7 @@ func (r *rig) waitMetric(nd *rigNode, name string, want float64) {
 	r.t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(replica.NewCollector(nd.mgr))
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var got float64 = -1
 		mfs, err := reg.Gather()

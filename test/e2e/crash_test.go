@@ -82,11 +82,15 @@ func killRounds(t *testing.T, sc crashScenario) {
 		if got := a.ackedCount(); got < target {
 			close(stop)
 			<-done
-			t.Fatalf("round %d: only %d of %d acknowledgements within 90s (broker alive: %v); producer errors: %v", round, got-before, target-before, p.Alive(), a.errs)
+			t.Fatalf("round %d: only %d of %d acknowledgements within 90s (broker alive: %v); producer errors: %v; broker log:\n%s",
+				round, got-before, target-before, p.Alive(), a.errs, logTail(p, 40))
 		}
 		time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 		if sc.compacted {
 			checkLogStartZero(t, ctx, p.Kafka, sc.topic, fmt.Sprintf("round %d, before the kill", round))
+			if t.Failed() {
+				t.Fatalf("round %d, before the kill: broker log:\n%s", round, logTail(p, 40))
+			}
 		}
 		if sc.stop != nil {
 			sc.stop(t, p, dir)
@@ -112,9 +116,16 @@ func killRounds(t *testing.T, sc crashScenario) {
 		sc.check(t, got, a)
 		seekCheck(t, ctx, p.Kafka, sc.topic, got, rng, sc.compacted)
 		if t.Failed() {
-			t.Fatalf("round %d failed; stopping", round)
+			t.Fatalf("round %d failed; stopping; broker log since the restart:\n%s", round, logTail(p, 40))
 		}
 	}
+}
+
+// logTail is the last n lines the broker printed (a failed round shows
+// what the broker was doing).
+func logTail(p *proc, n int) string {
+	lines := p.Lines()
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // TestCrashAcksAll SIGKILLs the broker under idempotent acks=all load to a
