@@ -129,56 +129,141 @@ func (a *Admin) checkRF(rf int) error {
 
 // CreateTopic creates a topic. validateOnly decides without writing.
 func (a *Admin) CreateTopic(ctx context.Context, req TopicRequest, validateOnly bool) error {
-	rf := req.RF
-	for _, r := range req.Assignment {
-		rf = len(r)
-		break
-	}
-	if err := a.checkRF(rf); err != nil {
-		return err
-	}
+	return a.CreateTopics(ctx, []TopicRequest{req}, validateOnly)[0]
+}
+
+// CreateTopics creates the topics of one CreateTopics request and returns
+// one error per request (nil: created). They are placed one after the
+// other on one State, so each placement counts the partitions placed
+// before it (balanced leaders across the request, as Kafka's controller
+// places a request's topics in turn), and written together: as many
+// whole topics per transaction as max-txn-ops allows, every key
+// create-only. A transaction that loses a compare (a topic created
+// meanwhile by another broker) is retried one topic per transaction, so
+// only the topics that exist fail, with TOPIC_ALREADY_EXISTS. One request
+// of 1,000 topics is then a couple of transactions instead of 1,000.
+func (a *Admin) CreateTopics(ctx context.Context, reqs []TopicRequest, validateOnly bool) []error {
+	errs := make([]error, len(reqs))
 	// Placed on a view synced with the store: every broker registered and
 	// every topic created before the request counts (Kafka's controller
 	// places on its committed state), not only what this node's watch
 	// delivered so far.
 	v, err := a.Cache.Sync(ctx)
 	if err != nil {
-		return err
-	}
-	ds, err := FromView(v, a.Policy).CreateTopic(req)
-	if err != nil || validateOnly {
-		return err
-	}
-	st := a.Store
-	topic := meta.Topic{Name: req.Name, ID: req.ID, Partitions: int32(len(ds)), Configs: req.Configs, Internal: req.Internal}
-	tc, err := meta.PutJSON(st.Keys().Topic(req.Name), topic, 0)
-	if err != nil {
-		return err
-	}
-	parts := make([]meta.Change, len(ds))
-	for i, d := range ds {
-		parts[i] = st.PartitionChange(d.TP, d.New, 0)
-	}
-	// Small topics are one transaction. A large one writes its partition
-	// keys first (invisible without the topic key, which names the topic
-	// id they are filed under) and the topic key last.
-	if len(parts)+1 <= st.MaxOps() {
-		rev, err := st.Txn(ctx, append(parts, tc))
-		if err != nil {
-			return a.explainCreateConflict(err, req.Name)
+		for i := range errs {
+			errs[i] = err
 		}
-		_, err = a.Cache.WaitRev(ctx, rev)
-		return err
+		return errs
+	}
+	st := FromView(v, a.Policy)
+	type write struct {
+		i     int
+		parts []meta.Change
+		topic meta.Change
+	}
+	var writes []write
+	for i, req := range reqs {
+		rf := req.RF
+		for _, r := range req.Assignment {
+			rf = len(r)
+			break
+		}
+		if errs[i] = a.checkRF(rf); errs[i] != nil {
+			continue
+		}
+		ds, err := st.CreateTopic(req)
+		if errs[i] = err; err != nil {
+			continue
+		}
+		// The next placements see this topic.
+		ti := &TopicInfo{Name: req.Name, ID: req.ID, Parts: make([]meta.Partition, len(ds))}
+		for j, d := range ds {
+			ti.Parts[j] = meta.Partition{TopicPartition: d.TP, State: d.New}
+		}
+		st.Topics[req.Name] = ti
+		if validateOnly {
+			continue
+		}
+		topic := meta.Topic{Name: req.Name, ID: req.ID, Partitions: int32(len(ds)), Configs: req.Configs, Internal: req.Internal}
+		tc, err := meta.PutJSON(a.Store.Keys().Topic(req.Name), topic, 0)
+		if errs[i] = err; err != nil {
+			continue
+		}
+		w := write{i: i, topic: tc, parts: make([]meta.Change, len(ds))}
+		for j, d := range ds {
+			w.parts[j] = a.Store.PartitionChange(d.TP, d.New, 0)
+		}
+		writes = append(writes, w)
+	}
+	if validateOnly || len(writes) == 0 {
+		return errs
+	}
+	var last int64
+	one := func(w write) {
+		rev, err := a.writeTopic(ctx, w.parts, w.topic)
+		if err != nil {
+			errs[w.i] = a.explainCreateConflict(err, reqs[w.i].Name)
+			return
+		}
+		last = max(last, rev)
+	}
+	// Whole topics packed into transactions of up to max-txn-ops changes.
+	maxOps := a.Store.MaxOps()
+	for len(writes) > 0 {
+		n, ops := 0, 0
+		for n < len(writes) && ops+len(writes[n].parts)+1 <= maxOps {
+			ops += len(writes[n].parts) + 1
+			n++
+		}
+		if n <= 1 {
+			one(writes[0]) // a single topic, or one larger than a transaction
+			writes = writes[1:]
+			continue
+		}
+		var changes []meta.Change
+		for _, w := range writes[:n] {
+			changes = append(append(changes, w.parts...), w.topic)
+		}
+		rev, err := a.Store.Txn(ctx, changes)
+		switch {
+		case err == meta.ErrConflict:
+			for _, w := range writes[:n] {
+				one(w)
+			}
+		case err != nil:
+			for _, w := range writes[:n] {
+				errs[w.i] = err
+			}
+		default:
+			last = max(last, rev)
+		}
+		writes = writes[n:]
+	}
+	if last > 0 {
+		if _, err := a.Cache.WaitRev(ctx, last); err != nil {
+			for i := range errs {
+				if errs[i] == nil {
+					errs[i] = err
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// writeTopic writes one topic's keys. Small topics are one transaction. A
+// large one writes its partition keys first (invisible without the topic
+// key, which names the topic id they are filed under) and the topic key
+// last.
+func (a *Admin) writeTopic(ctx context.Context, parts []meta.Change, topic meta.Change) (int64, error) {
+	st := a.Store
+	if len(parts)+1 <= st.MaxOps() {
+		return st.Txn(ctx, append(parts, topic))
 	}
 	if _, _, err := st.Batches(ctx, parts); err != nil {
-		return err
+		return 0, err
 	}
-	rev, err := st.Txn(ctx, []meta.Change{tc})
-	if err != nil {
-		return a.explainCreateConflict(err, req.Name)
-	}
-	_, err = a.Cache.WaitRev(ctx, rev)
-	return err
+	return st.Txn(ctx, []meta.Change{topic})
 }
 
 func (a *Admin) explainCreateConflict(err error, name string) error {

@@ -29,8 +29,8 @@ const (
 // above before anything is created. Each topic succeeds or fails as a
 // whole: a bad config is INVALID_CONFIG and nothing is created. On a single node the
 // topics of one request are created together (broker.CreateTopics:
-// partitions in parallel, metadata written once); in a cluster each goes
-// through the metadata store (Cluster.CreateTopic).
+// partitions in parallel, metadata written once); in a cluster they go
+// through the metadata store together (Cluster.CreateTopics).
 func (s *Server) handleCreateTopics(ctx context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
@@ -54,17 +54,20 @@ func (s *Server) handleCreateTopics(ctx context.Context, _ *conn, kreq kmsg.Requ
 	}
 	var creates []broker.CreateTopicRequest
 	var which []int
+	var asg []map[int32][]int32
 	for i := range req.Topics {
-		switch {
-		case errs[i] != nil:
-		case s.cfg.Cluster != nil:
-			topics[i], errs[i] = s.cfg.Cluster.CreateTopic(ctx, crs[i], assignments[i])
-		default:
+		if errs[i] == nil {
 			creates = append(creates, crs[i])
 			which = append(which, i)
+			asg = append(asg, assignments[i])
 		}
 	}
-	if len(creates) > 0 {
+	if len(creates) > 0 && s.cfg.Cluster != nil {
+		ts, cerrs := s.cfg.Cluster.CreateTopics(ctx, creates, asg)
+		for k, i := range which {
+			topics[i], errs[i] = ts[k], cerrs[k]
+		}
+	} else if len(creates) > 0 {
 		ts, cerrs := s.b.CreateTopics(creates)
 		for k, i := range which {
 			if errs[i] = cerrs[k]; errs[i] == nil {

@@ -23,6 +23,9 @@ type Cluster interface {
 	// CreateTopic creates a topic; req has the request's values (-1 for
 	// the defaults), assignment is CreateTopics' replica_assignment.
 	CreateTopic(ctx context.Context, req broker.CreateTopicRequest, assignment map[int32][]int32) (CreatedTopic, error)
+	// CreateTopics creates the topics of one CreateTopics request together
+	// (one placement pass, few transactions); one result per request.
+	CreateTopics(ctx context.Context, reqs []broker.CreateTopicRequest, assignments []map[int32][]int32) ([]CreatedTopic, []error)
 	// CreatePartitions grows a topic to total partitions.
 	CreatePartitions(ctx context.Context, topic string, total int32, assignment [][]int32, validateOnly bool) error
 	// DeleteTopic deletes a topic; it returns once no broker serves it.

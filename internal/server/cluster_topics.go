@@ -188,9 +188,67 @@ func adminError(err error) error {
 // the cluster metadata, placed by the controller's rules. It returns once
 // this broker's replicas of it exist.
 func (a clusterAPI) CreateTopic(ctx context.Context, req broker.CreateTopicRequest, assignment map[int32][]int32) (protocol.CreatedTopic, error) {
+	ts, errs := a.CreateTopics(ctx, []broker.CreateTopicRequest{req}, []map[int32][]int32{assignment})
+	return ts[0], errs[0]
+}
+
+// CreateTopics is CreateTopic for the topics of one request: validated
+// one by one, placed and written together (controller.Admin.CreateTopics),
+// and answered once this broker's replicas of all of them exist.
+func (a clusterAPI) CreateTopics(ctx context.Context, reqs []broker.CreateTopicRequest, assignments []map[int32][]int32) ([]protocol.CreatedTopic, []error) {
+	out := make([]protocol.CreatedTopic, len(reqs))
+	errs := make([]error, len(reqs))
+	var trs []controller.TopicRequest
+	var which []int
+	validateOnly := false
+	for i := range reqs {
+		tr, created, err := a.topicRequest(reqs[i], assignments[i])
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		out[i] = created
+		validateOnly = validateOnly || reqs[i].ValidateOnly
+		trs = append(trs, tr)
+		which = append(which, i)
+	}
+	if len(trs) == 0 {
+		return out, errs
+	}
+	cerrs := a.c.admin.CreateTopics(ctx, trs, validateOnly)
+	created := false
+	for k, i := range which {
+		if cerrs[k] != nil {
+			errs[i] = adminError(cerrs[k])
+			continue
+		}
+		if validateOnly {
+			continue
+		}
+		id, _ := uuid.Parse(trs[k].ID)
+		out[i].ID = id
+		created = true
+		a.s.logger.Info("topic created", "topic", trs[k].Name, "id", broker.FormatTopicID(id), "partitions", out[i].Partitions,
+			"replication_factor", out[i].ReplicationFactor, "configs", out[i].Configs)
+	}
+	if created {
+		if err := adminError(a.c.waitApplied(ctx)); err != nil {
+			for k, i := range which {
+				if cerrs[k] == nil {
+					errs[i] = err
+				}
+			}
+		}
+	}
+	return out, errs
+}
+
+// topicRequest validates one CreateTopics entry as a single broker does
+// and resolves its defaults into the controller's request.
+func (a clusterAPI) topicRequest(req broker.CreateTopicRequest, assignment map[int32][]int32) (controller.TopicRequest, protocol.CreatedTopic, error) {
 	s := a.s
 	if err := broker.ValidateTopicName(req.Name); err != nil {
-		return protocol.CreatedTopic{}, err
+		return controller.TopicRequest{}, protocol.CreatedTopic{}, err
 	}
 	if req.NumPartitions == -1 {
 		req.NumPartitions = int32(s.cfg.Int64("num.partitions"))
@@ -206,35 +264,24 @@ func (a clusterAPI) CreateTopic(ctx context.Context, req broker.CreateTopicReque
 		}
 	}
 	if req.NumPartitions <= 0 {
-		return protocol.CreatedTopic{}, fmt.Errorf("number of partitions must be larger than 0, got %d: %w", req.NumPartitions, kerr.InvalidPartitions)
+		return controller.TopicRequest{}, protocol.CreatedTopic{}, fmt.Errorf("number of partitions must be larger than 0, got %d: %w", req.NumPartitions, kerr.InvalidPartitions)
 	}
 	if req.ReplicationFactor <= 0 {
-		return protocol.CreatedTopic{}, fmt.Errorf("replication factor must be larger than 0, got %d: %w", req.ReplicationFactor, kerr.InvalidReplicationFactor)
+		return controller.TopicRequest{}, protocol.CreatedTopic{}, fmt.Errorf("replication factor must be larger than 0, got %d: %w", req.ReplicationFactor, kerr.InvalidReplicationFactor)
 	}
 	if err := s.cfg.ValidateTopicConfigs(req.Configs); err != nil {
-		return protocol.CreatedTopic{}, fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
+		return controller.TopicRequest{}, protocol.CreatedTopic{}, fmt.Errorf("%v: %w", err, kerr.InvalidConfig)
 	}
 	overrides := make(map[string]string, len(req.Configs))
 	for k, v := range req.Configs {
 		overrides[k] = *v
 	}
 	if err := broker.ValidateTopicOverrides(s.cfg, req.Name, req.Internal, overrides); err != nil {
-		return protocol.CreatedTopic{}, err
+		return controller.TopicRequest{}, protocol.CreatedTopic{}, err
 	}
-	id := uuid.New()
-	err := a.c.admin.CreateTopic(ctx, controller.TopicRequest{Name: req.Name, ID: id.String(), Partitions: int(req.NumPartitions),
-		RF: int(req.ReplicationFactor), Assignment: assignment, Configs: overrides, Internal: req.Internal}, req.ValidateOnly)
-	if err != nil {
-		return protocol.CreatedTopic{}, adminError(err)
-	}
-	out := protocol.CreatedTopic{Partitions: req.NumPartitions, ReplicationFactor: req.ReplicationFactor, Configs: overrides}
-	if req.ValidateOnly {
-		return out, nil
-	}
-	out.ID = id
-	s.logger.Info("topic created", "topic", req.Name, "id", broker.FormatTopicID(id), "partitions", req.NumPartitions,
-		"replication_factor", req.ReplicationFactor, "configs", overrides)
-	return out, adminError(a.c.waitApplied(ctx))
+	tr := controller.TopicRequest{Name: req.Name, ID: uuid.New().String(), Partitions: int(req.NumPartitions),
+		RF: int(req.ReplicationFactor), Assignment: assignment, Configs: overrides, Internal: req.Internal}
+	return tr, protocol.CreatedTopic{Partitions: req.NumPartitions, ReplicationFactor: req.ReplicationFactor, Configs: overrides}, nil
 }
 
 // CreatePartitions grows a topic through the cluster metadata.
