@@ -183,7 +183,7 @@ func (s *Server) startMember(ctx context.Context, me int32, dir string, ln net.L
 	}
 	n, err := etcdnode.Start(ctx, etcdnode.Config{
 		NodeID: me, Dir: etcdnode.MemberDir(dir), Listener: ln, Join: join,
-		Voters: voters, ClusterToken: clusterToken(s.cfg.Voters()), Timing: s.opts.StoreTiming, Logger: s.logger,
+		Voters: voters, ClusterToken: clusterToken(s.cfg.Voters()), Timing: s.storeTiming(), Logger: s.logger,
 	})
 	if err != nil {
 		return nil, err
@@ -207,4 +207,32 @@ func (s *Server) startMember(ctx context.Context, me int32, dir string, ln net.L
 	}
 	s.logger.Info("controller is a voter of the metadata store", "node", me)
 	return n, nil
+}
+
+// storeTiming is the metadata store member's Raft timing: Options'
+// (tests) when set, else derived from broker.session.timeout.ms. At the
+// default session (9 s) it is etcd's default, 100 ms heartbeats and a 1 s
+// election timeout (also Kafka's controller.quorum.election.timeout.ms
+// default). A node configured with a shorter session keeps that
+// proportion, election timeout = session / 9 (at least 100 ms, heartbeat a
+// tenth of it), because the loss of the store's leader adds about two and
+// a half election timeouts to the failover of a broker that died with it:
+// the followers wait one to two election timeouts before electing, and
+// the new leader extends every lease by one more plus a full TTL (etcd's
+// lessor.Promote; Kafka's new active controller likewise restarts every
+// broker's session, BrokerHeartbeatManager). etcd 3.7's embedded server
+// offers no lease checkpoint interval below its 5 minute default, so
+// checkpointing cannot shorten the TTL part (docs/cluster.md, Failover).
+func (s *Server) storeTiming() etcdnode.Timing {
+	if s.opts.StoreTiming != (etcdnode.Timing{}) {
+		return s.opts.StoreTiming
+	}
+	return storeTimingFor(s.cfg.Int64("broker.session.timeout.ms"))
+}
+
+// storeTimingFor derives the Raft timing from a session timeout (ms).
+func storeTimingFor(sessionMs int64) etcdnode.Timing {
+	election := min(max(sessionMs/9, 100), int64(etcdnode.DefaultTiming.ElectionMs))
+	tick := election / 10
+	return etcdnode.Timing{TickMs: uint(tick), ElectionMs: uint(tick * 10)}
 }
