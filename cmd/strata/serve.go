@@ -95,6 +95,9 @@ func serve(ctx context.Context, cfg *config.Broker, logger *slog.Logger, timeout
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
+	// Zero configuration stays the single-node mode: as a one-node cluster
+	// (server.Options.OneNodeCluster) it would lose the disk-full
+	// behaviour (docs/cluster.md "Zero configuration").
 	srv, err := server.New(cfg, logger)
 	if err != nil {
 		return fmt.Errorf("start broker: %w", err)

@@ -28,6 +28,9 @@ type Broker struct {
 	// perListener holds the listener.name.<listener>.<setting> values
 	// that are not rows of the broker table (listeners.go).
 	perListener map[string]string
+	// oneNode marks the implicit KRaft settings of zero configuration
+	// (WithOneNodeCluster).
+	oneNode bool
 }
 
 // DefaultBroker returns the broker settings with every default.

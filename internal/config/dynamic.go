@@ -249,7 +249,7 @@ func hasKey(m map[string]string, k string) bool { _, ok := m[k]; return ok }
 // clone copies the settings (the dynamic layers are not copied).
 func (b *Broker) clone() *Broker {
 	return &Broker{values: maps.Clone(b.values), explicit: maps.Clone(b.explicit), ignored: maps.Clone(b.ignored),
-		warnings: slices.Clone(b.warnings), perListener: maps.Clone(b.perListener)}
+		warnings: slices.Clone(b.warnings), perListener: maps.Clone(b.perListener), oneNode: b.oneNode}
 }
 
 // init marks the settings Strata updates dynamically as not read-only

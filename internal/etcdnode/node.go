@@ -231,6 +231,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, fmt.Errorf("etcd member %s not ready: %w (are a majority of controller.quorum.voters running and reachable?)", MemberName(cfg.NodeID), ctx.Err())
 	}
+	if err := n.moveSelf(ctx); err != nil {
+		n.Close()
+		return nil, err
+	}
 	if err := n.checkVoters(); err != nil {
 		n.Close()
 		return nil, err
@@ -270,6 +274,43 @@ func (n *Node) checkVoters() error {
 		case m.PeerURLs[0] != v.URL():
 			n.logger.Warn("controller.quorum.voters disagrees with the metadata store membership", "node", id,
 				"voters", v.Addr(), "member", m.PeerURLs[0])
+		}
+	}
+	return nil
+}
+
+// moveSelf records this member's voter address as its peer address when
+// it is the store's only member and the address changed since the last
+// start: zero configuration's controller listener is a port chosen at each
+// start, and a one-node cluster may later be given explicit KRaft settings
+// on the same data. No other member dials it, so the change is safe, and
+// it commits at once (the member is its own quorum). A member of a larger
+// store is refused instead (checkVoters).
+func (n *Node) moveSelf(ctx context.Context) error {
+	members := n.e.Server.Cluster().Members()
+	var want string
+	for _, v := range n.cfg.Voters {
+		if v.ID == n.cfg.NodeID {
+			want = v.URL()
+		}
+	}
+	if len(members) != 1 || want == "" || uint64(members[0].ID) != n.MemberID() ||
+		(len(members[0].PeerURLs) > 0 && members[0].PeerURLs[0] == want) {
+		return nil
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{n.ClientEndpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("metadata store client: %w", err)
+	}
+	defer cli.Close()
+	if _, err := cli.MemberUpdate(ctx, n.MemberID(), []string{want}); err != nil {
+		return fmt.Errorf("record the controller listener %s in the metadata store: %w", want, err)
+	}
+	for n.e.Server.Cluster().Member(n.e.Server.MemberID()).PeerURLs[0] != want {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("record the controller listener %s in the metadata store: %w", want, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 	return nil

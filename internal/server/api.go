@@ -81,8 +81,15 @@ type Server struct {
 // Options are what a server takes beyond its configuration (tests).
 type Options struct {
 	// StoreTiming is the metadata store member's Raft timing (zero:
-	// etcd's defaults); tests use etcdnode.Timing{TickMs: 10, ElectionMs: 100}.
+	// derived from broker.session.timeout.ms, storeTiming); tests use
+	// etcdnode.Timing{TickMs: 10, ElectionMs: 100}.
 	StoreTiming etcdnode.Timing
+	// OneNodeCluster runs a node given no KRaft setting as a one-node
+	// cluster (zero configuration, `strata serve`): a single-member
+	// metadata store on a loopback controller listener bound at start, the
+	// same code path as every cluster node. Without it such a node runs
+	// without a metadata store (the single-node mode).
+	OneNodeCluster bool
 }
 
 // New binds the listeners, then opens the log directories (running crash
@@ -104,18 +111,38 @@ func NewWithOptions(cfg *config.Broker, logger *slog.Logger, opts Options) (*Ser
 	if controllerOnly(cfg) {
 		return newControllerOnly(cfg, logger, opts)
 	}
-	s := &Server{cfg: cfg, logger: logger, reg: metrics.NewRegistry(), opts: opts}
+	var ctlLn net.Listener
+	if opts.OneNodeCluster && !cfg.KRaftConfigured() {
+		// Zero configuration: a one-node cluster whose controller listener
+		// is a loopback port chosen now (docs/cluster.md).
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, listenError("controller listener (zero configuration)", "127.0.0.1:0", "listeners", err)
+		}
+		if cfg, err = cfg.WithOneNodeCluster(ln.Addr().String()); err != nil {
+			ln.Close()
+			return nil, err
+		}
+		ctlLn = ln
+	}
+	s := &Server{cfg: cfg, logger: logger, reg: metrics.NewRegistry(), opts: opts, ctlLn: ctlLn}
+	early := func(err error) (*Server, error) {
+		if s.ctlLn != nil {
+			s.ctlLn.Close()
+		}
+		return nil, err
+	}
 	sec, err := newSecurity(cfg)
 	if err != nil {
-		return nil, err
+		return early(err)
 	}
 	s.sec = sec
 	if s.lns, err = newClientListeners(cfg); err != nil {
-		return nil, err
+		return early(err)
 	}
 	if clusterConfigured(cfg) {
 		if s.ib, err = cfg.InterBrokerClient(); err != nil {
-			return nil, fmt.Errorf("inter-broker listener: %w", err)
+			return early(fmt.Errorf("inter-broker listener: %w", err))
 		}
 	}
 	if err := s.bind(); err != nil {

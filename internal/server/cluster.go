@@ -81,11 +81,11 @@ func (c *cluster) session() *meta.Session { return c.reg.Load().session }
 // epoch is the broker's current registration epoch.
 func (c *cluster) epoch() int64 { return c.reg.Load().epoch }
 
-// clusterConfigured reports whether the KRaft settings were given (a node
-// with none of them runs as before: zero configuration).
-func clusterConfigured(cfg *config.Broker) bool {
-	return cfg.IsSet("process.roles") || cfg.IsSet("controller.quorum.voters") || cfg.IsSet("controller.listener.names")
-}
+// clusterConfigured reports whether the node runs with the cluster
+// metadata store: KRaft settings were given, or zero configuration runs
+// as a one-node cluster (Options.OneNodeCluster). Without either (the
+// in-process single-node mode tests still use) it runs without a store.
+func clusterConfigured(cfg *config.Broker) bool { return cfg.Clustered() }
 
 // clusterToken derives etcd's initial-cluster-token from the voter list,
 // so nodes started with the same voters form one cluster without another

@@ -40,7 +40,7 @@ func (s *Server) bind() error {
 		}
 		l.ln = ln
 	}
-	if cl, ok := s.cfg.ControllerListener(); ok && clusterConfigured(s.cfg) && s.cfg.HasRole(config.RoleController) {
+	if cl, ok := s.cfg.ControllerListener(); ok && s.ctlLn == nil && clusterConfigured(s.cfg) && s.cfg.HasRole(config.RoleController) {
 		// The metadata store member's listener (docs/cluster.md "One
 		// port per controller"), handed to it at Start.
 		cln, err := net.Listen("tcp", cl.Addr())

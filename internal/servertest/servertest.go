@@ -71,6 +71,10 @@ type Options struct {
 	// broker,controller) whose controller listeners form the metadata
 	// store, the others broker-only nodes. 0 starts independent brokers.
 	Controllers int
+	// OneNodeCluster starts a broker given no KRaft setting as zero
+	// configuration does (`strata serve`): a one-node cluster with a
+	// single-member metadata store (server.Options.OneNodeCluster).
+	OneNodeCluster bool
 }
 
 // ClusterDefaults are the settings of StartN's nodes with Controllers:
@@ -346,7 +350,7 @@ func (b *Broker) start() error {
 	}
 	b.NodeID = int32(cfg.Int("node.id"))
 	began := time.Now()
-	srv, err := server.NewWithOptions(cfg, b.logger(), server.Options{StoreTiming: StoreTiming})
+	srv, err := server.NewWithOptions(cfg, b.logger(), server.Options{StoreTiming: StoreTiming, OneNodeCluster: b.opts.OneNodeCluster})
 	if err != nil {
 		return fmt.Errorf("server.New: %w", err)
 	}
