@@ -295,6 +295,54 @@ func (b *Broker) AdvertisedListeners() []Listener {
 	return out
 }
 
+// KRaftConfigured reports whether any KRaft setting was given
+// (process.roles, controller.quorum.voters, controller.listener.names).
+func (b *Broker) KRaftConfigured() bool {
+	return b.IsSet("process.roles") || b.IsSet("controller.quorum.voters") || b.IsSet("controller.listener.names")
+}
+
+// Clustered reports whether the node runs with the cluster metadata store:
+// KRaft settings were given, or zero configuration was made a one-node
+// cluster (WithOneNodeCluster).
+func (b *Broker) Clustered() bool { return b.oneNode || b.KRaftConfigured() }
+
+// OneNodeCluster reports whether the KRaft settings are zero
+// configuration's implicit ones (WithOneNodeCluster).
+func (b *Broker) OneNodeCluster() bool { return b.oneNode }
+
+// oneNodeListener is the controller listener's name under zero
+// configuration.
+const oneNodeListener = "CONTROLLER"
+
+// WithOneNodeCluster returns the settings of zero configuration as a
+// one-node cluster (docs/cluster.md "Zero configuration"): a combined
+// node (process.roles broker,controller), its controller listener
+// CONTROLLER on ctlAddr (a loopback address bound at start) added to
+// listeners, and itself the only voter. The values stay defaults (not
+// IsSet): the user set none of them. It is an error to call it when any
+// KRaft setting was given.
+func (b *Broker) WithOneNodeCluster(ctlAddr string) (*Broker, error) {
+	if b.KRaftConfigured() {
+		return nil, fmt.Errorf("KRaft settings given: not zero configuration")
+	}
+	for _, l := range b.Listeners() {
+		if l.Name == oneNodeListener {
+			return nil, invalidf("invalid configuration: listeners names a listener %s but no KRaft setting is given: with zero configuration Strata adds its own controller listener of that name; rename the listener, or configure the node as a cluster (process.roles, controller.listener.names, controller.quorum.voters)", l.Name)
+		}
+	}
+	nb := b.clone()
+	nb.static, nb.dynDefault, nb.dynBroker = b.static, b.dynDefault, b.dynBroker
+	nb.oneNode = true
+	nb.values["process.roles"] = RoleBroker + "," + RoleController
+	nb.values["controller.listener.names"] = oneNodeListener
+	nb.values["listeners"] = b.Get("listeners") + "," + oneNodeListener + "://" + ctlAddr
+	nb.values["controller.quorum.voters"] = fmt.Sprintf("%d@%s", b.Int("node.id"), ctlAddr)
+	if _, err := parseVoters(nb.values["controller.quorum.voters"]); err != nil {
+		return nil, fmt.Errorf("zero configuration's controller listener %s: %w", ctlAddr, err)
+	}
+	return nb, nil
+}
+
 // HasRole reports whether process.roles includes role.
 func (b *Broker) HasRole(role string) bool { return slices.Contains(b.List("process.roles"), role) }
 
@@ -465,6 +513,27 @@ func (b *Broker) validateKRaft() error {
 	}
 	if cl, ok := b.ControllerListener(); ok && cl.Protocol != ProtocolPlaintext {
 		return invalidf("invalid configuration: controller listener %s uses %s: this release serves controller listeners over PLAINTEXT only", cl.Name, cl.Protocol)
+	}
+	if explicit && len(cln) > 0 {
+		// Brokers reach the controllers with the protocol of the first
+		// controller listener name (Kafka's
+		// KafkaConfig.controllerListenerNames.head): on a broker-only node
+		// it is not in listeners, but it is still what would be used.
+		first := strings.ToUpper(cln[0])
+		if p, ok := b.ProtocolMap()[first]; ok && p != ProtocolPlaintext {
+			return invalidf("invalid configuration: listener.security.protocol.map maps the controller listener %s to %s: this release reaches controllers over PLAINTEXT only", first, p)
+		}
+	}
+	if isController && explicit {
+		var bound []string
+		for _, l := range b.Listeners() {
+			if b.IsControllerListener(l.Name) {
+				bound = append(bound, l.Name)
+			}
+		}
+		if len(bound) > 1 {
+			return invalidf("invalid configuration: listeners has %d controller listeners (%s): this release serves one controller listener per node, the address of its controller.quorum.voters entry; keep one", len(bound), strings.Join(bound, ", "))
+		}
 	}
 	return nil
 }

@@ -100,6 +100,10 @@ func TestKRaftRefusals(t *testing.T) {
 			"advertised.listeners": "CONTROLLER://127.0.0.1:19193"}, "advertised.listeners names listener CONTROLLER, which is not in listeners"},
 		{"ssl controller", map[string]string{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"}, "serves controller listeners over PLAINTEXT only"},
 		{"bad map", map[string]string{"listener.security.protocol.map": "CONTROLLER:TLS"}, "invalid security protocol `TLS`"},
+		{"ssl controller on a broker", map[string]string{"process.roles": "broker", "node.id": "4", "listeners": "PLAINTEXT://127.0.0.1:0",
+			"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"}, "reaches controllers over PLAINTEXT only"},
+		{"two controller listeners", map[string]string{"controller.listener.names": "CONTROLLER,CTL2",
+			"listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19193,CTL2://127.0.0.1:19194"}, "serves one controller listener per node"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -129,5 +133,46 @@ func TestKRaftRefusals(t *testing.T) {
 	// Zero configuration stays valid: no KRaft setting is required.
 	if _, err := LoadBroker("", nil, nil); err != nil {
 		t.Errorf("zero configuration: %v", err)
+	}
+}
+
+// TestWithOneNodeCluster: zero configuration's implicit KRaft settings make
+// a combined node whose only voter is itself on the given controller
+// address, without marking anything as set; KRaft settings given refuse it.
+func TestWithOneNodeCluster(t *testing.T) {
+	b, err := LoadBroker("", nil, map[string]string{"listeners": "PLAINTEXT://127.0.0.1:0", "node.id": "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Clustered() {
+		t.Fatal("zero configuration is not clustered before WithOneNodeCluster")
+	}
+	nb, err := b.WithOneNodeCluster("127.0.0.1:41000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !nb.Clustered() || !nb.OneNodeCluster() || nb.KRaftConfigured() || nb.IsSet("controller.quorum.voters") {
+		t.Errorf("clustered %v one-node %v configured %v", nb.Clustered(), nb.OneNodeCluster(), nb.KRaftConfigured())
+	}
+	if cl, ok := nb.ControllerListener(); !ok || cl.Addr() != "127.0.0.1:41000" || cl.Protocol != ProtocolPlaintext {
+		t.Errorf("controller listener %+v %v", cl, ok)
+	}
+	if v := nb.Voters(); len(v) != 1 || v[0].ID != 3 || v[0].Port != 41000 {
+		t.Errorf("voters %+v", v)
+	}
+	if cls := nb.ClientListeners(); len(cls) != 1 || cls[0].Name != "PLAINTEXT" {
+		t.Errorf("client listeners %+v", cls)
+	}
+	if !nb.HasRole(RoleBroker) || !nb.HasRole(RoleController) {
+		t.Error("roles")
+	}
+	k, err := LoadBroker("", nil, map[string]string{"process.roles": "broker,controller", "node.id": "1",
+		"listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:19193", "controller.listener.names": "CONTROLLER",
+		"controller.quorum.voters": "1@127.0.0.1:19193"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.WithOneNodeCluster("127.0.0.1:41000"); err == nil {
+		t.Error("WithOneNodeCluster over KRaft settings")
 	}
 }
