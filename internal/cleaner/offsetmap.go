@@ -24,8 +24,11 @@ const DefaultLoadFactor = 0.9
 type OffsetMap struct {
 	slots   []uint64 // 3 words per slot: h1, h2, offset
 	mem     *tableMem
-	n       uint64 // number of slots
+	n       uint64 // number of slots in use (Limit)
 	maxKeys int    // capacity at the load factor
+	fullN   uint64 // slots of the table
+	fullMax int    // capacity of the whole table
+	load    float64
 	size    int
 	seed1   maphash.Seed
 	seed2   maphash.Seed
@@ -59,6 +62,9 @@ func NewOffsetMap(memBytes int64, loadFactor float64) (*OffsetMap, error) {
 		mem:     mem,
 		n:       uint64(n),
 		maxKeys: maxKeys,
+		fullN:   uint64(n),
+		fullMax: maxKeys,
+		load:    loadFactor,
 		seed1:   maphash.MakeSeed(),
 		seed2:   maphash.MakeSeed(),
 		latest:  -1,
@@ -158,8 +164,9 @@ func (m *OffsetMap) Capacity() int { return m.maxKeys }
 // Slots is the number of slots.
 func (m *OffsetMap) Slots() int { return int(m.n) }
 
-// Utilization is Size/Slots (Kafka's max-buffer-utilization-percent / 100).
-func (m *OffsetMap) Utilization() float64 { return float64(m.size) / float64(m.n) }
+// Utilization is Size over the slots of the whole table (Kafka's
+// max-buffer-utilization-percent / 100), whatever Limit chose.
+func (m *OffsetMap) Utilization() float64 { return float64(m.size) / float64(m.fullN) }
 
 // SetLatest records the highest offset the map covers: every keyed record
 // with an offset <= latest in the mapped range has been put.
@@ -168,11 +175,30 @@ func (m *OffsetMap) SetLatest(o int64) { m.latest = o }
 // Latest is the highest offset the map covers, -1 when none.
 func (m *OffsetMap) Latest() int64 { return m.latest }
 
+// Limit makes an empty map use only the first slots of its table, enough
+// for keys keys at the load factor (never more than the table): a round
+// whose dirty range holds at most keys records then touches a few pages
+// instead of faulting in pages all over the dedupe buffer (128 MiB by
+// default), which on a small log (a few hundred records, tiny segments)
+// was most of the map build's time. Clear undoes it.
+func (m *OffsetMap) Limit(keys int64) {
+	if m.size != 0 || keys < 0 {
+		return
+	}
+	n := uint64(float64(keys)/m.load) + 2
+	if n >= m.fullN {
+		return
+	}
+	m.n = n
+	m.maxKeys = min(m.fullMax, int(n)-1)
+}
+
 // Clear empties the map (and draws fresh hash seeds).
 func (m *OffsetMap) Clear() {
 	if m.size > 0 {
 		m.mem.reset(m.slots)
 	}
+	m.n, m.maxKeys = m.fullN, m.fullMax
 	m.size = 0
 	m.latest = -1
 	m.seed1 = maphash.MakeSeed()

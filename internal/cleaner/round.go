@@ -99,6 +99,8 @@ func (c *Cleaner) cleanLog(ctx context.Context, w *worker, l *storage.Log, ckpt 
 	if err != nil {
 		return res, err
 	}
+	// The dirty range holds at most this many keyed records.
+	m.Limit(cl.FirstUncleanable - cl.FirstDirty)
 	if err := c.buildMap(ctx, w, l, segs, cl, m, &res); err != nil {
 		return res, err
 	}
@@ -125,12 +127,21 @@ func (c *Cleaner) cleanLog(ctx context.Context, w *worker, l *storage.Log, ckpt 
 	f.txn = newTxnTracker(l.AbortedTransactions(groups[0][0].BaseOffset, last[len(last)-1].NextOffset))
 	f.producerEpoch = producerEpochs(l)
 	f.markers = markerPolicy{commit: true, abort: removeAbortMarkers}
-	for _, g := range groups {
-		if err := c.cleanGroup(ctx, w, l, g, f, &res); err != nil {
+	var batch swapBatch
+	defer batch.abort()
+	for i, g := range groups {
+		if err := c.cleanGroup(ctx, w, l, g, f, &batch); err != nil {
 			res.Stats.add(f.stats)
 			return res, err
 		}
-		res.Segments += len(g)
+		if batch.full(cfg.SegmentBytes) || i == len(groups)-1 {
+			n := len(batch.bases)
+			if err := c.swap(l, &batch, &res); err != nil {
+				res.Stats.add(f.stats)
+				return res, err
+			}
+			res.Segments += n
+		}
 		res.Groups++
 	}
 	res.Stats.add(f.stats)
@@ -290,22 +301,54 @@ func groupSegments(segs []storage.SegmentInfo, end int64, cfg storage.Config) []
 	return groups
 }
 
-// cleanGroup filters the segments of g into one new segment and swaps it
-// in for them.
-func (c *Cleaner) cleanGroup(ctx context.Context, w *worker, l *storage.Log, g []storage.SegmentInfo, f *filter, res *roundResult) error {
+// swapBatch holds cleaned segments written and not yet swapped in: the
+// outputs of consecutive groups, swapped in by one ReplaceSegments so that
+// their fsyncs run together and the directory is synced twice for all of
+// them rather than twice for each. With tiny segments (segment.bytes of a
+// few hundred bytes, every batch its own segment, as in kafka-go's
+// compaction test) the per-swap fsyncs were the whole cost of a round.
+type swapBatch struct {
+	bases   []int64 // the replaced segments
+	writers []*storage.SegmentWriter
+	bytes   int64 // bytes of the writers
+}
+
+// maxSwapGroups bounds the output segments swapped in at once (open files
+// and index buffers held by the batch).
+const maxSwapGroups = 64
+
+// minSwapBytes is how many bytes of cleaned output a batch may hold
+// before it is swapped in even when segment.bytes is smaller.
+const minSwapBytes = 16 << 20
+
+// full reports whether the batch should be swapped in now: at
+// maxSwapGroups outputs, or once the outputs hold segment.bytes (at least
+// minSwapBytes), so that the disk holds at most about one extra segment of
+// cleaned data before the originals go (Kafka swaps each group's output at
+// once: with the default 1 GiB segment.bytes every group is still swapped
+// on its own).
+func (b *swapBatch) full(segmentBytes int64) bool {
+	return len(b.writers) >= maxSwapGroups || b.bytes >= max(segmentBytes, minSwapBytes)
+}
+
+// abort deletes the files of writers not swapped in.
+func (b *swapBatch) abort() {
+	for _, sw := range b.writers {
+		_ = sw.Abort()
+	}
+	*b = swapBatch{}
+}
+
+// cleanGroup filters the segments of g into one new segment and adds it
+// to batch.
+func (c *Cleaner) cleanGroup(ctx context.Context, w *worker, l *storage.Log, g []storage.SegmentInfo, f *filter, batch *swapBatch) error {
 	sw, err := l.NewCleanedSegment(g[0].BaseOffset)
 	if err != nil {
 		return fmt.Errorf("new cleaned segment %d: %w", g[0].BaseOffset, err)
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			_ = sw.Abort()
-		}
-	}()
-	bases := make([]int64, len(g))
-	for i, s := range g {
-		bases[i] = s.BaseOffset
+	batch.writers = append(batch.writers, sw)
+	for _, s := range g {
+		batch.bases = append(batch.bases, s.BaseOffset)
 		err := c.forEachBatch(ctx, w, l, s.BaseOffset, func(b record.Batch) error {
 			out, err := f.apply(b)
 			if err != nil || out == nil {
@@ -321,18 +364,26 @@ func (c *Cleaner) cleanGroup(ctx context.Context, w *worker, l *storage.Log, g [
 			return err
 		}
 	}
+	batch.bytes += sw.Size()
+	return nil
+}
+
+// swap replaces the batch's source segments with its outputs and empties
+// it.
+func (c *Cleaner) swap(l *storage.Log, batch *swapBatch, res *roundResult) error {
+	first := batch.bases[0]
 	if c.hooks.beforeSwap != nil {
-		c.hooks.beforeSwap(g[0].BaseOffset)
+		c.hooks.beforeSwap(first)
 	}
 	swapStart := c.now()
-	if err := l.ReplaceSegments(bases, []*storage.SegmentWriter{sw}); err != nil {
-		if !hasSegments(l, bases...) {
+	if err := l.ReplaceSegments(batch.bases, batch.writers); err != nil {
+		if !hasSegments(l, batch.bases...) {
 			err = errors.Join(errSegmentsChanged, err)
 		}
-		return fmt.Errorf("swap cleaned segment %d: %w", g[0].BaseOffset, err)
+		return fmt.Errorf("swap cleaned segments from %d: %w", first, err)
 	}
 	res.SwapDuration += c.now().Sub(swapStart)
-	ok = true
+	*batch = swapBatch{} // swapped: Abort would be a no-op
 	return nil
 }
 

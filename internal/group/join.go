@@ -218,7 +218,12 @@ func (g *group) addMemberAndRebalance(id string, p joinParams) <-chan joinResult
 	if g.leader == "" {
 		g.leader = id
 	}
-	g.newMemberAdded = true
+	// Kafka's addMemberAndRebalance: only a member joining a brand-new
+	// group (generation 0) during its initial delay extends the delay; a
+	// group that emptied after earlier generations waits one window.
+	if g.state == statePreparingRebalance && g.generation == 0 {
+		g.newMemberAdded = true
+	}
 	ch := g.awaitJoin(m)
 	if g.state == statePreparingRebalance {
 		g.maybeCompleteJoin()

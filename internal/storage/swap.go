@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"sync"
 
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/vfs"
@@ -119,33 +120,118 @@ func (w *SegmentWriter) Abort() error {
 	return errors.Join(errs...)
 }
 
-// finish writes the index files and fsyncs the .cleaned files (a
-// .txnindex only when it has entries).
-func (w *SegmentWriter) finish() error {
-	if w.done {
+// finishFiles writes the index files of the segment next to its .log as
+// .cleaned files and returns every file the segment needs fsynced (its
+// .log, indexes and a .txnindex when it has entries), still open. The
+// .cleaned names need no temporary file and rename: Open deletes .cleaned
+// files, so one half written by a crash is never read.
+func (w *SegmentWriter) finishFiles() ([]vfs.File, error) {
+	w.bld.finish()
+	files := []vfs.File{w.f}
+	fail := func(err error) ([]vfs.File, error) {
+		for _, f := range files[1:] {
+			f.Close()
+		}
+		return nil, err
+	}
+	write := func(suffix string, data []byte) error {
+		name := w.seg.path(suffix + CleanedSuffix)
+		f, err := w.l.fsys.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+		if err != nil {
+			return fmt.Errorf("create %s: %w", name, err)
+		}
+		files = append(files, f)
+		if len(data) > 0 {
+			if _, err := f.WriteAt(data, 0); err != nil {
+				return fmt.Errorf("write %s: %w", name, err)
+			}
+		}
 		return nil
 	}
-	w.bld.finish()
-	if err := w.f.Sync(); err != nil {
-		return err
+	if len(w.txns) > 0 {
+		if err := write(TxnIndexSuffix, EncodeTxnIndex(w.txns)); err != nil {
+			return fail(err)
+		}
+	} else if err := w.l.fsys.Remove(w.seg.path(TxnIndexSuffix + CleanedSuffix)); err != nil && !errNotExist(err) {
+		return fail(fmt.Errorf("remove %s: %w", w.seg.path(TxnIndexSuffix+CleanedSuffix), err))
 	}
-	if err := writeTxnIndex(w.l.fsys, w.seg.path(TxnIndexSuffix+CleanedSuffix), w.txns); err != nil {
-		return err
+	if err := write(IndexSuffix, w.seg.oi.buf); err != nil {
+		return fail(err)
 	}
+	if err := write(TimeIndexSuffix, w.seg.ti.buf); err != nil {
+		return fail(err)
+	}
+	return files, nil
+}
+
+// finished records what the fsynced segment holds.
+func (w *SegmentWriter) finished() {
 	w.seg.setAbortedTxns(w.txns)
-	if err := writeIndexFile(w.l.fsys, w.seg.path(IndexSuffix+CleanedSuffix), w.seg.oi.buf); err != nil {
-		return err
-	}
-	if err := writeIndexFile(w.l.fsys, w.seg.path(TimeIndexSuffix+CleanedSuffix), w.seg.ti.buf); err != nil {
-		return err
-	}
-	w.f.Close()
 	w.done = true
 	w.seg.size.Store(w.size)
 	w.seg.maxTs.Store(w.bld.maxTs)
 	w.seg.maxTsOff.Store(w.bld.maxTsOff)
 	w.seg.tsKnown.Store(true)
+}
+
+// maxSwapSyncs bounds the fsyncs ReplaceSegments issues at once. The
+// file system commits concurrent fsyncs of small files in one journal
+// transaction, so a swap of many tiny cleaned segments (segment.bytes of
+// a few hundred bytes) costs about as much as one of a single segment
+// (BenchmarkCleanTinySegments in internal/cleaner).
+const maxSwapSyncs = 32
+
+// finishAll writes the index files of every unfinished writer and fsyncs
+// all their files, maxSwapSyncs at a time.
+func finishAll(ws []*SegmentWriter) error {
+	var files []vfs.File
+	var todo []*SegmentWriter
+	var errs []error
+	for _, w := range ws {
+		if w.done {
+			continue
+		}
+		fs, err := w.finishFiles()
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		files = append(files, fs...)
+		todo = append(todo, w)
+	}
+	if len(errs) == 0 {
+		errs = append(errs, syncFiles(files))
+	}
+	for _, f := range files {
+		f.Close()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, w := range todo {
+		w.finished()
+	}
 	return nil
+}
+
+// syncFiles fsyncs files, maxSwapSyncs at a time, and joins the errors.
+func syncFiles(files []vfs.File) error {
+	errs := make([]error, len(files))
+	sem := make(chan struct{}, maxSwapSyncs)
+	var wg sync.WaitGroup
+	for i, f := range files {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := f.Sync(); err != nil {
+				errs[i] = fmt.Errorf("fsync %s: %w", f.Name(), err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // ReplaceSegments atomically (crash-safe: .cleaned fsynced -> .swap ->
@@ -206,10 +292,8 @@ func (l *Log) ReplaceSegments(old []int64, replacements []*SegmentWriter) error 
 		}
 	}
 	// 1. Cleaned files complete and durable.
-	for _, w := range reps {
-		if err := w.finish(); err != nil {
-			return fmt.Errorf("replace segments of %s: %w", l.dir, err)
-		}
+	if err := finishAll(reps); err != nil {
+		return fmt.Errorf("replace segments of %s: %w", l.dir, err)
 	}
 	// Keep the old segments readable through the renames.
 	for _, s := range dead {
