@@ -28,10 +28,10 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 		"SO_RCVBUF of the Kafka listener's connections, in bytes (Linux doubles it for bookkeeping); -1 keeps the operating system's default and its automatic tuning."),
 	// Connection limits (Kafka's SocketServer and ConnectionQuotas).
 	def("max.connections", TypeInt, "2147483647", atLeast(0),
-		"The maximum number of connections the broker holds at any time, in addition to the per-IP limits. When it is reached the listener stops accepting: new connections wait in the listen backlog until a connection closes."),
+		"The maximum number of connections the broker holds at any time, in addition to the per-IP limits. When it is reached the listeners stop accepting: new connections wait in the listen backlog until a connection closes. listener.name.<listener>.max.connections bounds one listener (default: this value). With several listeners the inter-broker listener is protected, as in Kafka: it still accepts at the limit, and the other listeners then close their least recently active connections. Dynamic (cluster default or per broker), as are the per-listener and per-IP limits; open connections stay."),
 	def("max.connections.per.ip", TypeInt, "2147483647", atLeast(0),
 		"The maximum number of connections from one IP address; a new connection beyond it is closed at once (logged as rejected). 0 is allowed only with max.connections.per.ip.overrides."),
-	def("max.connections.per.ip.overrides", TypeString, "", custom("empty, or a comma-separated list of host:count (an IP address or a host name resolved at startup)", connectionOverridesReason),
+	def("max.connections.per.ip.overrides", TypeString, "", custom("empty, or a comma-separated list of host:count (an IP address or a host name resolved at startup or when changed dynamically)", connectionOverridesReason),
 		"Per-IP or per-host-name overrides of max.connections.per.ip, for example \"hostName:100,127.0.0.1:200\"."),
 	def("connections.max.idle.ms", TypeLong, "600000", anyValue,
 		"A connection with no request in progress that has neither sent a request nor received an answer for this long is closed. Negative disables it."),

@@ -27,11 +27,11 @@ func Markdown() string {
 	sb.WriteString("where it was set (file and line, environment variable or flag) and what to do. ")
 	sb.WriteString("A `STRATA_` environment variable that names no setting is reported as a warning at startup ")
 	fmt.Fprintf(&sb, "(except the client commands' %s).\n\n", strings.Join(backticked(ClientEnv[:4]), ", "))
-	sb.WriteString("An empty default means unset (null). Broker settings are read-only at run time except the topic defaults, ")
+	sb.WriteString("An empty default means unset (null). Broker settings are read-only at run time except the topic defaults and the connection limits, ")
 	sb.WriteString("which a cluster updates dynamically (docs/cluster.md \"Dynamic broker configs\"; `kafka-configs --alter --entity-type brokers`, ")
 	sb.WriteString("IncrementalAlterConfigs/AlterConfigs on BROKER resources: a node id, or the cluster default): ")
 	sb.WriteString(strings.Join(backticked(DynamicSettings()), ", "))
-	sb.WriteString(". Kafka's other dynamic settings are refused with INVALID_CONFIG.\n\n")
+	sb.WriteString(", `listener.name.<listener>.max.connections`. Kafka's other dynamic settings are refused with INVALID_CONFIG.\n\n")
 	sb.WriteString("| Name | Type | Default | Valid values | Environment | Description |\n")
 	sb.WriteString("|---|---|---|---|---|---|\n")
 	for _, s := range brokerTable {

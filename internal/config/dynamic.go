@@ -68,6 +68,11 @@ var dynamicModes, applied = func() (map[string]UpdateMode, map[string]bool) {
 			}
 		}
 	}
+	// SocketServer's connection quotas: applied to the acceptors at once
+	// (protocol.Server.SetConnectionLimits).
+	for _, n := range []string{"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"} {
+		applied[n] = true
+	}
 	return modes, applied
 }()
 
@@ -75,6 +80,9 @@ var dynamicModes, applied = func() (map[string]UpdateMode, map[string]bool) {
 // ReadOnly for the settings Kafka cannot change dynamically and for those
 // Strata does not apply while running.
 func Mode(name string) UpdateMode {
+	if _, ok := dynamicListenerSetting(name); ok {
+		return ClusterWide
+	}
 	if !applied[name] {
 		return ReadOnly
 	}
@@ -104,6 +112,20 @@ func ValidateDynamic(configs map[string]string, perBroker bool) error {
 	for _, n := range names {
 		_, known := brokerIndex[n]
 		mode, dyn := dynamicModes[n]
+		if setting, ok := dynamicListenerSetting(n); ok {
+			// listener.name.<l>.max.connections: the setting's own rules.
+			if l, _, _ := splitListenerSetting(n); l != strings.ToLower(l) || !validName(l) {
+				return invalidf("%s: the listener name in a listener.name. prefix is written in lower case, as Kafka reads it", n)
+			}
+			if err := brokerIndex[setting].Validate(strings.TrimSpace(configs[n])); err != nil {
+				return fmt.Errorf("%s: %w", n, err)
+			}
+			continue
+		}
+		if _, _, ok := splitListenerSetting(n); ok && !known {
+			notApplied = append(notApplied, n)
+			continue
+		}
 		switch {
 		case !known:
 			unknown = append(unknown, n)
@@ -128,6 +150,9 @@ func ValidateDynamic(configs map[string]string, perBroker bool) error {
 		return invalidf("Strata cannot apply these configs while running: %s (set them in the config file, environment or flags and restart; the settings Strata updates dynamically are the topic defaults: docs/configuration.md)", strings.Join(notApplied, ", "))
 	}
 	for _, n := range names {
+		if _, ok := dynamicListenerSetting(n); ok {
+			continue
+		}
 		if err := brokerIndex[n].Validate(strings.TrimSpace(configs[n])); err != nil {
 			return err
 		}
@@ -174,6 +199,18 @@ func (b *Broker) WithDynamic(clusterDefault, perBroker map[string]string) (nb *B
 	}{{clusterDefault, nb.dynDefault}, {perBroker, nb.dynBroker}} {
 		for _, n := range slices.Sorted(maps.Keys(layer.m)) {
 			v := strings.TrimSpace(layer.m[n])
+			if setting, ok := dynamicListenerSetting(n); ok {
+				if l, _, _ := splitListenerSetting(n); l != strings.ToLower(l) || brokerIndex[setting].Validate(v) != nil {
+					ignored = append(ignored, n)
+					continue
+				}
+				if nb.perListener == nil {
+					nb.perListener = map[string]string{}
+				}
+				nb.perListener[n] = v
+				layer.into[n] = v
+				continue
+			}
 			if Mode(n) == ReadOnly || brokerIndex[n].Validate(v) != nil {
 				ignored = append(ignored, n)
 				continue

@@ -19,7 +19,8 @@ func TestDynamicRules(t *testing.T) {
 		{map[string]string{"log.dirs": "/x", "listeners": "PLAINTEXT://:1"}, false, "Cannot update these configs dynamically: log.dirs"},
 		{map[string]string{"listeners": "PLAINTEXT://:1"}, false, "Cannot update these configs at default cluster level, broker id must be specified: listeners"},
 		{map[string]string{"listeners": "PLAINTEXT://:1"}, true, "Strata cannot apply these configs while running: listeners"},
-		{map[string]string{"max.connections": "5"}, false, "Strata cannot apply these configs while running: max.connections"},
+		{map[string]string{"max.connections": "5"}, false, ""},
+		{map[string]string{"log.cleaner.threads": "2"}, false, "Strata cannot apply these configs while running: log.cleaner.threads"},
 		{map[string]string{"what.ever": "5"}, true, "unknown broker configs: what.ever"},
 		{map[string]string{"log.cleanup.policy": "nope"}, true, "log.cleanup.policy"},
 	} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -22,7 +23,32 @@ const listenerPrefix = "listener.name."
 
 // listenerOverridable are the settings Strata honours per listener.
 var listenerOverridable = append(append([]string(nil), sslSettings...),
-	"ssl.principal.mapping.rules", "sasl.enabled.mechanisms")
+	"ssl.principal.mapping.rules", "sasl.enabled.mechanisms", "max.connections")
+
+// dynamicListenerSettings are the per-listener settings Strata applies
+// while running, at the cluster default or per broker (Kafka's
+// DynamicBrokerConfig.ClusterLevelListenerConfigs that Strata has:
+// listener.name.<l>.max.connections).
+var dynamicListenerSettings = []string{"max.connections"}
+
+// dynamicListenerSetting reports whether name is listener.name.<l>.<s> for
+// a setting s of dynamicListenerSettings.
+func dynamicListenerSetting(name string) (setting string, ok bool) {
+	_, setting, ok = splitListenerSetting(name)
+	return setting, ok && slices.Contains(dynamicListenerSettings, setting)
+}
+
+// ListenerMaxConnections is listener l's connection limit:
+// listener.name.<l>.max.connections, else max.connections (Kafka's
+// ListenerConnectionQuota is configured with the listener's
+// valuesWithPrefixOverride).
+func (b *Broker) ListenerMaxConnections(l string) int {
+	v, err := strconv.Atoi(strings.TrimSpace(b.ListenerValue(l, "max.connections")))
+	if err != nil {
+		return b.Int("max.connections")
+	}
+	return v
+}
 
 // jaasMechanisms maps the mechanism part of
 // listener.name.<l>.<mechanism>.sasl.jaas.config to its login module.

@@ -2,72 +2,138 @@ package protocol
 
 import (
 	"net"
+	"sort"
 	"sync"
 	"time"
 )
 
-// connQuotas counts connections as Kafka's ConnectionQuotas does: the
-// acceptor waits for a slot while max.connections are open (new
-// connections wait in the listen backlog), and a connection from an IP
+// connQuotas counts connections as Kafka's ConnectionQuotas does: a
+// listener's acceptor waits for a slot while its listener holds
+// listener.name.<l>.max.connections (default max.connections) or, on any
+// listener but the protected one, while the broker holds max.connections
+// (new connections wait in the listen backlog); a connection from an IP
 // address that already has max.connections.per.ip (or its override) is
-// closed at once.
+// closed at once. The protected listener is the inter-broker listener when
+// the broker has more than one (Kafka's protectedListener): brokers still
+// get in when clients hold every slot, and the other listeners then close
+// their least recently active connections until the broker is back at
+// max.connections (Kafka's maxConnectionsExceeded / closeExcessConnections).
+// Every limit can change while running (SocketServer's reconfigurable
+// configs): new connections are counted against the new limits, open ones
+// stay.
 type connQuotas struct {
-	max       int
-	perIP     int
-	overrides map[string]int // IP address (net.IP.String()) -> max
-
 	mu     sync.Mutex
 	cond   *sync.Cond
+	lim    ConnectionLimits
 	total  int
-	counts map[string]int
+	counts map[string]int // by IP address
+	byLn   map[string]int // by listener name
 	closed bool
 }
 
-func newConnQuotas(max, perIP int, overrides map[string]int) *connQuotas {
-	q := &connQuotas{max: max, perIP: perIP, overrides: overrides, counts: map[string]int{}}
+// ConnectionLimits are Kafka's connection quota settings (SocketServer
+// ConnectionQuotas), taken as Kafka takes them: 0 is a limit of zero.
+type ConnectionLimits struct {
+	// Max is max.connections, the broker's total.
+	Max int
+	// PerIP is max.connections.per.ip; PerIPOverrides maps IP addresses
+	// (net.IP.String of the 4-byte form for IPv4) to their own limit
+	// (max.connections.per.ip.overrides, host names resolved).
+	PerIP          int
+	PerIPOverrides map[string]int
+	// PerListener is each listener's listener.name.<l>.max.connections
+	// (Kafka falls back to max.connections; a listener not in the map has
+	// no limit of its own).
+	PerListener map[string]int
+	// Protected is the inter-broker listener's name when the broker has
+	// several listeners ("" when none is protected).
+	Protected string
+}
+
+func newConnQuotas(lim ConnectionLimits) *connQuotas {
+	q := &connQuotas{lim: lim, counts: map[string]int{}, byLn: map[string]int{}}
 	q.cond = sync.NewCond(&q.mu)
 	return q
 }
 
-// waitSlot blocks while the broker holds max.connections; false once the
-// quotas are closed (shutdown).
-func (q *connQuotas) waitSlot() bool {
+// set replaces the limits and wakes waiting acceptors.
+func (q *connQuotas) set(lim ConnectionLimits) {
+	q.mu.Lock()
+	q.lim = lim
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// available is Kafka's connectionSlotAvailable.
+func (q *connQuotas) available(listener string) bool {
+	if max, ok := q.lim.PerListener[listener]; ok && q.byLn[listener] >= max {
+		return false
+	}
+	if listener != "" && listener == q.lim.Protected {
+		return true
+	}
+	return q.total < q.lim.Max
+}
+
+// waitSlot blocks while listener has no slot; false once the quotas are
+// closed (shutdown).
+func (q *connQuotas) waitSlot(listener string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for q.total >= q.max && !q.closed {
+	for !q.available(listener) && !q.closed {
 		q.cond.Wait()
 	}
 	return !q.closed
 }
 
-// inc counts a new connection from ip. It returns false, with the limit,
-// when ip already had its maximum: the caller closes the connection and
-// calls dec, as Kafka's acceptor does.
-func (q *connQuotas) inc(ip string) (bool, int) {
+// inc counts a new connection from ip on listener. It returns false, with
+// the limit, when ip already had its maximum: the caller closes the
+// connection and calls dec, as Kafka's acceptor does.
+func (q *connQuotas) inc(ip, listener string) (bool, int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := q.counts[ip]
 	q.counts[ip] = n + 1
+	q.byLn[listener]++
 	q.total++
-	max, ok := q.overrides[ip]
+	max, ok := q.lim.PerIPOverrides[ip]
 	if !ok {
-		max = q.perIP
+		max = q.lim.PerIP
 	}
 	return n < max, max
 }
 
-// dec uncounts a closed connection and wakes the acceptor.
-func (q *connQuotas) dec(ip string) {
+// excess is how many connections of unprotected listeners must close for
+// the broker to be back at max.connections (Kafka's
+// maxConnectionsExceeded), 0 when none.
+func (q *connQuotas) excess() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return max(q.total-q.lim.Max, 0)
+}
+
+// protected is the protected listener's name ("" when none).
+func (q *connQuotas) protected() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lim.Protected
+}
+
+// dec uncounts a closed connection and wakes the acceptors.
+func (q *connQuotas) dec(ip, listener string) {
 	q.mu.Lock()
 	if q.counts[ip]--; q.counts[ip] <= 0 {
 		delete(q.counts, ip)
+	}
+	if q.byLn[listener]--; q.byLn[listener] <= 0 {
+		delete(q.byLn, listener)
 	}
 	q.total--
 	q.mu.Unlock()
 	q.cond.Broadcast()
 }
 
-// close releases a waiting acceptor (shutdown).
+// close releases waiting acceptors (shutdown).
 func (q *connQuotas) close() {
 	q.mu.Lock()
 	q.closed = true
@@ -174,5 +240,45 @@ func (s *Server) reapIdle(idle time.Duration) {
 			}
 			s.mu.Unlock()
 		}
+	}
+}
+
+// SetConnectionLimits applies new connection limits (max.connections,
+// max.connections.per.ip, max.connections.per.ip.overrides,
+// listener.name.<l>.max.connections updated dynamically): acceptors
+// waiting for a slot re-check at once; open connections stay, as in Kafka,
+// except that connections beyond a lowered max.connections made room for
+// by the protected listener are closed as below.
+func (s *Server) SetConnectionLimits(lim ConnectionLimits) {
+	if !s.cfg.LimitConnections {
+		return
+	}
+	s.quotas.set(lim)
+}
+
+// closeExcessConnections closes, while the broker holds more than
+// max.connections because the protected (inter-broker) listener went
+// beyond it, the least recently active connections of the other listeners
+// (Kafka's Processor.closeExcessConnections, lowest-priority channel
+// first).
+func (s *Server) closeExcessConnections() {
+	n := s.quotas.excess()
+	if n == 0 {
+		return
+	}
+	protected := s.quotas.protected()
+	now := time.Now()
+	s.mu.Lock()
+	var victims []*conn
+	for c := range s.conns {
+		if c.l != nil && c.l.Name != protected && !c.itself {
+			victims = append(victims, c)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(victims, func(i, j int) bool { return victims[i].idleSince(now) > victims[j].idleSince(now) })
+	for _, c := range victims[:min(n, len(victims))] {
+		s.logger.Info("closing connection: the inter-broker listener needs a slot beyond max.connections", "remote", c.remote, "listener", c.l.Name)
+		c.nc.Close()
 	}
 }

@@ -127,6 +127,11 @@ type Config struct {
 	MaxConnections               int
 	MaxConnectionsPerIP          int
 	MaxConnectionsPerIPOverrides map[string]int
+	// MaxConnectionsPerListener is listener.name.<l>.max.connections by
+	// listener name, and ProtectedListener the inter-broker listener when
+	// there are several (ConnectionLimits).
+	MaxConnectionsPerListener map[string]int
+	ProtectedListener         string
 	IdleTimeout                  time.Duration
 	QueuedMaxRequestBytes        int64
 }
@@ -208,11 +213,12 @@ func New(cfg Config) (*Server, error) {
 		ctx: ctx, cancel: cancel, hard: hard, hardStop: hardStop, sessions: newFetchSessions(),
 	}
 	s.handlers = s.buildHandlers()
-	maxConns, perIP := cfg.MaxConnections, cfg.MaxConnectionsPerIP
+	lim := ConnectionLimits{Max: cfg.MaxConnections, PerIP: cfg.MaxConnectionsPerIP, PerIPOverrides: cfg.MaxConnectionsPerIPOverrides,
+		PerListener: cfg.MaxConnectionsPerListener, Protected: cfg.ProtectedListener}
 	if !cfg.LimitConnections {
-		maxConns, perIP = math.MaxInt, math.MaxInt
+		lim = ConnectionLimits{Max: math.MaxInt, PerIP: math.MaxInt}
 	}
-	s.quotas = newConnQuotas(maxConns, perIP, cfg.MaxConnectionsPerIPOverrides)
+	s.quotas = newConnQuotas(lim)
 	s.pool = newRequestPool(cfg.QueuedMaxRequestBytes)
 	m, err := newMetrics(cfg.Registerer, s)
 	if err != nil {
@@ -306,7 +312,7 @@ func (s *Server) accept(sv *served) {
 	var backoff time.Duration
 	for {
 		// max.connections: stop accepting until a connection closes.
-		if !s.quotas.waitSlot() {
+		if !s.quotas.waitSlot(sv.Name) {
 			return
 		}
 		nc, err := sv.ln.Accept()
@@ -329,11 +335,11 @@ func (s *Server) accept(sv *served) {
 		}
 		backoff = 0
 		ip := remoteIP(nc.RemoteAddr())
-		if ok, max := s.quotas.inc(ip); !ok {
+		if ok, max := s.quotas.inc(ip, sv.Name); !ok {
 			// Kafka's acceptor on TooManyConnectionsException.
 			s.logger.Info(fmt.Sprintf("Rejected connection from %s, address already has the configured maximum of %d connections.", ip, max))
 			nc.Close()
-			s.quotas.dec(ip)
+			s.quotas.dec(ip, sv.Name)
 			continue
 		}
 		c := newConn(s, nc, sv)
@@ -341,11 +347,14 @@ func (s *Server) accept(sv *served) {
 		if s.closing.Load() {
 			s.mu.Unlock()
 			nc.Close()
-			s.quotas.dec(ip)
+			s.quotas.dec(ip, sv.Name)
 			continue
 		}
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
+		if sv.Name == s.quotas.protected() {
+			s.closeExcessConnections()
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -353,7 +362,7 @@ func (s *Server) accept(sv *served) {
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()
-			s.quotas.dec(ip)
+			s.quotas.dec(ip, sv.Name)
 		}()
 	}
 }

@@ -43,10 +43,13 @@ type Server struct {
 	groupPartitions, txnPartitions int32
 	// coord is the coordinators' cluster side (coordinators.go; nil on a
 	// node without KRaft settings).
-	coord   *coordinatorRun
-	proto   *protocol.Server
-	metrics *metrics.Server
-	console *console.Console
+	coord *coordinatorRun
+	proto *protocol.Server
+	// protoLive is proto once built, for the dynamic-config path that
+	// runs on the metadata watcher (connection limits).
+	protoLive atomic.Pointer[protocol.Server]
+	metrics   *metrics.Server
+	console   *console.Console
 	// lns are the client listeners (the first is the default one: Addr,
 	// in-process connections).
 	lns []*clientListener
@@ -286,7 +289,7 @@ func (s *Server) Start() (err error) {
 		closeAll()
 		return err
 	}
-	overrides, err := connectionOverrides(s.cfg.Get("max.connections.per.ip.overrides"))
+	limits, err := connectionLimits(s.currentConfig())
 	if err != nil {
 		closeAll()
 		return err
@@ -299,9 +302,11 @@ func (s *Server) Start() (err error) {
 	}()
 	proto, err := protocol.New(protocol.Config{
 		LimitConnections:             true,
-		MaxConnections:               s.cfg.Int("max.connections"),
-		MaxConnectionsPerIP:          s.cfg.Int("max.connections.per.ip"),
-		MaxConnectionsPerIPOverrides: overrides,
+		MaxConnections:               limits.Max,
+		MaxConnectionsPerIP:          limits.PerIP,
+		MaxConnectionsPerIPOverrides: limits.PerIPOverrides,
+		MaxConnectionsPerListener:    limits.PerListener,
+		ProtectedListener:            limits.Protected,
 		IdleTimeout:                  idleTimeout(s.cfg.Int64("connections.max.idle.ms")),
 		QueuedMaxRequestBytes:        s.cfg.Int64("queued.max.request.bytes"),
 		Broker:                       s.broker,
@@ -327,6 +332,11 @@ func (s *Server) Start() (err error) {
 		return err
 	}
 	s.proto = proto
+	s.protoLive.Store(proto)
+	// Dynamic configs applied between reading the limits and now.
+	if lim, err := connectionLimits(s.currentConfig()); err == nil {
+		proto.SetConnectionLimits(lim)
+	}
 	if s.metrics != nil {
 		// Already serving (since New): the console joins the routes.
 		if err := s.mountConsole(host, port); err != nil {
@@ -480,6 +490,28 @@ func (s *Server) closeAll(ctx context.Context) error {
 	}
 	errs = append(errs, s.broker.Shutdown(ctx))
 	return errors.Join(errs...)
+}
+
+// connectionLimits are the connection quotas of cfg (Kafka's
+// ConnectionQuotas): max.connections, max.connections.per.ip and its
+// overrides, each client listener's listener.name.<l>.max.connections
+// (else max.connections), and the protected inter-broker listener when the
+// node has several client listeners.
+func connectionLimits(cfg *config.Broker) (protocol.ConnectionLimits, error) {
+	overrides, err := connectionOverrides(cfg.Get("max.connections.per.ip.overrides"))
+	if err != nil {
+		return protocol.ConnectionLimits{}, err
+	}
+	lim := protocol.ConnectionLimits{Max: cfg.Int("max.connections"), PerIP: cfg.Int("max.connections.per.ip"),
+		PerIPOverrides: overrides, PerListener: map[string]int{}}
+	lns := cfg.ClientListeners()
+	for _, l := range lns {
+		lim.PerListener[l.Name] = cfg.ListenerMaxConnections(l.Name)
+	}
+	if ib, ok := cfg.InterBrokerListener(); ok && len(lns) > 1 {
+		lim.Protected = ib.Name
+	}
+	return lim, nil
 }
 
 // connectionOverrides resolves max.connections.per.ip.overrides to IP

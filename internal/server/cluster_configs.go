@@ -67,7 +67,17 @@ func (s *Server) applyDynamicConfig(v *meta.View) error {
 	}
 	def, own := cfg.Dynamic()
 	s.logger.Info("dynamic broker configs applied", "cluster_default", def, "broker", own)
-	return s.broker.SetConfig(cfg)
+	if err := s.broker.SetConfig(cfg); err != nil {
+		return err
+	}
+	if p := s.protoLive.Load(); p != nil {
+		lim, err := connectionLimits(cfg)
+		if err != nil {
+			return fmt.Errorf("connection limits: %w", err)
+		}
+		p.SetConnectionLimits(lim)
+	}
+	return nil
 }
 
 // AlterBrokerConfigs changes the dynamic configs of one broker (scope: its
