@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"time"
 
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/console"
@@ -56,33 +55,55 @@ func (s *Server) mountConsole(host string, port int32) error {
 	return nil
 }
 
-// consolePeer connects the console to another broker at addr (as this
-// broker's Metadata advertises it, on this listener), the way brokers
-// reach each other in this release: a PLAINTEXT connection, as the replica
-// fetchers and the coordinators' inter-broker requests make. The history
-// sampler acts there as the broker, like those. A user's request is sent
-// only without an authorizer: the other broker would see this broker's
-// connection, not the user (Kafka has no way to send a client's request
-// to another broker on its behalf outside the controller's Envelope,
-// KIP-590), so with an authorizer a page reaches only this broker and says
-// which broker holds the rest.
+// consolePeer connects the console to another broker, given as addr, its
+// address on this node's first listener (the console's in-process
+// connections are on that listener, so Metadata advertises the brokers
+// there). The connection goes to that broker's endpoint on the
+// inter-broker listener with the inter-broker TLS and SASL credentials,
+// as the replica fetchers' and the coordinators' connections do
+// (dialInterBroker), whatever the listeners' security protocols. The
+// history sampler acts there as the broker, like those. A user's request
+// is sent only without an authorizer: the other broker would see this
+// broker's principal, not the user (Kafka has no way to send a client's
+// request to another broker on its behalf outside the controller's
+// Envelope, KIP-590), so with an authorizer a page reaches only this
+// broker and says which broker holds the rest.
 func (s *Server) consolePeer(ctx context.Context, addr string, as console.Actor) (net.Conn, error) {
-	if l := s.lns[0].cfg; l.Protocol != config.ProtocolPlaintext {
-		return nil, fmt.Errorf("broker %s is reached over a PLAINTEXT listener only in this release (this listener, %s, uses %s): open that broker's console",
-			addr, l.Name, l.Protocol)
-	}
 	if !as.Broker && s.sec.authorizer != nil {
 		return nil, fmt.Errorf("broker %s: with an authorizer the console acts as %s on this broker only (another broker would not see %s): open that broker's console",
 			addr, as, as)
 	}
-	var d net.Dialer
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	id, ok := s.brokerAt(addr)
+	if !ok {
+		return nil, fmt.Errorf("console: no registered broker has the address %s on listener %s", addr, s.lns[0].cfg.Name)
+	}
+	target, ok := s.peerAddr(id)
+	if !ok {
+		return nil, fmt.Errorf("console: broker %d has no %s (inter-broker) listener", id, s.ib.Listener.Name)
+	}
+	nc, err := s.dialInterBroker(ctx, target)
 	if err != nil {
-		return nil, fmt.Errorf("console: broker %s: %w", addr, err)
+		return nil, fmt.Errorf("console: broker %d at %s (%s): %w", id, target, s.ib.Listener.Name, err)
 	}
 	return nc, nil
+}
+
+// brokerAt is the registered broker whose endpoint on this node's first
+// listener is addr (host:port).
+func (s *Server) brokerAt(addr string) (int32, bool) {
+	if s.cluster == nil || s.cluster.cache == nil {
+		return 0, false
+	}
+	v := s.cluster.cache.View()
+	if v == nil {
+		return 0, false
+	}
+	for id, b := range v.Brokers {
+		if e, ok := b.Listener(s.lns[0].cfg.Name); ok && net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))) == addr {
+			return id, true
+		}
+	}
+	return 0, false
 }
 
 // closeConsole stops the console's sampler and Kafka client.
