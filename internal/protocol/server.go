@@ -132,8 +132,8 @@ type Config struct {
 	// there are several (ConnectionLimits).
 	MaxConnectionsPerListener map[string]int
 	ProtectedListener         string
-	IdleTimeout                  time.Duration
-	QueuedMaxRequestBytes        int64
+	IdleTimeout               time.Duration
+	QueuedMaxRequestBytes     int64
 }
 
 // Listener is one named listener a Server serves (Kafka's listeners: each
