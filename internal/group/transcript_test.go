@@ -440,7 +440,11 @@ func (s *groupScript) parked(p *pending) bool {
 	if p.api == "join" {
 		return m.joinCh != nil
 	}
-	return m.syncCh != nil
+	// The leader's SyncGroup is answered once its assignment is stored
+	// (finishSync after the write), never parked: until then it is on its
+	// way, not waiting (treating it as parked printed "waiting" when the
+	// write completed a moment after the check).
+	return m.syncCh != nil && m.id != g.leader
 }
 
 // bind names member id with alias (the id a JoinGroup handed out).
