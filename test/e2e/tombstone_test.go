@@ -23,7 +23,7 @@ func isTombstone(n int) bool { return (n/tombKeys)%4 == 3 }
 func TestCrashCompactedTombstones(t *testing.T) {
 	cfg := func(s string) *string { return &s }
 	gaps := 0
-	killRounds(t, crashScenario{
+	p := killRounds(t, crashScenario{
 		topic: "tombs",
 		configs: map[string]*string{
 			"cleanup.policy":            cfg("compact"),
@@ -47,10 +47,7 @@ func TestCrashCompactedTombstones(t *testing.T) {
 		},
 		compacted: true,
 	})
-	t.Logf("records removed by compaction, summed over the rounds: %d", gaps)
-	if gaps == 0 {
-		t.Errorf("the cleaner never removed a record: compaction did not run")
-	}
+	requireCompaction(t, p, "tombs", gaps)
 }
 
 func checkTombstones(t *testing.T, got map[int32][]stored, a *ackLog) int {
@@ -64,11 +61,8 @@ func checkTombstones(t *testing.T, got map[int32][]stored, a *ackLog) int {
 		}
 	}
 	lastSeen := map[int]int{}
-	gaps := 0
+	gaps := countGaps(got)
 	for part, rs := range got {
-		if len(rs) > 0 {
-			gaps += int(rs[len(rs)-1].offset) + 1 - len(rs) // offsets below the last one with no record
-		}
 		prev := int64(-1)
 		for _, r := range rs {
 			if r.offset <= prev {
