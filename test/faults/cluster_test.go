@@ -150,11 +150,27 @@ func startNetClusterWith(t *testing.T, ctx context.Context, l netLayout, extra .
 		all = append(all, p)
 	}
 	t.Cleanup(func() { // before nt.Close and the unmounts: cleanups run last in, first out
+		// A failed run's broker logs are copied into its artifacts when
+		// STRATA_FAULTS_OUT is set (t.TempDir is removed after the test).
+		var keep string
+		if t.Failed() && os.Getenv("STRATA_FAULTS_OUT") != "" {
+			keep = artifacts(t)
+		}
 		for _, p := range all {
 			p.Stop()
-			if t.Failed() {
-				t.Logf("%s log: %s", p.Name(), filepath.Join(base, p.Name()+".log"))
+			if !t.Failed() {
+				continue
 			}
+			if keep == "" {
+				t.Logf("%s log: %s (removed with the test's directory; set STRATA_FAULTS_OUT to keep it)", p.Name(), filepath.Join(base, p.Name()+".log"))
+				continue
+			}
+			src, dst := filepath.Join(base, p.Name()+".log"), filepath.Join(keep, p.Name()+".log")
+			if err := copyFile(src, dst); err != nil {
+				t.Logf("%s log: %s (not kept: %v)", p.Name(), src, err)
+				continue
+			}
+			t.Logf("%s log: %s", p.Name(), dst)
 		}
 	})
 	errs := make(chan error, n)

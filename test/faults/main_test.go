@@ -8,6 +8,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -118,4 +119,24 @@ func envString(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// copyFile copies src to dst (a failed run's broker logs into its
+// artifacts, which outlive the test's temporary directory when
+// STRATA_FAULTS_OUT is set).
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
