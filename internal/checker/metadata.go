@@ -3,6 +3,7 @@ package checker
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -30,6 +31,16 @@ import (
 // turn absent at any moment, which the model expresses by letting every
 // step see a deleting topic as either still deleting or already absent).
 
+// ACL administration is checked the same way, per resource: the ACL
+// bindings of one literal topic resource (principal, host *, READ, ALLOW)
+// form a set; CreateAcls adds a binding (an existing one counts once, as
+// in Kafka's AclControlManager); DeleteAcls with a filter (one principal,
+// or any) removes what it matches and lists it, so its answer reveals the
+// set it was decided on; DescribeAcls made after convergence is the final
+// read. DescribeAcls during the faults is served from a broker's cached
+// view (as Kafka's brokers serve it from their metadata image) and is not
+// part of the claim.
+
 // MetaKind is a topic administration operation.
 type MetaKind string
 
@@ -39,7 +50,14 @@ const (
 	MetaAlter            MetaKind = "alter"             // IncrementalAlterConfigs SET of the config to Value
 	MetaCreatePartitions MetaKind = "create-partitions" // CreatePartitions to Partitions
 	MetaRead             MetaKind = "read"              // a read after convergence: Exists, Partitions, Value
+
+	MetaCreateACL MetaKind = "create-acl" // CreateAcls of Principal's binding on the resource Topic
+	MetaDeleteACL MetaKind = "delete-acl" // DeleteAcls of Principal's binding (any principal's when empty); Matched: what it listed
+	MetaReadACL   MetaKind = "read-acl"   // DescribeAcls of the resource after convergence: Matched
 )
+
+// isACL reports whether k is an ACL operation (judged by ACLModel).
+func (k MetaKind) isACL() bool { return k == MetaCreateACL || k == MetaDeleteACL || k == MetaReadACL }
 
 // MetaOutcome is what the client was told.
 type MetaOutcome string
@@ -53,19 +71,24 @@ const (
 	MetaIndeterminate     MetaOutcome = "indeterminate"      // timeout, lost connection, retriable error: may or may not have taken effect
 )
 
-// MetaOp is one topic administration operation as a client saw it.
+// MetaOp is one topic or ACL administration operation as a client saw it.
 type MetaOp struct {
-	Client     int         `json:"client"`
-	Broker     int32       `json:"broker"` // the broker it was sent to
-	Kind       MetaKind    `json:"kind"`
-	Topic      string      `json:"topic"`
-	Partitions int32       `json:"partitions,omitempty"`
-	Value      string      `json:"value,omitempty"`
-	Exists     bool        `json:"exists,omitempty"` // read: whether the topic existed
-	Outcome    MetaOutcome `json:"outcome"`
-	Error      string      `json:"error,omitempty"`
-	Start      int64       `json:"start"` // ns on the history's clock
-	End        int64       `json:"end"`
+	Client     int      `json:"client"`
+	Broker     int32    `json:"broker"` // the broker it was sent to
+	Kind       MetaKind `json:"kind"`
+	Topic      string   `json:"topic"`
+	Partitions int32    `json:"partitions,omitempty"`
+	Value      string   `json:"value,omitempty"`
+	Exists     bool     `json:"exists,omitempty"` // read: whether the topic existed
+	// Principal is the binding an ACL operation creates or deletes ("":
+	// a deletion of any principal's); Matched the principals whose
+	// bindings a deletion listed or a final ACL read found.
+	Principal string      `json:"principal,omitempty"`
+	Matched   []string    `json:"matched,omitempty"`
+	Outcome   MetaOutcome `json:"outcome"`
+	Error     string      `json:"error,omitempty"`
+	Start     int64       `json:"start"` // ns on the history's clock
+	End       int64       `json:"end"`
 }
 
 func (o MetaOp) String() string {
@@ -77,6 +100,19 @@ func (o MetaOp) String() string {
 		s += " config=" + o.Value
 	case MetaCreatePartitions:
 		s += fmt.Sprintf(" to %d", o.Partitions)
+	case MetaCreateACL:
+		s += " " + o.Principal
+	case MetaDeleteACL:
+		if o.Principal == "" {
+			s += " any principal"
+		} else {
+			s += " " + o.Principal
+		}
+		if o.Outcome == MetaOK {
+			return s + fmt.Sprintf(" -> ok, matched %v", o.Matched)
+		}
+	case MetaReadACL:
+		return s + fmt.Sprintf(" -> %v", o.Matched)
 	case MetaRead:
 		if !o.Exists {
 			return s + " -> absent"
@@ -204,6 +240,96 @@ var TopicAdminModel = porcupine.NondeterministicModel{
 	DescribeState: func(state interface{}) string { return state.(metaState).String() },
 }
 
+// aclState is one resource's ACL bindings: the principals, sorted and
+// joined by commas (comparable).
+type aclState string
+
+func aclSet(ps []string) aclState {
+	ps = slices.Clone(ps)
+	sort.Strings(ps)
+	return aclState(strings.Join(slices.Compact(ps), ","))
+}
+
+func (s aclState) members() []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(string(s), ",")
+}
+
+// aclStep is ACLModel's transition: every state op may leave, none when
+// its answer is impossible from s.
+func aclStep(s aclState, op MetaOp) []aclState {
+	have := s.members()
+	switch op.Kind {
+	case MetaCreateACL:
+		added := aclSet(append(have, op.Principal))
+		switch op.Outcome {
+		case MetaOK:
+			return []aclState{added}
+		case MetaIndeterminate:
+			return []aclState{s, added}
+		case MetaRefused:
+			return []aclState{s}
+		}
+	case MetaDeleteACL:
+		var matched, kept []string
+		for _, p := range have {
+			if op.Principal == "" || p == op.Principal {
+				matched = append(matched, p)
+			} else {
+				kept = append(kept, p)
+			}
+		}
+		switch op.Outcome {
+		case MetaOK:
+			if aclSet(op.Matched) == aclSet(matched) {
+				return []aclState{aclSet(kept)}
+			}
+		case MetaIndeterminate:
+			// Any part of what it matched may be gone (its bindings
+			// are deleted as keys, each on its own).
+			var out []aclState
+			for mask := 0; mask < 1<<len(matched); mask++ {
+				rest := slices.Clone(kept)
+				for i, p := range matched {
+					if mask&(1<<i) == 0 {
+						rest = append(rest, p)
+					}
+				}
+				out = append(out, aclSet(rest))
+			}
+			return out
+		case MetaRefused:
+			return []aclState{s}
+		}
+	case MetaReadACL:
+		if op.Outcome == MetaOK && aclSet(op.Matched) == s {
+			return []aclState{s}
+		}
+	}
+	return nil
+}
+
+// ACLModel is the porcupine model of one resource's ACL bindings (inputs:
+// metaInput).
+var ACLModel = porcupine.NondeterministicModel{
+	Init: func() []interface{} { return []interface{}{aclState("")} },
+	Step: func(state, input, _ interface{}) []interface{} {
+		var out []interface{}
+		for _, n := range aclStep(state.(aclState), input.(metaInput).op) {
+			out = append(out, n)
+		}
+		return out
+	},
+	Equal: func(a, b interface{}) bool { return a.(aclState) == b.(aclState) },
+	DescribeOperation: func(input, _ interface{}) string {
+		in := input.(metaInput)
+		return fmt.Sprintf("op %d %s", in.i, in.op)
+	},
+	DescribeState: func(state interface{}) string { return "acls{" + string(state.(aclState)) + "}" },
+}
+
 // MetaResult is the verdict on a metadata history.
 type MetaResult struct {
 	Ops      int                 `json:"ops"`
@@ -234,7 +360,7 @@ func (r *MetaResult) String() string {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	fmt.Fprintf(&b, "%d topic administration operations, outcomes %v\n", r.Ops, r.Outcomes)
+	fmt.Fprintf(&b, "%d metadata operations (topic and ACL administration), outcomes %v\n", r.Ops, r.Outcomes)
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %s: %s\n", n, r.Verdict[n])
 		for _, l := range r.Illegal[n] {
@@ -253,6 +379,8 @@ func CheckMetadata(ops []MetaOp, timeout time.Duration) *MetaResult {
 		timeout = 30 * time.Second
 	}
 	res := &MetaResult{Ops: len(ops), Outcomes: map[MetaOutcome]int{}, Verdict: map[string]string{}, Illegal: map[string][]string{}}
+	// Topic names and ACL resources are judged apart (an ACL resource's
+	// verdict is under "acls:<name>").
 	byName := map[string][]porcupine.Operation{}
 	for i, op := range ops {
 		res.Outcomes[op.Outcome]++
@@ -260,11 +388,19 @@ func CheckMetadata(ops []MetaOp, timeout time.Duration) *MetaResult {
 		if op.Outcome == MetaIndeterminate {
 			ret = math.MaxInt64
 		}
-		byName[op.Topic] = append(byName[op.Topic], porcupine.Operation{ClientId: op.Client, Call: op.Start, Return: ret,
+		name := op.Topic
+		if op.Kind.isACL() {
+			name = aclPrefix + name
+		}
+		byName[name] = append(byName[name], porcupine.Operation{ClientId: op.Client, Call: op.Start, Return: ret,
 			Input: metaInput{op: op, i: i}})
 	}
-	model := TopicAdminModel.ToModel()
+	topics, acls := TopicAdminModel.ToModel(), ACLModel.ToModel()
 	for name, hist := range byName {
+		model := topics
+		if strings.HasPrefix(name, aclPrefix) {
+			model = acls
+		}
 		verdict, info := porcupine.CheckOperationsVerbose(model, hist, timeout)
 		switch verdict {
 		case porcupine.Ok:
@@ -278,6 +414,9 @@ func CheckMetadata(ops []MetaOp, timeout time.Duration) *MetaResult {
 	}
 	return res
 }
+
+// aclPrefix marks an ACL resource's verdict in MetaResult.
+const aclPrefix = "acls:"
 
 // describeIllegal names the operations of the longest partial
 // linearization and the operations left out of it.

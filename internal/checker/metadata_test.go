@@ -56,3 +56,50 @@ func TestCheckMetadata(t *testing.T) {
 		t.Fatalf("per name: %s", res)
 	}
 }
+
+// TestCheckMetadataACLs: hand-built ACL administration histories on one
+// resource, judged by ACLModel; a deletion's listed matches reveal the
+// bindings it was decided on.
+func TestCheckMetadataACLs(t *testing.T) {
+	create := func(p string, out MetaOutcome, start, end int64) MetaOp {
+		return MetaOp{Kind: MetaCreateACL, Topic: "r", Principal: p, Outcome: out, Start: start, End: end}
+	}
+	del := func(p string, matched []string, out MetaOutcome, start, end int64) MetaOp {
+		return MetaOp{Kind: MetaDeleteACL, Topic: "r", Principal: p, Matched: matched, Outcome: out, Start: start, End: end}
+	}
+	read := func(matched []string, at int64) MetaOp {
+		return MetaOp{Client: -1, Kind: MetaReadACL, Topic: "r", Matched: matched, Outcome: MetaOK, Start: at, End: at}
+	}
+	a, b := "User:a", "User:b"
+	cases := []struct {
+		name  string
+		ops   []MetaOp
+		valid bool
+	}{
+		{"create twice counts once, delete lists it", []MetaOp{create(a, MetaOK, 0, 1), create(a, MetaOK, 2, 3),
+			del(a, []string{a}, MetaOK, 4, 5), read(nil, 10)}, true},
+		{"delete any lists both", []MetaOp{create(a, MetaOK, 0, 1), create(b, MetaOK, 0, 1), del("", []string{b, a}, MetaOK, 2, 3),
+			read(nil, 10)}, true},
+		{"stale delete: created before, deletion matched nothing", []MetaOp{create(a, MetaOK, 0, 1), del(a, nil, MetaOK, 2, 3)}, false},
+		{"concurrent create and delete: either order", []MetaOp{create(a, MetaOK, 0, 10), del(a, nil, MetaOK, 1, 9), read([]string{a}, 20)}, true},
+		{"deleted binding still read", []MetaOp{create(a, MetaOK, 0, 1), del(a, []string{a}, MetaOK, 2, 3), read([]string{a}, 10)}, false},
+		{"lost create", []MetaOp{create(a, MetaOK, 0, 1), create(b, MetaOK, 2, 3), read([]string{b}, 10)}, false},
+		{"indeterminate create may apply", []MetaOp{create(a, MetaIndeterminate, 0, 1), read([]string{a}, 10)}, true},
+		{"indeterminate create may not apply", []MetaOp{create(a, MetaIndeterminate, 0, 1), read(nil, 10)}, true},
+		{"indeterminate delete any may remove part", []MetaOp{create(a, MetaOK, 0, 1), create(b, MetaOK, 0, 1),
+			del("", nil, MetaIndeterminate, 2, 3), read([]string{b}, 10)}, true},
+		{"delete lists a binding never created", []MetaOp{del(a, []string{a}, MetaOK, 0, 1)}, false},
+	}
+	for _, c := range cases {
+		res := CheckMetadata(c.ops, 10*time.Second)
+		if res.Valid() != c.valid {
+			t.Errorf("%s: valid %v, want %v:\n%s", c.name, res.Valid(), c.valid, res)
+		}
+	}
+	// A topic and an ACL resource of the same name are judged apart.
+	res := CheckMetadata([]MetaOp{{Kind: MetaCreate, Topic: "r", Partitions: 1, Outcome: MetaOK, Start: 0, End: 1},
+		create(a, MetaOK, 0, 1), del(a, nil, MetaOK, 2, 3)}, 0)
+	if res.Verdict["r"] != "ok" || res.Verdict["acls:r"] != "illegal" || len(res.Illegal["acls:r"]) == 0 {
+		t.Fatalf("apart: %s", res)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -31,6 +32,14 @@ type MetaConfig struct {
 	NodeIDs []int32
 	// Names are the topic names operated on (default 4: meta-0..meta-3).
 	Names []string
+	// ACLResources, when set, are literal topic resources whose ACLs the
+	// clients also create (CreateAcls) and delete (DeleteAcls): bindings
+	// of a few principals (READ, ALLOW, host *), so that the ACL
+	// administration is checked too. The brokers need an authorizer that
+	// lets the clients alter and describe the cluster's ACLs (e.g.
+	// super.users=User:ANONYMOUS); the bindings name resources no one
+	// uses, so they change no one's access.
+	ACLResources []string
 	// Pause is the pause between one client's operations (default 100 ms).
 	Pause time.Duration
 	// Timeout bounds each request (default 10 s); a request that times out
@@ -114,6 +123,24 @@ func (r *MetaRunner) client(ctx context.Context, i int) {
 		name := r.cfg.Names[rng.IntN(len(r.cfg.Names))]
 		n++
 		op := checker.MetaOp{Client: i, Broker: r.cfg.NodeIDs[i], Topic: name}
+		if len(r.cfg.ACLResources) > 0 && rng.IntN(10) < 4 {
+			op.Topic = r.cfg.ACLResources[rng.IntN(len(r.cfg.ACLResources))]
+			switch k := rng.IntN(10); {
+			case k < 5:
+				op.Kind, op.Principal = checker.MetaCreateACL, aclPrincipals[rng.IntN(len(aclPrincipals))]
+			case k < 8:
+				op.Kind, op.Principal = checker.MetaDeleteACL, aclPrincipals[rng.IntN(len(aclPrincipals))]
+			default:
+				op.Kind = checker.MetaDeleteACL // any principal's
+			}
+			r.doACL(ctx, i, &op)
+			r.record(op)
+			select {
+			case <-ctx.Done():
+			case <-time.After(r.cfg.Pause):
+			}
+			continue
+		}
 		switch k := rng.IntN(10); {
 		case k < 3:
 			op.Kind, op.Partitions, op.Value = checker.MetaCreate, 1, metaValue(i, n)
@@ -227,6 +254,113 @@ func (r *MetaRunner) do(ctx context.Context, i int, op *checker.MetaOp) {
 	}
 }
 
+// aclPrincipals are the principals of the workload's ACL bindings.
+var aclPrincipals = []string{"User:meta-a", "User:meta-b", "User:meta-c"}
+
+// aclFilter is the DeleteAcls / DescribeAcls filter of the workload's
+// bindings on resource (principal "" matches any principal).
+func aclFilter(resource, principal string) kmsg.DeleteACLsRequestFilter {
+	f := kmsg.NewDeleteACLsRequestFilter()
+	f.ResourceType, f.ResourceName = kmsg.ACLResourceTypeTopic, kmsg.StringPtr(resource)
+	f.ResourcePatternType = kmsg.ACLResourcePatternTypeLiteral
+	if principal != "" {
+		f.Principal = kmsg.StringPtr(principal)
+	}
+	f.Host = kmsg.StringPtr("*")
+	f.Operation, f.PermissionType = kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+	return f
+}
+
+// doACL sends an ACL operation to client i's broker and records the
+// answer (a deletion's listed matches in op.Matched).
+func (r *MetaRunner) doACL(ctx context.Context, i int, op *checker.MetaOp) {
+	rctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	b := r.cls[i].Broker(int(r.cfg.NodeIDs[i]))
+	var code int16
+	var msg string
+	op.Start = r.now()
+	err := func() error {
+		switch op.Kind {
+		case checker.MetaCreateACL:
+			req := kmsg.NewPtrCreateACLsRequest()
+			c := kmsg.NewCreateACLsRequestCreation()
+			c.ResourceType, c.ResourceName = kmsg.ACLResourceTypeTopic, op.Topic
+			c.ResourcePatternType = kmsg.ACLResourcePatternTypeLiteral
+			c.Principal, c.Host = op.Principal, "*"
+			c.Operation, c.PermissionType = kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+			req.Creations = append(req.Creations, c)
+			resp, err := req.RequestWith(rctx, b)
+			if err != nil {
+				return err
+			}
+			if len(resp.Results) != 1 {
+				return fmt.Errorf("%d results in the answer", len(resp.Results))
+			}
+			code, msg = resp.Results[0].ErrorCode, strPtr(resp.Results[0].ErrorMessage)
+		case checker.MetaDeleteACL:
+			req := kmsg.NewPtrDeleteACLsRequest()
+			req.Filters = append(req.Filters, aclFilter(op.Topic, op.Principal))
+			resp, err := req.RequestWith(rctx, b)
+			if err != nil {
+				return err
+			}
+			if len(resp.Results) != 1 {
+				return fmt.Errorf("%d results in the answer", len(resp.Results))
+			}
+			res := resp.Results[0]
+			code, msg = res.ErrorCode, strPtr(res.ErrorMessage)
+			for _, m := range res.MatchingACLs {
+				if m.ErrorCode != 0 {
+					code, msg = m.ErrorCode, strPtr(m.ErrorMessage)
+				}
+				op.Matched = append(op.Matched, m.Principal)
+			}
+		}
+		return nil
+	}()
+	op.End = r.now()
+	switch {
+	case err != nil:
+		op.Outcome, op.Error = checker.MetaIndeterminate, err.Error()
+	default:
+		op.Outcome = MetaOutcomeOf(code)
+		if code != 0 {
+			op.Error = kerr.ErrorForCode(code).Error()
+			if msg != "" {
+				op.Error += ": " + msg
+			}
+		}
+	}
+}
+
+// readACLs is broker i's cached view of resource's bindings: the
+// principals, sorted.
+func (r *MetaRunner) readACLs(ctx context.Context, i int, resource string) ([]string, error) {
+	rctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
+	b := r.cls[i].Broker(int(r.cfg.NodeIDs[i]))
+	f := aclFilter(resource, "")
+	req := kmsg.NewPtrDescribeACLsRequest()
+	req.ResourceType, req.ResourceName, req.ResourcePatternType = f.ResourceType, f.ResourceName, f.ResourcePatternType
+	req.Principal, req.Host, req.Operation, req.PermissionType = f.Principal, f.Host, f.Operation, f.PermissionType
+	resp, err := req.RequestWith(rctx, b)
+	if err != nil {
+		return nil, err
+	}
+	if resp.ErrorCode != 0 {
+		return nil, fmt.Errorf("describe acls of %s: %w", resource, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	var out []string
+	for _, res := range resp.Resources {
+		for _, a := range res.ACLs {
+			out = append(out, a.Principal)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 func strPtr(s *string) string {
 	if s == nil {
 		return ""
@@ -250,7 +384,7 @@ func MetaOutcomeOf(code int16) checker.MetaOutcome {
 		return checker.MetaInvalidPartitions
 	case errors.Is(err, kerr.InvalidReplicationFactor), errors.Is(err, kerr.InvalidConfig), errors.Is(err, kerr.InvalidRequest),
 		errors.Is(err, kerr.PolicyViolation), errors.Is(err, kerr.TopicDeletionDisabled), errors.Is(err, kerr.InvalidTopicException),
-		errors.Is(err, kerr.InvalidReplicaAssignment):
+		errors.Is(err, kerr.InvalidReplicaAssignment), errors.Is(err, kerr.SecurityDisabled), errors.Is(err, kerr.ClusterAuthorizationFailed):
 		return checker.MetaRefused
 	}
 	return checker.MetaIndeterminate
@@ -271,8 +405,10 @@ func (r *MetaRunner) Stop() {
 // if the brokers do not converge before ctx ends.
 func (r *MetaRunner) FinalRead(ctx context.Context) error {
 	var last map[string]metaView
+	var lastACLs map[string][]string
 	for {
 		cur := map[string]metaView{}
+		curACLs := map[string][]string{}
 		agree := true
 		for i := range r.cls {
 			for _, name := range r.cfg.Names {
@@ -286,24 +422,39 @@ func (r *MetaRunner) FinalRead(ctx context.Context) error {
 				}
 				cur[name] = v
 			}
+			for _, res := range r.cfg.ACLResources {
+				ps, err := r.readACLs(ctx, i, res)
+				if err != nil {
+					agree = false
+					break
+				}
+				if prev, ok := curACLs[res]; ok && !slices.Equal(prev, ps) {
+					agree = false
+				}
+				curACLs[res] = ps
+			}
 		}
-		if agree && last != nil && fmt.Sprint(last) == fmt.Sprint(cur) {
+		if agree && last != nil && fmt.Sprint(last) == fmt.Sprint(cur) && fmt.Sprint(lastACLs) == fmt.Sprint(curACLs) {
 			now := r.now()
 			for _, name := range r.cfg.Names {
 				v := cur[name]
 				r.record(checker.MetaOp{Client: -1, Kind: checker.MetaRead, Topic: name, Exists: v.exists, Partitions: v.parts,
 					Value: v.value, Outcome: checker.MetaOK, Start: now, End: now})
 			}
+			for _, res := range r.cfg.ACLResources {
+				r.record(checker.MetaOp{Client: -1, Kind: checker.MetaReadACL, Topic: res, Matched: curACLs[res],
+					Outcome: checker.MetaOK, Start: now, End: now})
+			}
 			return nil
 		}
 		if agree {
-			last = cur
+			last, lastACLs = cur, curACLs
 		} else {
-			last = nil
+			last, lastACLs = nil, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the brokers did not converge on the topics' state: %w", ctx.Err())
+			return fmt.Errorf("the brokers did not converge on the topics' and ACLs' state: %w", ctx.Err())
 		case <-time.After(time.Second):
 		}
 	}

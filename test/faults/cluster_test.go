@@ -432,7 +432,7 @@ func TestClusterFaultMatrix(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds*(len(matrix)+len(powerRows)))*30*time.Second+5*time.Minute)
 	defer cancel()
-	c := startNetClusterWith(t, ctx, netLayout{brokers: 3, loopDisks: true})
+	c := startNetClusterWith(t, ctx, netLayout{brokers: 3, loopDisks: true}, aclArgs...)
 	const topic = "matrix"
 	var fs []faults.Fault
 	var names []string
@@ -449,9 +449,10 @@ func TestClusterFaultMatrix(t *testing.T) {
 	cfg := workload.Config{Brokers: c.addrs, Topic: topic, Partitions: 3, Producers: 2, TxnProducers: 1,
 		AssignConsumers: 1, Rate: 50, TxnTimeout: 10 * time.Second, Logf: t.Logf,
 		ClientOpts: []kgo.Opt{kgo.RecordDeliveryTimeout(60 * time.Second)}}
-	// Topic administration from a client on every broker at once, checked
-	// for linearizability per topic name (checker.CheckMetadata).
-	mr, err := workload.StartMeta(ctx, workload.MetaConfig{Brokers: c.addrs, NodeIDs: c.ids,
+	// Topic and ACL administration from a client on every broker at once,
+	// checked for linearizability per topic name and ACL resource
+	// (checker.CheckMetadata).
+	mr, err := workload.StartMeta(ctx, workload.MetaConfig{Brokers: c.addrs, NodeIDs: c.ids, ACLResources: aclResources,
 		Pause: 200 * time.Millisecond, Seed: uint64(time.Now().UnixNano()), Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
@@ -464,6 +465,16 @@ func TestClusterFaultMatrix(t *testing.T) {
 	t.Logf("rows %v: acknowledged %d records, transactions %v", names, res.Stats.AckedSends, res.Stats.Ops[checker.KindTxn])
 	checkMetadata(t, ctx, mr)
 }
+
+// aclArgs give a cluster an authorizer, for the metadata workload's ACL
+// operations, under which every client and broker (PLAINTEXT: User:ANONYMOUS)
+// is a super user: the workload's bindings change no one's access.
+var aclArgs = []string{"--authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+	"--super.users", "User:ANONYMOUS"}
+
+// aclResources are the topic resources whose ACLs the metadata workload
+// creates and deletes.
+var aclResources = []string{"acl-0", "acl-1"}
 
 // checkMetadata stops the topic administration workload, waits for every
 // broker to converge, records the final reads and checks the history for
@@ -484,7 +495,7 @@ func checkMetadata(t *testing.T, ctx context.Context, mr *workload.MetaRunner) {
 	}
 	t.Logf("metadata: %s(history in %s)", res, filepath.Join(dir, "meta-report.txt"))
 	if !res.Valid() {
-		t.Errorf("topic administration is not linearizable:\n%s", res)
+		t.Errorf("topic or ACL administration is not linearizable:\n%s", res)
 	}
 	if res.Outcomes[checker.MetaOK] == 0 {
 		t.Errorf("the metadata workload did nothing: %s", res)

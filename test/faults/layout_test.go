@@ -248,7 +248,7 @@ func TestClusterControllerSplit(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds*len(selected))*60*time.Second+5*time.Minute)
 	defer cancel()
-	c := startNetClusterWith(t, ctx, netLayout{controllers: 3, brokers: 3, tmpfsDisks: true})
+	c := startNetClusterWith(t, ctx, netLayout{controllers: 3, brokers: 3, tmpfsDisks: true}, aclArgs...)
 	const topic = "split"
 	var fs []faults.Fault
 	var names []string
@@ -256,7 +256,7 @@ func TestClusterControllerSplit(t *testing.T) {
 		fs = append(fs, row.fault(c, topic, t.Logf))
 		names = append(names, row.name)
 	}
-	mr, err := workload.StartMeta(ctx, workload.MetaConfig{Brokers: c.addrs, NodeIDs: c.ids,
+	mr, err := workload.StartMeta(ctx, workload.MetaConfig{Brokers: c.addrs, NodeIDs: c.ids, ACLResources: aclResources,
 		Pause: 200 * time.Millisecond, Seed: uint64(time.Now().UnixNano()), Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
