@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -112,6 +113,10 @@ type Admin struct {
 	MaxReplicationFactor int
 	// MaxReplicationReason, when set, is the message of that refusal.
 	MaxReplicationReason string
+
+	// beforeWrite, when set (tests), runs between CreatePartitions'
+	// decision and its write.
+	beforeWrite func()
 }
 
 func (a *Admin) state() *State { return FromView(a.Cache.View(), a.Policy) }
@@ -273,27 +278,56 @@ func (a *Admin) explainCreateConflict(err error, name string) error {
 	return err
 }
 
-// CreatePartitions grows a topic to total partitions.
+// CreatePartitions grows a topic to total partitions. The topic key's
+// value and the revision its write compares on come from one read of the
+// store, and the placement from a view synced at least as far: a
+// concurrent change to the topic (an alter of its configs, another
+// CreatePartitions, a deletion) between that read and the write makes the
+// write fail and the request decide again, so it is never undone. (The
+// value once came from the view and the revision from a later read: an
+// alter committed in between was overwritten with the view's configs.)
 func (a *Admin) CreatePartitions(ctx context.Context, name string, total int, assignment [][]int32, validateOnly bool) error {
-	v, err := a.Cache.Sync(ctx) // as CreateTopic
+	for {
+		err := a.createPartitions(ctx, name, total, assignment, validateOnly)
+		if err != errTopicChanged {
+			return err
+		}
+		if ctx.Err() != nil {
+			return meta.Retriable(fmt.Errorf("topic %s kept changing: %w", name, ctx.Err()))
+		}
+	}
+}
+
+// errTopicChanged: the topic changed between CreatePartitions' read and
+// its write; it decides again.
+var errTopicChanged = errors.New("topic changed meanwhile")
+
+func (a *Admin) createPartitions(ctx context.Context, name string, total int, assignment [][]int32, validateOnly bool) error {
+	st := a.Store
+	resp, err := st.Client().Get(ctx, st.Keys().Topic(name))
+	if err != nil {
+		return meta.Retriable(err)
+	}
+	v, err := a.Cache.Sync(ctx) // as CreateTopic; at or past resp's revision
 	if err != nil {
 		return err
 	}
-	t := v.Topics[name]
 	ds, err := FromView(v, a.Policy).AddPartitions(name, total, assignment)
 	if err != nil || validateOnly {
 		return err
 	}
-	st := a.Store
-	nt := *t
-	nt.Partitions = int32(total)
-	// The topic key's revision guards against a concurrent
-	// CreatePartitions or deletion.
-	rev, err := topicModRev(ctx, a, name)
-	if err != nil {
-		return err
+	if len(resp.Kvs) == 0 {
+		return errTopicChanged // created after the read: the view has it
 	}
-	tc, err := meta.PutJSON(st.Keys().Topic(name), nt, rev)
+	var nt meta.Topic
+	if err := json.Unmarshal(resp.Kvs[0].Value, &nt); err != nil {
+		return fmt.Errorf("topic %s: %w", name, err)
+	}
+	if vt := v.Topics[name]; vt == nil || vt.ID != nt.ID {
+		return errTopicChanged
+	}
+	nt.Partitions = int32(total)
+	tc, err := meta.PutJSON(st.Keys().Topic(name), nt, resp.Kvs[0].ModRevision)
 	if err != nil {
 		return err
 	}
@@ -301,27 +335,30 @@ func (a *Admin) CreatePartitions(ctx context.Context, name string, total int, as
 	for i, d := range ds {
 		parts[i] = st.PartitionChange(d.TP, d.New, 0)
 	}
-	if _, _, err := st.Batches(ctx, parts); err != nil {
-		return err
+	if a.beforeWrite != nil {
+		a.beforeWrite()
 	}
-	rev, err = st.Txn(ctx, []meta.Change{tc})
+	var rev int64
+	if len(parts)+1 <= st.MaxOps() {
+		// One transaction: a lost compare leaves nothing behind, and the
+		// request decides again.
+		rev, err = st.Txn(ctx, append(parts, tc))
+		if err == meta.ErrConflict {
+			return errTopicChanged
+		}
+	} else {
+		// Larger: the partition keys first (invisible until the topic key
+		// counts them), then the topic key; a lost compare is answered.
+		if _, _, err := st.Batches(ctx, parts); err != nil {
+			return err
+		}
+		rev, err = st.Txn(ctx, []meta.Change{tc})
+	}
 	if err != nil {
 		return err
 	}
 	_, err = a.Cache.WaitRev(ctx, rev)
 	return err
-}
-
-// topicModRev reads the topic key's mod revision (0 if absent).
-func topicModRev(ctx context.Context, a *Admin, name string) (int64, error) {
-	resp, err := a.Store.Client().Get(ctx, a.Store.Keys().Topic(name))
-	if err != nil {
-		return 0, meta.Retriable(err)
-	}
-	if len(resp.Kvs) == 0 {
-		return 0, nil
-	}
-	return resp.Kvs[0].ModRevision, nil
 }
 
 // DeleteTopic deletes a topic (Kafka's DeleteTopics): it marks the topic
