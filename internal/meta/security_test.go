@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/strata-io/strata/internal/authz"
 )
 
@@ -102,3 +104,54 @@ func TestACLsAndQuotasInStore(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// TestDeleteACLsAt: a deletion decided on a view applies only while the
+// ACLs are as of that view: a binding written since, or one of its
+// bindings already deleted, makes it ErrConflict (it matches again);
+// otherwise it deletes them all at once.
+func TestDeleteACLsAt(t *testing.T) {
+	cli := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st := NewStore(cli, DefaultKeys, 8)
+	acl := func(p string) authz.ACL {
+		return authz.ACL{ResourceType: authz.ResourceTopic, ResourceName: "t", PatternType: authz.PatternLiteral,
+			Principal: p, Host: "*", Operation: authz.OpRead, Permission: authz.PermAllow}
+	}
+	a, b, c := acl("User:a"), acl("User:b"), acl("User:c")
+	seen, err := st.PutACLs(ctx, []authz.ACL{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another node creates c after the view at seen: a deletion of a and
+	// b matched at seen may not apply (a filter of any principal would
+	// have matched c too).
+	if _, err := st.PutACLs(ctx, []authz.ACL{c}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DeleteACLsAt(ctx, []authz.ACL{a, b}, seen); !errors.Is(err, ErrConflict) {
+		t.Fatalf("delete over a newer creation: %v, want ErrConflict", err)
+	}
+	// Another node deletes b after the view: a second deletion of b
+	// matched on the same view may not list it again.
+	seen, err = st.DeleteACLs(ctx, []authz.ACL{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DeleteACLsAt(ctx, []authz.ACL{b}, seen); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DeleteACLsAt(ctx, []authz.ACL{b}, seen); !errors.Is(err, ErrConflict) {
+		t.Fatalf("second delete of b: %v, want ErrConflict", err)
+	}
+	resp, err := cli.Get(ctx, st.Keys().ACLs(), clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 1 || string(resp.Kvs[0].Key) != st.Keys().ACL(a) {
+		t.Fatalf("left: %v", resp.Kvs)
+	}
+	if _, err := st.DeleteACLsAt(ctx, []authz.ACL{a}, resp.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -175,22 +175,17 @@ func (s *Server) handleDeleteACLs(ctx context.Context, c *conn, kreq kmsg.Reques
 	if s.cfg.Authorizer == nil || s.cfg.Security == nil {
 		return all(kerr.SecurityDisabled.Code, kmsg.StringPtr(noAuthorizer)), nil
 	}
-	var doomed []authz.ACL
-	matches := make([][]authz.ACL, len(filters))
-	for i, f := range filters {
-		matches[i] = s.cfg.Authorizer.ACLs(f)
-		doomed = append(doomed, matches[i]...)
-	}
-	var storeErr error
-	if len(doomed) > 0 {
-		storeErr = s.cfg.Security.DeleteACLs(ctx, doomed)
-		if storeErr != nil {
-			s.logger.Warn("DeleteAcls failed", "err", storeErr)
-		}
+	// Matched and deleted by the store at one point of its order, not on
+	// this broker's authorizer view, which may lag another broker's
+	// change (Kafka's controller decides DeleteAcls on its committed
+	// state).
+	matches, storeErr := s.cfg.Security.DeleteMatchingACLs(ctx, filters)
+	if storeErr != nil {
+		s.logger.Warn("DeleteAcls failed", "err", storeErr)
 	}
 	for i := range filters {
 		r := kmsg.NewDeleteACLsResponseResult()
-		if storeErr != nil && len(matches[i]) > 0 {
+		if storeErr != nil && (matches == nil || len(matches[i]) > 0) {
 			r.ErrorCode, r.ErrorMessage = errCode(storeErr), errMessage(storeErr)
 			resp.Results = append(resp.Results, r)
 			continue

@@ -19,8 +19,10 @@ type SecurityStore interface {
 	// CreateACLs stores bindings (already validated); existing ones are
 	// kept once.
 	CreateACLs(ctx context.Context, acls []authz.ACL) error
-	// DeleteACLs removes bindings.
-	DeleteACLs(ctx context.Context, acls []authz.ACL) error
+	// DeleteMatchingACLs removes the bindings the filters match and
+	// returns them per filter (nil with an error that left the store
+	// unchanged), matched and deleted at one point of the store's order.
+	DeleteMatchingACLs(ctx context.Context, filters []authz.Filter) ([][]authz.ACL, error)
 	// AlterQuotas applies alterations (already validated) to the current
 	// quotas, all or none.
 	AlterQuotas(ctx context.Context, alts []QuotaAlteration) error

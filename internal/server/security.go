@@ -191,13 +191,44 @@ func (ms *metaSecurity) CreateACLs(ctx context.Context, acls []authz.ACL) error 
 	return ms.settle(ctx, rev)
 }
 
-// DeleteACLs implements protocol.SecurityStore.
-func (ms *metaSecurity) DeleteACLs(ctx context.Context, acls []authz.ACL) error {
-	rev, err := ms.store.DeleteACLs(ctx, acls)
-	if err != nil {
-		return storeErr(err)
+// DeleteMatchingACLs implements protocol.SecurityStore: the filters are
+// matched on a view synced with the store (not this node's possibly
+// lagging one) and the matches deleted in a transaction that compares the
+// ACLs are unchanged since that view (meta.Store.DeleteACLsAt); a
+// concurrent change makes it match again. Matching nothing on the synced
+// view is an answer as of the store's revision when the request came.
+func (ms *metaSecurity) DeleteMatchingACLs(ctx context.Context, filters []authz.Filter) ([][]authz.ACL, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		v, err := ms.cache.Sync(ctx)
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		all := make([]authz.ACL, 0, len(v.ACLs))
+		for _, a := range v.ACLs {
+			all = append(all, a)
+		}
+		idx := authz.New(authz.Config{}) // matches in the authorizer's order
+		idx.SetACLs(all)
+		matches := make([][]authz.ACL, len(filters))
+		var doomed []authz.ACL
+		for i, f := range filters {
+			matches[i] = idx.ACLs(f)
+			doomed = append(doomed, matches[i]...)
+		}
+		if len(doomed) == 0 {
+			return matches, nil
+		}
+		rev, err := ms.store.DeleteACLsAt(ctx, doomed, v.Rev)
+		if errors.Is(err, meta.ErrConflict) {
+			continue // the ACLs changed since the view: match again
+		}
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		return matches, ms.settle(ctx, rev)
 	}
-	return ms.settle(ctx, rev)
 }
 
 // AlterQuotas implements protocol.SecurityStore: the alterations apply to
