@@ -47,6 +47,43 @@ func (d *Disk) Fill() error {
 	return nil
 }
 
+// FillTo writes ballast until at most free bytes are left for everyone
+// (statfs f_bavail): a log dir filled by its own data to below a
+// free-space reserve, with room left for writes the reserve protects
+// (the metadata store's WAL on a combined node).
+func (d *Disk) FillTo(free int64) error {
+	avail := func() (int64, error) {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(d.Dir, &st); err != nil {
+			return 0, fmt.Errorf("statfs %s: %w", d.Dir, err)
+		}
+		return int64(st.Bavail) * st.Bsize, nil
+	}
+	have, err := avail()
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(d.ballast, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("ballast: %w", err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for have > free {
+		n := min(int64(len(buf)), have-free)
+		if _, err := f.Write(buf[:n]); err != nil {
+			return fmt.Errorf("ballast: %w", err)
+		}
+		if err := f.Sync(); err != nil { // blocks allocated, statfs current
+			return fmt.Errorf("ballast: %w", err)
+		}
+		if have, err = avail(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Free removes the ballast.
 func (d *Disk) Free() error {
 	if err := os.Remove(d.ballast); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -138,6 +175,12 @@ func (d *LoopDisk) Unmount() error { return run("umount", d.Dir) }
 
 // Fill fills the file system to the last byte (see Disk.Fill).
 func (d *LoopDisk) Fill() error { return (&Disk{Dir: d.Dir, ballast: d.ballast}).Fill() }
+
+// FillTo fills the file system until at most free bytes are left (see
+// Disk.FillTo).
+func (d *LoopDisk) FillTo(free int64) error {
+	return (&Disk{Dir: d.Dir, ballast: d.ballast}).FillTo(free)
+}
 
 // Free removes the ballast.
 func (d *LoopDisk) Free() error { return (&Disk{Dir: d.Dir, ballast: d.ballast}).Free() }

@@ -3,6 +3,7 @@ package faults
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -62,5 +63,36 @@ func TestLoopDiskPowerCut(t *testing.T) {
 	// the fsync's journal transaction, as on a real disk).
 	if b, _ := os.ReadFile(filepath.Join(dir, "unsynced")); len(b) != 0 {
 		t.Fatalf("unsynced data survived the power cut: %q", b)
+	}
+}
+
+// TestDiskFillTo: FillTo leaves at most the asked free space (and not much
+// less), Free gives it back.
+func TestDiskFillTo(t *testing.T) {
+	dir := t.TempDir()
+	d, err := MountDisk(dir, "64m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Unmount()
+	avail := func() int64 {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(dir, &st); err != nil {
+			t.Fatal(err)
+		}
+		return int64(st.Bavail) * st.Bsize
+	}
+	before := avail()
+	if err := d.FillTo(16 << 20); err != nil {
+		t.Fatal(err)
+	}
+	if got := avail(); got > 16<<20 || got < 15<<20 {
+		t.Fatalf("after FillTo(16 MiB): %d bytes free", got)
+	}
+	if err := d.Free(); err != nil {
+		t.Fatal(err)
+	}
+	if got := avail(); got != before {
+		t.Fatalf("after Free: %d bytes free, %d before", got, before)
 	}
 }
