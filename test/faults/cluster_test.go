@@ -44,6 +44,8 @@ type netCluster struct {
 	// tmpfs is their tmpfs directories (tmpfsDisks).
 	disks []*faults.LoopDisk
 	tmpfs []*faults.Disk
+	// errorf reports a failed check made during a fault (t.Errorf).
+	errorf func(string, ...any)
 }
 
 // netLayout says which nodes a netCluster runs.
@@ -77,7 +79,7 @@ func startNetClusterWith(t *testing.T, ctx context.Context, l netLayout, extra .
 			t.Errorf("close net: %v", err)
 		}
 	})
-	c := &netCluster{nt: nt}
+	c := &netCluster{nt: nt, errorf: t.Errorf}
 	var voters []string
 	nvoters := l.controllers
 	if nvoters == 0 {

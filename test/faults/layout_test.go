@@ -143,13 +143,25 @@ var splitRows = []clusterFault{
 		// The leader's log directory fills to the last byte: its appends
 		// fail (the producers get errors and retry), nothing half-written
 		// becomes visible; writes work again once the space is freed.
+		// During the fault (c.diskFull): its own leaders answer
+		// KAFKA_STORAGE_ERROR, the other leaders keep acknowledging, and
+		// metadata is still written through it.
 		var victim int
+		var probe string
 		return faults.FuncFault{Label: "fill the disk of the leader of " + topic + "-0, then free it",
 			InjectFn: func(ctx context.Context) error {
 				victim = c.leader(ctx, topic, logf)
 				logf("fill the disk of %s", c.procs[victim].Name())
-				return c.tmpfs[victim].Fill()
-			}, HealFn: func(context.Context) error { return c.tmpfs[victim].Free() }}
+				var err error
+				probe, err = c.diskFull(ctx, victim, c.tmpfs[victim].Fill, logf)
+				return err
+			}, HealFn: func(ctx context.Context) error {
+				if err := c.tmpfs[victim].Free(); err != nil {
+					return err
+				}
+				c.dropProbe(ctx, probe, logf)
+				return nil
+			}}
 	}},
 	{"rolling-restart", func(c *netCluster, topic string, logf func(string, ...any)) faults.Fault {
 		// Every node in turn, controllers first, stopped with SIGTERM (a
