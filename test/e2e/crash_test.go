@@ -140,6 +140,50 @@ func cleanerRounds(p *proc, topic string) int {
 	return n
 }
 
+// latestAckedPerKey is the highest acknowledged record number of each key
+// (record n has key n % keys). a.mu is held.
+func latestAckedPerKey(a *ackLog, keys int) map[int]int {
+	latest := map[int]int{}
+	for n := range a.acked {
+		if k := n % keys; n >= latest[k] {
+			latest[k] = n
+		}
+	}
+	return latest
+}
+
+// latestPerKey walks a compacted topic as read back: offsets strictly
+// increase in each partition, number checks a record and returns its
+// record number, and each key's numbers (key n % keys) strictly increase,
+// so nothing is duplicated or reordered. It returns each key's last
+// record number, or false once it reported a violation.
+func latestPerKey(t *testing.T, got map[int32][]stored, keys int, number func(stored) (int, error)) (map[int]int, bool) {
+	t.Helper()
+	lastSeen := map[int]int{}
+	for part, rs := range got {
+		prev := int64(-1)
+		for _, r := range rs {
+			if r.offset <= prev {
+				t.Errorf("partition %d: offset %d after %d", part, r.offset, prev)
+				return lastSeen, false
+			}
+			prev = r.offset
+			n, err := number(r)
+			if err != nil {
+				t.Error(err)
+				return lastSeen, false
+			}
+			k := n % keys
+			if last, ok := lastSeen[k]; ok && n <= last {
+				t.Errorf("partition %d offset %d: key %d: record %d follows record %d (duplicate or out of order)", part, r.offset, k, n, last)
+				return lastSeen, false
+			}
+			lastSeen[k] = n
+		}
+	}
+	return lastSeen, true
+}
+
 // countGaps is the number of offsets below each partition's last record
 // that hold no record: the records the cleaner removed.
 func countGaps(got map[int32][]stored) int {
@@ -326,37 +370,21 @@ func checkCompacted(t *testing.T, got map[int32][]stored, a *ackLog) int {
 	t.Helper()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	latestAcked := map[int]int{}
-	for n := range a.acked {
-		if k := n % compactKeys; n > latestAcked[k] || latestAcked[k] == 0 {
-			latestAcked[k] = n
-		}
-	}
-	lastSeen := map[int]int{}
+	latestAcked := latestAckedPerKey(a, compactKeys)
 	gaps := countGaps(got)
-	for part, rs := range got {
-		prev := int64(-1)
-		for _, r := range rs {
-			if r.offset <= prev {
-				t.Errorf("partition %d: offset %d after %d", part, r.offset, prev)
-				return gaps
-			}
-			prev = r.offset
-			n, _ := numberOf(r.value)
-			k := n % compactKeys
-			if err := checkValue(r, []byte(fmt.Sprintf("key%03d", k)), int32(k%crashPartitions)); err != nil {
-				t.Error(err)
-				return gaps
-			}
-			if n >= a.sent {
-				t.Errorf("partition %d offset %d: record %d was never sent", part, r.offset, n)
-			}
-			if last, ok := lastSeen[k]; ok && n <= last {
-				t.Errorf("partition %d offset %d: key %d: record %d follows record %d (duplicate or out of order)", part, r.offset, k, n, last)
-				return gaps
-			}
-			lastSeen[k] = n
+	lastSeen, ok := latestPerKey(t, got, compactKeys, func(r stored) (int, error) {
+		n, _ := numberOf(r.value)
+		k := n % compactKeys
+		if err := checkValue(r, []byte(fmt.Sprintf("key%03d", k)), int32(k%crashPartitions)); err != nil {
+			return 0, err
 		}
+		if n >= a.sent {
+			t.Errorf("partition %d offset %d: record %d was never sent", r.partition, r.offset, n)
+		}
+		return n, nil
+	})
+	if !ok {
+		return gaps
 	}
 	var lost []string
 	for _, k := range sortedKeys(latestAcked) {

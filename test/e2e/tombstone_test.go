@@ -54,44 +54,25 @@ func checkTombstones(t *testing.T, got map[int32][]stored, a *ackLog) int {
 	t.Helper()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	latestAcked := map[int]int{}
-	for n := range a.acked {
-		if k := n % tombKeys; n >= latestAcked[k] {
-			latestAcked[k] = n
-		}
-	}
-	lastSeen := map[int]int{}
+	latestAcked := latestAckedPerKey(a, tombKeys)
 	gaps := countGaps(got)
-	for part, rs := range got {
-		prev := int64(-1)
-		for _, r := range rs {
-			if r.offset <= prev {
-				t.Errorf("partition %d: offset %d after %d", part, r.offset, prev)
-				return gaps
-			}
-			prev = r.offset
-			n := r.num
-			k := n % tombKeys
-			switch {
-			case n < 0 || n >= a.sent:
-				t.Errorf("partition %d offset %d: header n=%d is no record we sent", part, r.offset, n)
-				return gaps
-			case string(r.key) != fmt.Sprintf("key%03d", k) || r.partition != int32(k%crashPartitions):
-				t.Errorf("partition %d offset %d: record %d has key %q", part, r.offset, n, r.key)
-				return gaps
-			case isTombstone(n) && r.value != nil:
-				t.Errorf("partition %d offset %d: record %d is a tombstone but has a %d-byte value", part, r.offset, n, len(r.value))
-				return gaps
-			case !isTombstone(n) && !bytes.Equal(r.value, payload(n)):
-				t.Errorf("partition %d offset %d: value of record %d differs from what was sent (len %d)", part, r.offset, n, len(r.value))
-				return gaps
-			}
-			if last, ok := lastSeen[k]; ok && n <= last {
-				t.Errorf("partition %d offset %d: key %d: record %d follows record %d", part, r.offset, k, n, last)
-				return gaps
-			}
-			lastSeen[k] = n
+	lastSeen, ok := latestPerKey(t, got, tombKeys, func(r stored) (int, error) {
+		n := r.num
+		k := n % tombKeys
+		switch {
+		case n < 0 || n >= a.sent:
+			return 0, fmt.Errorf("partition %d offset %d: header n=%d is no record we sent", r.partition, r.offset, n)
+		case string(r.key) != fmt.Sprintf("key%03d", k) || r.partition != int32(k%crashPartitions):
+			return 0, fmt.Errorf("partition %d offset %d: record %d has key %q", r.partition, r.offset, n, r.key)
+		case isTombstone(n) && r.value != nil:
+			return 0, fmt.Errorf("partition %d offset %d: record %d is a tombstone but has a %d-byte value", r.partition, r.offset, n, len(r.value))
+		case !isTombstone(n) && !bytes.Equal(r.value, payload(n)):
+			return 0, fmt.Errorf("partition %d offset %d: value of record %d differs from what was sent (len %d)", r.partition, r.offset, n, len(r.value))
 		}
+		return n, nil
+	})
+	if !ok {
+		return gaps
 	}
 	var bad []string
 	for _, k := range sortedKeys(latestAcked) {
