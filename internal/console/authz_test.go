@@ -1,8 +1,6 @@
 package console_test
 
 import (
-	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -29,15 +27,7 @@ func TestAuthorizer(t *testing.T) {
 	mustCreate(t, adm, "public", 1, map[string]*string{"cleanup.policy": &compact})
 	mustCreate(t, adm, "secret", 1, map[string]*string{"cleanup.policy": &compact})
 	acl := kadm.NewACLs().Topics("public").Allow("User:alice").Operations(kadm.OpRead, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral)
-	res, err := adm.CreateACLs(ctxT(t), acl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	mustCreateACLs(t, adm, acl)
 	addScramUser(t, adm, "alice", "alice pw")
 	addScramUser(t, adm, "admin", "admin pw")
 
@@ -108,24 +98,13 @@ func TestAuthorizer(t *testing.T) {
 // and no ACL; it returns the broker, its console and admin's client.
 func startAuthzBroker(t *testing.T) (*servertest.Broker, string, *kadm.Client) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	b, base := startBroker(t, map[string]string{
-		"node.id":                   "1",
-		"process.roles":             "broker,controller",
-		"listeners":                 fmt.Sprintf("SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:%d", port),
-		"controller.listener.names": "CONTROLLER",
-		"controller.quorum.voters":  fmt.Sprintf("1@127.0.0.1:%d", port),
-		"sasl.enabled.mechanisms":   "PLAIN",
-		"listener.name.sasl_plaintext.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";`,
+	b, base := startBroker(t, kraftNode(t, "SASL_PLAINTEXT://127.0.0.1:0", map[string]string{
+		"sasl.enabled.mechanisms":                             "PLAIN",
+		"listener.name.sasl_plaintext.plain.sasl.jaas.config": plainJAAS,
 		"authorizer.class.name":                               "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
 		"super.users":                                         "User:admin",
-	})
-	return b, base, kadm.NewClient(b.Client(kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())))
+	}))
+	return b, base, adminSASL(b)
 }
 
 // TestSamplerActsAsBroker: the history sampler is the broker sampling its
@@ -157,15 +136,7 @@ func TestSamplerActsAsBroker(t *testing.T) {
 	commit("open", "public")
 	commit("mixed", "public", "secret")
 	acls := kadm.NewACLs().Topics("public").Groups("open", "mixed").Allow("User:alice").Operations(kadm.OpRead, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral)
-	res, err := adm.CreateACLs(ctxT(t), acls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
-	}
+	mustCreateACLs(t, adm, acls)
 	addScramUser(t, adm, "alice", "alice pw")
 	addScramUser(t, adm, "admin", "admin pw")
 	c := consoleOf(t, b)

@@ -19,7 +19,6 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -563,16 +562,7 @@ func TestBrowserLogin(t *testing.T) {
 // round. The load average before and after is reported with the figures
 // (docs/benchmarks.md).
 func BenchmarkFirstPaint1000Topics(b *testing.B) {
-	br, base := startBroker(b, nil)
-	adm := br.Admin()
-	create1000Topics(b, adm)
-	offs := kadm.Offsets{}
-	for i := 0; i < 20; i++ {
-		offs.Add(kadm.Offset{Topic: fmt.Sprintf("bench.topic-%04d", i*50), Partition: 0, At: 0, LeaderEpoch: -1})
-	}
-	if err := adm.CommitAllOffsets(ctxT(b), "bench-group", offs); err != nil {
-		b.Fatal(err)
-	}
+	base := start1000Topics(b)
 	pages := []struct{ name, path string }{
 		{"empty-404", "/no-such-page"},
 		{"overview", "/"},

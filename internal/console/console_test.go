@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -18,7 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
 // TestPages loads every page against a broker holding real data and checks
@@ -583,8 +581,12 @@ func TestIsLoopback(t *testing.T) {
 	}
 }
 
-// create1000Topics makes 1,000 one-partition topics.
-func create1000Topics(b testing.TB, adm *kadm.Client) {
+// start1000Topics starts a broker with 1,000 one-partition topics and
+// group "bench-group" committed on 20 of them, and returns the console's
+// base URL (the benchmarks' broker).
+func start1000Topics(b testing.TB) string {
+	br, base := startBroker(b, nil)
+	adm := br.Admin()
 	names := make([]string, 0, 1000)
 	for i := 0; i < 1000; i++ {
 		names = append(names, fmt.Sprintf("bench.topic-%04d", i))
@@ -598,21 +600,20 @@ func create1000Topics(b testing.TB, adm *kadm.Client) {
 			b.Fatal(err)
 		}
 	}
+	offs := kadm.Offsets{}
+	for i := 0; i < 20; i++ {
+		offs.Add(kadm.Offset{Topic: names[i*50], Partition: 0, At: 0, LeaderEpoch: -1})
+	}
+	if err := adm.CommitAllOffsets(ctxT(b), "bench-group", offs); err != nil {
+		b.Fatal(err)
+	}
+	return base
 }
 
 // BenchmarkPages1000Topics times the server's answer (HTTP, no browser)
 // for the pages of a broker with 1,000 topics.
 func BenchmarkPages1000Topics(b *testing.B) {
-	br, base := startBroker(b, nil)
-	adm := br.Admin()
-	create1000Topics(b, adm)
-	offs := kadm.Offsets{}
-	for i := 0; i < 20; i++ {
-		offs.Add(kadm.Offset{Topic: fmt.Sprintf("bench.topic-%04d", i*50), Partition: 0, At: 0, LeaderEpoch: -1})
-	}
-	if err := adm.CommitAllOffsets(ctxT(b), "bench-group", offs); err != nil {
-		b.Fatal(err)
-	}
+	base := start1000Topics(b)
 	w := newWeb(b, base)
 	for _, path := range []string{"/", "/topics", "/topics?q=topic-09", "/topics/bench.topic-0500", "/topics/bench.topic-0500/messages", "/groups", "/groups/bench-group", "/compaction"} {
 		w.mustGet(path)
@@ -630,9 +631,9 @@ func TestSASLListener(t *testing.T) {
 	b, base := startBroker(t, map[string]string{
 		"listeners":               "SASL_PLAINTEXT://127.0.0.1:0",
 		"sasl.enabled.mechanisms": "PLAIN",
-		"listener.name.sasl_plaintext.plain.sasl.jaas.config": `org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";`,
+		"listener.name.sasl_plaintext.plain.sasl.jaas.config": plainJAAS,
 	})
-	adm := kadm.NewClient(b.Client(kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())))
+	adm := adminSASL(b)
 	mustCreate(t, adm, "s", 1, nil)
 	w := newWeb(t, base)
 	if body := w.mustGet("/"); !strings.Contains(body, "Cluster id") {
@@ -650,19 +651,7 @@ func TestSASLListener(t *testing.T) {
 // registration epoch, its state and the controller quorum; a plain node
 // shows none of them (TestPages).
 func TestOverviewKRaftNode(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	b, base := startBroker(t, map[string]string{
-		"node.id":                   "1",
-		"process.roles":             "broker,controller",
-		"listeners":                 fmt.Sprintf("PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:%d", port),
-		"controller.listener.names": "CONTROLLER",
-		"controller.quorum.voters":  fmt.Sprintf("1@127.0.0.1:%d", port),
-	})
+	b, base := startBroker(t, kraftNode(t, "PLAINTEXT://127.0.0.1:0", nil))
 	epoch := b.Server().BrokerEpoch()
 	if epoch <= 0 {
 		t.Fatalf("broker epoch %d", epoch)

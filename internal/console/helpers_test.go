@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -14,9 +15,11 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/console"
+	"github.com/strata-io/strata/internal/freeport"
 	"github.com/strata-io/strata/internal/servertest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
 // startBroker starts a broker with its HTTP listener on a random loopback
@@ -198,4 +201,44 @@ func flashOf(body string) (text string, isErr bool) {
 		return "", false
 	}
 	return m[2], m[1] != ""
+}
+
+// kraftNode is a one-node KRaft cluster's settings (node 1, broker and
+// controller, its controller port reserved with freeport) with the client
+// listener listener, plus extra.
+func kraftNode(t testing.TB, listener string, extra map[string]string) map[string]string {
+	t.Helper()
+	port := freeport.Take(t, 1)[0]
+	m := map[string]string{
+		"node.id":                   "1",
+		"process.roles":             "broker,controller",
+		"listeners":                 fmt.Sprintf("%s,CONTROLLER://127.0.0.1:%d", listener, port),
+		"controller.listener.names": "CONTROLLER",
+		"controller.quorum.voters":  fmt.Sprintf("1@127.0.0.1:%d", port),
+	}
+	maps.Copy(m, extra)
+	return m
+}
+
+// plainJAAS is a SASL_PLAINTEXT listener's PLAIN login module with the one
+// user admin (password admin-secret).
+const plainJAAS = `org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret";`
+
+// adminSASL is an admin client of b logged in as admin over SASL/PLAIN.
+func adminSASL(b *servertest.Broker) *kadm.Client {
+	return kadm.NewClient(b.Client(kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())))
+}
+
+// mustCreateACLs creates acls and fails t on any error.
+func mustCreateACLs(t testing.TB, adm *kadm.Client, acls *kadm.ACLBuilder) {
+	t.Helper()
+	res, err := adm.CreateACLs(ctxT(t), acls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
 }
