@@ -68,14 +68,26 @@ func (d *Disk) FillTo(free int64) error {
 		return fmt.Errorf("ballast: %w", err)
 	}
 	defer f.Close()
+	// Allocated, not written (fallocate: instant, and a loop image stays
+	// sparse); written where the file system cannot allocate. The file
+	// system's own metadata may take a little more: top up until below.
 	buf := make([]byte, 1<<20)
 	for have > free {
-		n := min(int64(len(buf)), have-free)
-		if _, err := f.Write(buf[:n]); err != nil {
+		st, err := f.Stat()
+		if err != nil {
 			return fmt.Errorf("ballast: %w", err)
 		}
-		if err := f.Sync(); err != nil { // blocks allocated, statfs current
-			return fmt.Errorf("ballast: %w", err)
+		n := have - free
+		if err := syscall.Fallocate(int(f.Fd()), 0, st.Size(), n); err != nil {
+			if !errors.Is(err, syscall.EOPNOTSUPP) {
+				return fmt.Errorf("ballast: fallocate: %w", err)
+			}
+			if _, err := f.Write(buf[:min(int64(len(buf)), n)]); err != nil {
+				return fmt.Errorf("ballast: %w", err)
+			}
+			if err := f.Sync(); err != nil { // blocks allocated, statfs current
+				return fmt.Errorf("ballast: %w", err)
+			}
 		}
 		if have, err = avail(); err != nil {
 			return err

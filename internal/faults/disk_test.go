@@ -67,14 +67,43 @@ func TestLoopDiskPowerCut(t *testing.T) {
 }
 
 // TestDiskFillTo: FillTo leaves at most the asked free space (and not much
-// less), Free gives it back.
+// less), Free gives it back; on a tmpfs and on a loop-mounted ext4.
 func TestDiskFillTo(t *testing.T) {
-	dir := t.TempDir()
-	d, err := MountDisk(dir, "64m")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Unmount()
+	t.Run("tmpfs", func(t *testing.T) {
+		dir := t.TempDir()
+		d, err := MountDisk(dir, "64m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Unmount()
+		checkFillTo(t, dir, d.FillTo, d.Free)
+	})
+	t.Run("ext4", func(t *testing.T) {
+		base := t.TempDir()
+		dir := filepath.Join(base, "d")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		unshare, err := ShareMounts(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unshare()
+		d, err := MountLoop(dir, filepath.Join(base, "img"), 64<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Unmount()
+		checkFillTo(t, dir, d.FillTo, d.Free)
+	})
+}
+
+func checkFillTo(t *testing.T, dir string, fillTo func(int64) error, free func() error) {
+	t.Helper()
+	d := struct {
+		FillTo func(int64) error
+		Free   func() error
+	}{fillTo, free}
 	avail := func() int64 {
 		var st syscall.Statfs_t
 		if err := syscall.Statfs(dir, &st); err != nil {
