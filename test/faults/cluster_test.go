@@ -129,7 +129,7 @@ func startNetClusterWith(t *testing.T, ctx context.Context, l netLayout, extra .
 		}
 		switch {
 		case l.loopDisks:
-			d, err := faults.MountLoop(dir, filepath.Join(base, name+".img"), 512<<20)
+			d, err := faults.MountLoop(dir, filepath.Join(base, name+".img"), loopDiskSize)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,6 +144,12 @@ func startNetClusterWith(t *testing.T, ctx context.Context, l netLayout, extra .
 			c.tmpfs = append(c.tmpfs, d)
 		}
 		args := append(common, "--process.roles", roles, "--listeners", listeners)
+		switch { // the free-space reserve, sized for the small disks
+		case l.loopDisks:
+			args = append(args, reserveArgs...)
+		case l.tmpfsDisks:
+			args = append(args, "--strata.log.min.free.bytes", fmt.Sprint(tmpfsReserve))
+		}
 		p := faults.NewProc(faults.ProcSpec{Name: name, Path: strataBin, Args: append(args, extra...), Dir: base,
 			Netns: nt.Netns(i), Ready: faults.StrataReady, LogPath: dir + ".log"})
 		c.procs, c.netIdx, c.ids = append(c.procs, p), append(c.netIdx, i), append(c.ids, int32(i+1))
@@ -432,13 +438,14 @@ func TestClusterFaultMatrix(t *testing.T) {
 			rows[r] = true
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds*(len(matrix)+len(powerRows)))*30*time.Second+5*time.Minute)
+	all := append(append(append([]clusterFault(nil), matrix...), powerRows...), diskFullRows...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds*len(all))*30*time.Second+5*time.Minute)
 	defer cancel()
 	c := startNetClusterWith(t, ctx, netLayout{brokers: 3, loopDisks: true}, aclArgs...)
 	const topic = "matrix"
 	var fs []faults.Fault
 	var names []string
-	for _, row := range append(append([]clusterFault(nil), matrix...), powerRows...) {
+	for _, row := range all {
 		if rows == nil || rows[row.name] {
 			fs = append(fs, row.fault(c, topic, t.Logf))
 			names = append(names, row.name)

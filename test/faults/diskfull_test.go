@@ -27,11 +27,15 @@ import (
 // (diskReserve), well above what the store writes during a fault (etcd
 // preallocates its next 64 MiB WAL file ahead).
 const (
-	diskReserve  = 192 << 20
-	diskFullLeft = 128 << 20
+	loopDiskSize = 1 << 30 // a combined node's loop-mounted ext4 (sparse)
+	diskReserve  = 256 << 20
+	diskFullLeft = 160 << 20
+	// tmpfsReserve is the reserve of the split layout's broker-only nodes
+	// (256 MiB tmpfs, no metadata store on it).
+	tmpfsReserve = 16 << 20
 )
 
-// reserveArgs give a cluster's brokers the full-disk rows' reserve.
+// reserveArgs give the combined nodes on loop disks their reserve.
 var reserveArgs = []string{"--strata.log.min.free.bytes", fmt.Sprint(diskReserve)}
 
 // diskFullRows run on the combined layout with loop-mounted directories.
