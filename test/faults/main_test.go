@@ -97,7 +97,16 @@ func finish(t *testing.T, ctx context.Context, r *workload.Runner, notes map[str
 	t.Helper()
 	r.Stop()
 	if err := r.Drain(ctx); err != nil {
-		t.Fatalf("drain: %v", err)
+		// Keep the history of a run whose drain failed.
+		dir := artifacts(t)
+		f, ferr := os.Create(filepath.Join(dir, "history.jsonl"))
+		if ferr == nil {
+			ferr = r.History().WriteJSONL(f)
+			if cerr := f.Close(); ferr == nil {
+				ferr = cerr
+			}
+		}
+		t.Fatalf("drain: %v (history in %s: %v)", err, dir, ferr)
 	}
 	res := r.Check()
 	for k, v := range notes {

@@ -52,7 +52,10 @@ func runFaults(t *testing.T, ctx context.Context, cfg workload.Config, nem *faul
 	nem.Logf = t.Logf
 	n, err := nem.Run(ctx)
 	if err != nil {
-		t.Fatal(err)
+		// A fault that could not be healed (a node that died) ends the
+		// faults; the history is still drained and checked (the other
+		// replicas hold every acknowledged record), not thrown away.
+		t.Errorf("%v: the faults stop here; checking the history so far", err)
 	}
 	time.Sleep(nem.Healthy) // a healthy stretch after the last heal, before stopping
 	notes["faults injected"] = fmt.Sprint(n)
