@@ -95,6 +95,19 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 		"Longest time the leader holds a follower's fetch waiting for replica.fetch.min.bytes; at most replica.lag.time.max.ms."),
 	def("replica.fetch.backoff.ms", TypeInt, "1000", atLeast(0),
 		"Pause before a follower fetches a partition again after a fetch error."),
+	// Replication throttles (KIP-73; Kafka's QuotaConfig.brokerQuotaConfigs
+	// and ReplicationQuotaManager): dynamic broker configs (cluster default
+	// or per broker; Kafka reads them only dynamically, Strata also from the
+	// static configuration) bounding the bytes of the partitions the topic
+	// settings leader/follower.replication.throttled.replicas name.
+	def("leader.replication.throttled.rate", TypeLong, maxLong, atLeast(0),
+		"Bytes per second this broker sends, as leader, to out-of-sync followers of the partitions leader.replication.throttled.replicas throttles on it (every such partition's bytes count; in-sync followers are never held back). Set it dynamically during a reassignment (kafka-reassign-partitions --throttle, strata cluster decommission --throttle) and remove it after."),
+	def("follower.replication.throttled.rate", TypeLong, maxLong, atLeast(0),
+		"Bytes per second this broker fetches, as follower, for the partitions follower.replication.throttled.replicas throttles on it; a caught-up replica is never held back. Set it dynamically during a reassignment and remove it after."),
+	def("replication.quota.window.num", TypeInt, "11", atLeast(1),
+		"Number of samples kept for the replication throttles."),
+	def("replication.quota.window.size.seconds", TypeInt, "1", atLeast(1),
+		"Length of each sample of the replication throttles, in seconds."),
 	// KIP-392: Kafka's ReplicaSelector plugin; Strata has the one Kafka
 	// ships (the default null: consumers read from the leader only).
 	def("replica.selector.class", TypeString, "", custom("empty (leader only) or "+RackAwareReplicaSelector, replicaSelectorReason),

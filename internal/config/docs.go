@@ -46,8 +46,7 @@ func Markdown() string {
 	sb.WriteString("`min.compaction.lag.ms` must not exceed `max.compaction.lag.ms`.\n\n")
 	sb.WriteString("Kafka topic settings Strata cannot honour are rejected: `remote.storage.enable`, `local.retention.ms`, ")
 	sb.WriteString("`local.retention.bytes`, `message.downconversion.enable`, `message.format.version`, ")
-	sb.WriteString("`compression.gzip.level`, `compression.lz4.level`, `compression.zstd.level`, ")
-	sb.WriteString("`leader.replication.throttled.replicas`, `follower.replication.throttled.replicas`.\n\n")
+	sb.WriteString("`compression.gzip.level`, `compression.lz4.level`, `compression.zstd.level`.\n\n")
 	sb.WriteString("| Name | Type | Default | Valid values | Broker default | Description |\n")
 	sb.WriteString("|---|---|---|---|---|---|\n")
 	for _, s := range topicTable {

@@ -41,6 +41,9 @@ var kafkaDynamicOther = map[string]UpdateMode{
 	"num.replica.fetchers": ClusterWide, "num.recovery.threads.per.data.dir": ClusterWide,
 	// SocketServer.RECONFIGURABLE_CONFIGS
 	"max.connections": ClusterWide, "max.connections.per.ip": ClusterWide, "max.connections.per.ip.overrides": ClusterWide,
+	// QuotaConfig.brokerQuotaConfigs (DynamicConfig.Broker): the
+	// replication throttles, applied by every broker at once.
+	"leader.replication.throttled.rate": ClusterWide, "follower.replication.throttled.rate": ClusterWide,
 	// DynamicProducerStateManagerConfig
 	"producer.id.expiration.ms": ClusterWide,
 	// DynamicListenerConfig.ReconfigurableConfigs minus the cluster-level
@@ -70,7 +73,10 @@ var dynamicModes, applied = func() (map[string]UpdateMode, map[string]bool) {
 	}
 	// SocketServer's connection quotas: applied to the acceptors at once
 	// (protocol.Server.SetConnectionLimits).
-	for _, n := range []string{"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"} {
+	for _, n := range []string{"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+		// Replication throttles: applied to the replica manager's quotas
+		// at every view (internal/server/cluster_replicas.go).
+		"leader.replication.throttled.rate", "follower.replication.throttled.rate"} {
 		applied[n] = true
 	}
 	return modes, applied

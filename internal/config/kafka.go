@@ -61,11 +61,6 @@ var unsupportedHints = map[string]string{
 	// KRaft and replication settings the cluster work has not taken yet.
 	"controller.quorum.bootstrap.servers": "is not supported (KIP-853 dynamic quorums): list the controllers in controller.quorum.voters (id@host:port,...) instead",
 	"control.plane.listener.name":         "is not supported: Strata has no separate control-plane listener (controllers talk on controller.listener.names); remove it",
-	// Replication throttles (Kafka's ReplicationQuotaManager, KIP-73):
-	// refused rather than accepted without effect until Strata's replica
-	// fetchers and leaders apply them.
-	"leader.replication.throttled.rate":   "is not supported yet: Strata does not throttle replication (Kafka's leader-side bytes/s quota on throttled replicas); remove it, and move replicas without a throttle (progress shows in strata cluster status / ListPartitionReassignments)",
-	"follower.replication.throttled.rate": "is not supported yet: Strata does not throttle replication (Kafka's follower-side bytes/s quota on throttled replicas); remove it, and move replicas without a throttle (progress shows in strata cluster status / ListPartitionReassignments)",
 	// Security.
 	"sasl.jaas.config":            "is a client setting in Kafka and not read by brokers: put broker PLAIN users (and the broker's own inter-broker credentials) in listener.name.<listener>.<mechanism>.sasl.jaas.config, e.g. listener.name.sasl_plaintext.plain.sasl.jaas.config",
 	"client.quota.callback.class": "is not supported: Strata applies Kafka's default quota rules (ClientQuotaCallback is a Java plug-in); remove it",

@@ -12,8 +12,7 @@ const maxLong = "9223372036854775807"
 // topicTable lists every topic setting Strata honours. Settings Kafka has
 // but Strata cannot honour (remote.storage.enable, local.retention.*,
 // message.downconversion.enable, message.format.version,
-// compression.*.level, follower/leader replication throttles) are absent
-// and therefore rejected as unknown.
+// compression.*.level) are absent and therefore rejected as unknown.
 var topicTable = sortTable([]Setting{
 	def("cleanup.policy", TypeList, "delete", subsetOf("compact", "delete"),
 		"How old log segments are discarded: \"delete\" removes segments past retention.ms/retention.bytes, \"compact\" keeps the latest record of every key (tombstones are removed after delete.retention.ms). \"compact,delete\" does both.",
@@ -36,6 +35,10 @@ var topicTable = sortTable([]Setting{
 	def("index.interval.bytes", TypeInt, "4096", atLeast(0),
 		"Bytes of log between two entries of the sparse offset and time indexes. 0 indexes nearly every batch.",
 		"log.index.interval.bytes"),
+	def("leader.replication.throttled.replicas", TypeList, "", custom(throttledReplicasAllowed, throttledReplicasReason),
+		"Replicas whose leader-side replication is throttled by leader.replication.throttled.rate: [partition]:[broker] entries (the broker is a leader that sends) or * for every replica. kafka-reassign-partitions --throttle sets it to the current replicas of the moving partitions."),
+	def("follower.replication.throttled.replicas", TypeList, "", custom(throttledReplicasAllowed, throttledReplicasReason),
+		"Replicas whose follower-side replication is throttled by follower.replication.throttled.rate: [partition]:[broker] entries (the broker is a follower that fetches) or * for every replica. kafka-reassign-partitions --throttle sets it to the replicas being added."),
 	def("max.compaction.lag.ms", TypeLong, maxLong, atLeast(1),
 		"Longest time a record may stay ineligible for compaction; also caps the age of the active segment of a compacted log.",
 		"log.cleaner.max.compaction.lag.ms"),
@@ -158,4 +161,44 @@ func validateTopicConfigs(cfg map[string]*string, dflt func(string) string) erro
 		return invalidf("invalid configuration: min.compaction.lag.ms (%d) must not be greater than max.compaction.lag.ms (%d)", minLag, maxLag)
 	}
 	return nil
+}
+
+// throttledReplicasAllowed is Kafka's ThrottledReplicaListValidator
+// message for leader/follower.replication.throttled.replicas.
+const throttledReplicasAllowed = "the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+
+// throttledReplicasReason is Kafka's ThrottledReplicaListValidator: every
+// comma-separated entry (trimmed) is empty or partition:broker in digits,
+// or the whole list is "*".
+func throttledReplicasReason(v string) string {
+	entries := strings.Split(v, ",")
+	all := ""
+	ok := true
+	for _, e := range entries {
+		e = strings.TrimSpace(e)
+		all += e
+		if e == "" {
+			continue
+		}
+		p, b, found := strings.Cut(e, ":")
+		if !found || !digits(p) || !digits(b) {
+			ok = false
+		}
+	}
+	if ok || all == "*" {
+		return ""
+	}
+	return "must be " + throttledReplicasAllowed
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }

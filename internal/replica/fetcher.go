@@ -172,7 +172,7 @@ func (f *fetcher) build() (req *kmsg.FetchRequest, pos []position, next time.Tim
 			pos = append(pos, p)
 		case fetchSyncing:
 			syncing = true
-		case fetchBackoff:
+		case fetchBackoff, fetchThrottled:
 			if next.IsZero() || at.Before(next) {
 				next = at
 			}
@@ -207,10 +207,11 @@ func (f *fetcher) build() (req *kmsg.FetchRequest, pos []position, next time.Tim
 type fetchState int
 
 const (
-	fetchReady   fetchState = iota
-	fetchNot                // not following this source, or fenced
-	fetchBackoff            // backing off until a time
-	fetchSyncing            // waiting for its own fsync
+	fetchReady     fetchState = iota
+	fetchNot                  // not following this source, or fenced
+	fetchBackoff              // backing off until a time
+	fetchSyncing              // waiting for its own fsync
+	fetchThrottled            // follower.replication.throttled.rate exceeded
 )
 
 // fetchPosition returns what r asks for, or why not now: not following
@@ -225,6 +226,17 @@ func (r *Replica) fetchPosition(f *fetcher, now time.Time) (position, fetchState
 	}
 	if now.Before(r.backoff) {
 		return position{}, fetchBackoff, r.backoff
+	}
+	// Replication throttle, follower side (KIP-73; Kafka's
+	// RemoteLeaderEndPoint.shouldFollowerThrottle): a partition named by
+	// follower.replication.throttled.replicas for this broker is left out
+	// of the fetch while follower.replication.throttled.rate is exceeded,
+	// unless this replica is caught up with the leader's high watermark
+	// (PartitionFetchState.isReplicaInSync). With nothing to fetch the
+	// fetcher waits replica.fetch.backoff.ms (AbstractFetcherThread).
+	if q := r.m.cfg.FollowerQuota; !r.caughtUp && q.IsThrottled(r.tp.Topic, r.tp.Partition) && q.Exceeded() {
+		q.Skipped()
+		return position{}, fetchThrottled, now.Add(r.m.cfg.FetchBackoff)
 	}
 	local := r.local()
 	off, ready := FetchPosition(local, r.m.cfg.Durable)
@@ -324,6 +336,11 @@ func (r *Replica) fetched(f *fetcher, p position, rp *kmsg.FetchResponseTopicPar
 		return false
 	}
 	if len(rp.RecordBatches) > 0 {
+		// Every throttled partition's bytes count, in sync or not
+		// (ReplicaFetcherThread.processPartitionData).
+		if q := r.m.cfg.FollowerQuota; q.IsThrottled(r.tp.Topic, r.tp.Partition) {
+			q.Record(int64(len(rp.RecordBatches)))
+		}
 		if _, err := r.log.AppendAsFollower(rp.RecordBatches); err != nil {
 			r.m.logger.Warn("append fetched batches", "partition", r.tp, "offset", p.part.FetchOffset, "err", err)
 			r.backoff = time.Now().Add(r.m.cfg.FetchBackoff)
@@ -332,6 +349,7 @@ func (r *Replica) fetched(f *fetcher, p position, rp *kmsg.FetchResponseTopicPar
 	}
 	r.leaderHW = rp.HighWatermark
 	local := r.local()
+	r.caughtUp = local.End >= r.leaderHW
 	hw := FollowerHighWatermark(r.leaderHW, local, r.m.cfg.Durable)
 	// The leader's log start offset (retention, DeleteRecords) moves this
 	// replica's, never past what this replica knows committed.

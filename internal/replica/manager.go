@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/clock"
+	"github.com/strata-io/strata/internal/quota"
 	"github.com/strata-io/strata/internal/storage"
 )
 
@@ -85,10 +86,16 @@ type ManagerConfig struct {
 	FetchMinBytes         int32
 	FetchWaitMax          time.Duration
 	FetchBackoff          time.Duration
-	Dialer                Dialer
-	Committer             Committer
-	Clock                 clock.Clock
-	Logger                *slog.Logger
+	// LeaderQuota and FollowerQuota are the replication throttles
+	// (leader/follower.replication.throttled.rate with the partitions of
+	// leader/follower.replication.throttled.replicas naming this broker;
+	// Kafka's ReplicationQuotaManager). nil: never throttled.
+	LeaderQuota   *quota.Replication
+	FollowerQuota *quota.Replication
+	Dialer        Dialer
+	Committer     Committer
+	Clock         clock.Clock
+	Logger        *slog.Logger
 }
 
 func (c *ManagerConfig) defaults() {

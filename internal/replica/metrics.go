@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-io/strata/internal/quota"
 )
 
 // counters are the Manager's event counts.
@@ -27,6 +29,7 @@ type Collector struct {
 	descs struct {
 		underReplicated, underMinISR, atMinISR, leaders, partitions, shrinks, expands, failed, lag *prometheus.Desc
 		unclean, lost                                                                              *prometheus.Desc
+		throttledBytes, throttleSkips                                                              *prometheus.Desc
 	}
 }
 
@@ -46,6 +49,8 @@ func NewCollector(m *Manager) *Collector {
 	c.descs.failed = d("kafka_server_replicamanager_failedisrupdates_total", "ISR changes whose compare-and-set was refused (Kafka's FailedIsrUpdatesPerSec).")
 	c.descs.unclean = d("strata_replica_unclean_leaderships_total", "Leaderships this broker took by an unclean election (unclean.leader.election.enable or ElectLeaders UNCLEAN): it was not in the ISR, so records committed by the previous leaders past its log end are lost.")
 	c.descs.lost = d("strata_replica_unclean_lost_offsets_total", "Offsets this replica truncated below its high watermark to follow a leader elected uncleanly: committed records lost (each replica counts its own).")
+	c.descs.throttledBytes = d("strata_replication_throttled_bytes_total", "Bytes of throttled partitions (leader/follower.replication.throttled.replicas naming this broker) counted against the replication quota: side=leader sent to followers (leader.replication.throttled.rate), side=follower fetched (follower.replication.throttled.rate); Kafka's LeaderReplication/FollowerReplication byte-rate.", "side")
+	c.descs.throttleSkips = d("strata_replication_throttle_skips_total", "Times a throttled partition of an out-of-sync replica was left out of a fetch (side=follower) or answered without records (side=leader) because the replication quota was exceeded.", "side")
 	c.descs.lag = d("kafka_server_fetcherlagmetrics_consumerlag", "Offsets a follower replica is behind its leader's high watermark (Kafka's FetcherLagMetrics ConsumerLag).", "topic", "partition")
 	return c
 }
@@ -53,7 +58,8 @@ func NewCollector(m *Manager) *Collector {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.descs.underReplicated, c.descs.underMinISR, c.descs.atMinISR, c.descs.leaders,
-		c.descs.partitions, c.descs.shrinks, c.descs.expands, c.descs.failed, c.descs.lag, c.descs.unclean, c.descs.lost} {
+		c.descs.partitions, c.descs.shrinks, c.descs.expands, c.descs.failed, c.descs.lag, c.descs.unclean, c.descs.lost,
+		c.descs.throttledBytes, c.descs.throttleSkips} {
 		ch <- d
 	}
 }
@@ -99,4 +105,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ct(c.descs.failed, c.m.counts.failedUpdates.Load())
 	ct(c.descs.unclean, c.m.counts.uncleanLeaderships.Load())
 	ct(c.descs.lost, c.m.counts.lostOffsets.Load())
+	for side, q := range map[string]*quota.Replication{"leader": c.m.cfg.LeaderQuota, "follower": c.m.cfg.FollowerQuota} {
+		var bytes, skips int64
+		if q != nil {
+			bytes, skips = q.Recorded(), q.SkippedCount()
+		}
+		ch <- prometheus.MustNewConstMetric(c.descs.throttledBytes, prometheus.CounterValue, float64(bytes), side)
+		ch <- prometheus.MustNewConstMetric(c.descs.throttleSkips, prometheus.CounterValue, float64(skips), side)
+	}
 }

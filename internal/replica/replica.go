@@ -42,6 +42,11 @@ type Replica struct {
 	// fsync wakes its fetcher straight from the log's hook.
 	wakeFetcher atomic.Pointer[fetcher]
 	leaderHW    int64 // high watermark of the last fetch response
+	// caughtUp: the last fetch response left this follower at or past
+	// the leader's high watermark (Kafka's PartitionFetchState
+	// isReplicaInSync: lag known and <= 0); a caught-up follower is never
+	// throttled (follower.replication.throttled.rate).
+	caughtUp bool
 	// fenced: the leader answered FENCED_LEADER_EPOCH; no fetch until the
 	// metadata brings a newer epoch. backoff: no fetch before.
 	fenced  bool
@@ -214,9 +219,30 @@ func (r *Replica) ServeFetch(f FetchPart) (FetchAnswer, error) {
 		ans.HighWatermark, ans.LastStable = r.leader.HighWatermark(), r.log.LastStableOffset()
 		return ans, nil
 	}
-	res, err := r.log.ReadUpToEnd(f.FetchOffset, f.MaxBytes, f.MinOneBatch)
-	if err != nil {
-		return FetchAnswer{}, err
+	// Replication throttle, leader side (KIP-73; Kafka's
+	// ReplicaManager.shouldLeaderThrottle): a partition named by
+	// leader.replication.throttled.replicas for this broker is answered
+	// without records while leader.replication.throttled.rate is exceeded,
+	// unless the follower is in the ISR ("to avoid ISR thrashing"). The
+	// bytes of every throttled partition sent count, in sync or not
+	// (KafkaApis.sizeOfThrottledPartitions).
+	q := r.m.cfg.LeaderQuota
+	throttled := q.IsThrottled(r.tp.Topic, r.tp.Partition)
+	var res storage.ReadResult
+	if throttled && !slices.Contains(r.st.ISR, f.Replica) && q.Exceeded() {
+		q.Skipped()
+	} else {
+		res, err = r.log.ReadUpToEnd(f.FetchOffset, f.MaxBytes, f.MinOneBatch)
+		if err != nil {
+			return FetchAnswer{}, err
+		}
+		if throttled {
+			var n int64
+			for _, c := range res.Chunks {
+				n += c.Len
+			}
+			q.Record(n)
+		}
 	}
 	fr, err := r.leader.FollowerFetch(f.Replica, f.BrokerEpoch, f.FetchOffset, f.LogStart, local, r.m.nowMs())
 	if err != nil {
@@ -308,6 +334,7 @@ func (r *Replica) apply(st State, minISR int) {
 	if st.LeaderEpoch > r.st.LeaderEpoch {
 		r.fenced = false
 		r.backoff = time.Time{}
+		r.caughtUp = false // a new leader: the lag is unknown again
 	}
 	r.st = cloneState(st)
 	r.log.SetHighWatermark(FollowerHighWatermark(r.leaderHW, r.local(), r.m.cfg.Durable), r.m.durableHook(r))

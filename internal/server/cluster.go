@@ -17,6 +17,7 @@ import (
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/etcdnode"
 	"github.com/strata-io/strata/internal/meta"
+	"github.com/strata-io/strata/internal/quota"
 	"github.com/strata-io/strata/internal/replica"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -47,8 +48,11 @@ type cluster struct {
 	regDone chan struct{}
 	// repl replicates the partitions with several replicas
 	// (cluster_replicas.go); nil when this node cannot replicate.
-	repl   *replica.Manager
-	dialer *replica.KgoDialer
+	repl *replica.Manager
+	// leaderQuota and followerQuota are repl's replication throttles,
+	// updated at every view (applyThrottles).
+	leaderQuota, followerQuota *quota.Replication
+	dialer                     *replica.KgoDialer
 	// revoked: the registration was revoked by a controlled shutdown
 	// (handOffLeadership), set before close.
 	revoked bool

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/meta"
+	"github.com/strata-io/strata/internal/quota"
 	"github.com/strata-io/strata/internal/replica"
 )
 
@@ -49,6 +50,8 @@ func (s *Server) startReplication(c *cluster) error {
 		}
 		return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))), true
 	}, Opts: s.interBrokerOpts()}
+	w := quota.Window{Samples: s.cfg.Int("replication.quota.window.num"), SizeMs: s.cfg.Int64("replication.quota.window.size.seconds") * 1000}
+	c.leaderQuota, c.followerQuota = quota.NewReplication(w, nil), quota.NewReplication(w, nil)
 	c.repl = replica.NewManager(replica.ManagerConfig{
 		Local:       s.broker.NodeID(),
 		BrokerEpoch: c.epoch,
@@ -71,6 +74,8 @@ func (s *Server) startReplication(c *cluster) error {
 		FetchMinBytes:         int32(s.cfg.Int64("replica.fetch.min.bytes")),
 		FetchWaitMax:          ms("replica.fetch.wait.max.ms"),
 		FetchBackoff:          ms("replica.fetch.backoff.ms"),
+		LeaderQuota:           c.leaderQuota,
+		FollowerQuota:         c.followerQuota,
 		Dialer:                c.dialer,
 		Committer:             &replica.MetaCommitter{Store: c.store, Cache: c.cache},
 		Logger:                s.logger,
@@ -91,6 +96,7 @@ func (s *Server) syncReplicas(c *cluster, v *meta.View) {
 	if c.repl == nil || c.epoch() == 0 {
 		return
 	}
+	s.applyThrottles(c, v)
 	c.repl.Sync(v, func(tp replica.TP) (replica.Hosted, bool) {
 		p, err := s.broker.Partition(tp.Topic, tp.Partition)
 		if err != nil || p.Log == nil {
@@ -173,5 +179,41 @@ func (s *Server) handOffLeadership(ctx context.Context) {
 			s.logger.Warn("controlled shutdown: leadership not moved in time; stopping anyway", "partitions", movable(c.cache.View()))
 			return
 		}
+	}
+}
+
+// applyThrottles hands the replication throttles of view v to the replica
+// Manager's quotas (Kafka's BrokerConfigHandler and TopicConfigHandler):
+// the rates are this broker's leader/follower.replication.throttled.rate
+// under the dynamic broker configs (its own, else the cluster default,
+// else unbounded), the throttled partitions those of each topic's
+// leader/follower.replication.throttled.replicas naming this broker ("*":
+// all). A value that does not parse (written by hand to the store) throttles
+// nothing and is logged.
+func (s *Server) applyThrottles(c *cluster, v *meta.View) {
+	cfg := s.configFor(v)
+	c.leaderQuota.SetBound(cfg.Int64("leader.replication.throttled.rate"))
+	c.followerQuota.SetBound(cfg.Int64("follower.replication.throttled.rate"))
+	me := s.broker.NodeID()
+	for _, side := range []struct {
+		name string
+		q    *quota.Replication
+	}{{"leader.replication.throttled.replicas", c.leaderQuota}, {"follower.replication.throttled.replicas", c.followerQuota}} {
+		m := map[string][]int32{}
+		for name, t := range v.Topics {
+			val, ok := t.Configs[side.name]
+			if !ok || t.Deleting {
+				continue
+			}
+			parts, ok := quota.ParseThrottledReplicas(val, me)
+			if !ok {
+				s.logger.Warn("replication throttle ignored: malformed value", "topic", name, "config", side.name, "value", val)
+				continue
+			}
+			if len(parts) > 0 {
+				m[name] = parts
+			}
+		}
+		side.q.SetThrottled(m)
 	}
 }
