@@ -49,6 +49,9 @@ type Cluster interface {
 	// ListReassignments lists reassignments in progress among parts (nil:
 	// all).
 	ListReassignments(parts map[string][]int32) []Reassigning
+	// UnregisterBroker removes broker id's registration (UnregisterBroker,
+	// KIP-631); BROKER_ID_NOT_REGISTERED when there is none.
+	UnregisterBroker(ctx context.Context, id int32) error
 }
 
 // Reassignment is one AlterPartitionReassignments entry (Target nil

@@ -67,6 +67,7 @@ var guards = map[int16]guardFn{
 	51: guardAlterUserScram,
 	60: guardDescribeCluster,
 	61: guardDescribeProducers,
+	64: guardUnregisterBroker,
 	65: guardDescribeTransactions,
 	66: guardListTransactions,
 	68: guardGroupRead,

@@ -31,6 +31,9 @@ func (s *Server) buildHandlers() map[int16]handler {
 		50: {0, 0, s.handleDescribeUserScramCredentials}, // any listener, as Kafka without an authorizer
 		51: {0, 0, s.handleAlterUserScramCredentials},
 	}
+	if s.cfg.Cluster != nil {
+		h[64] = handler{0, 0, s.handleUnregisterBroker} // KIP-631: a cluster's registrations
+	}
 	if s.cfg.Quotas != nil && s.cfg.Security != nil { // quotas stored in the cluster metadata
 		h[48] = handler{0, 1, s.handleDescribeClientQuotas}
 		h[49] = handler{0, 1, s.handleAlterClientQuotas}

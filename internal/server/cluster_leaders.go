@@ -69,3 +69,37 @@ func (a clusterAPI) ListReassignments(parts map[string][]int32) []protocol.Reass
 	}
 	return out
 }
+
+// UnregisterBroker removes broker id's registration (KIP-631; Kafka's
+// ReplicationControlManager.unregisterBroker): none is
+// BROKER_ID_NOT_REGISTERED with Kafka's message; otherwise the
+// registration is deleted by compare-and-set on its broker epoch (an
+// UnregisterBrokerRecord) and the call returns once this broker's view no
+// longer holds it. The controller then treats the broker as gone (out of
+// every ISR, its leaderships moved). A broker stopped for good has no
+// registration left in Strata (it lapses with its session lease, where
+// Kafka keeps a fenced one until this request), so its id answers
+// BROKER_ID_NOT_REGISTERED; a running broker unregistered this way stays
+// out of the cluster until it restarts, as a Kafka broker whose
+// heartbeats then fail with STALE_BROKER_EPOCH.
+func (a clusterAPI) UnregisterBroker(ctx context.Context, id int32) error {
+	v := a.c.cache.View()
+	b := v.Brokers[id]
+	if b == nil {
+		return fmt.Errorf("Broker ID %d is not currently registered: %w", id, kerr.BrokerIDNotRegistered)
+	}
+	if err := a.c.store.Unregister(ctx, id, b.Epoch); err != nil {
+		return adminError(err)
+	}
+	for {
+		ch := a.c.cache.Changed()
+		if cur := a.c.cache.View().Brokers[id]; cur == nil || cur.Epoch != b.Epoch {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return adminError(ctx.Err())
+		}
+	}
+}

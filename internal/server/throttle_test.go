@@ -1,0 +1,207 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-io/strata/internal/servertest"
+)
+
+// TestReplicationThrottle: Kafka's replication throttles (KIP-73) on an
+// in-process three-broker cluster, as kafka-reassign-partitions --throttle
+// drives them through IncrementalAlterConfigs: a partition on brokers 1
+// and 2 (4 MiB) moves to 1, 2 and 3 with the topic's
+// leader.replication.throttled.replicas naming its current replicas and
+// follower.replication.throttled.replicas the added one. Run once with
+// follower.replication.throttled.rate on broker 3 (the follower skips the
+// partition while over quota: RemoteLeaderEndPoint.shouldFollowerThrottle)
+// and once with leader.replication.throttled.rate on broker 1 (the leader
+// answers it without records: ReplicaManager.shouldLeaderThrottle).
+// Asserted from the brokers' counters: the throttled path is taken; the
+// bytes the throttled broker counts over an interval stay within the rate
+// (plus the sampling window and one fetch of slack: an upper bound a loaded
+// machine only makes easier to meet), so the move is not done; the ISR
+// follower is not held back (acks=all with min.insync.replicas=2 keeps
+// succeeding); DescribeConfigs shows the settings; and deleting the rate
+// lets the move finish.
+func TestReplicationThrottle(t *testing.T) {
+	c := servertest.StartN(t, 3, servertest.Options{Controllers: 3, Metrics: true,
+		Logger:     servertest.TestLogger(t, slog.LevelWarn),
+		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)}, Settings: map[string]string{
+		"auto.leader.rebalance.enable": "false", "replica.fetch.wait.max.ms": "200",
+		"replica.fetch.backoff.ms": "100", "replica.fetch.max.bytes": "65536",
+		// Two one-second samples: the throttle bites within seconds.
+		"replication.quota.window.num": "2", "replication.quota.window.size.seconds": "1",
+	}})
+	for _, side := range []string{"follower", "leader"} {
+		t.Run(side, func(t *testing.T) { throttledMove(t, c, side) })
+	}
+}
+
+func throttledMove(t *testing.T, c *servertest.Cluster, side string) {
+	const rate = 200_000 // bytes/s
+	topic := "throttled-" + side
+	// The broker that throttles: the follower being added, or the leader.
+	throttler := int32(3)
+	if side == "leader" {
+		throttler = 1
+	}
+	b := c.Brokers[throttler-1] // node ids are 1..n in order
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	createAssignedConfigs(t, c, topic, [][]int32{{1, 2}}, map[string]string{"min.insync.replicas": "2"})
+	prod := c.Client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic), kgo.ProducerBatchMaxBytes(1<<20))
+	val := make([]byte, 32<<10)
+	recs := make([]*kgo.Record, 128) // 4 MiB
+	for i := range recs {
+		recs[i] = &kgo.Record{Value: val}
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	adm := kadm.NewClient(c.Client())
+	rateName := side + ".replication.throttled.rate"
+	res, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: rateName, Value: kadm.StringPtr(strconv.Itoa(rate))}}, throttler)
+	if err == nil {
+		err = res[0].Err
+	}
+	if err != nil {
+		t.Fatalf("set %s: %v", rateName, err)
+	}
+	tres, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "leader.replication.throttled.replicas", Value: kadm.StringPtr("0:1,0:2")},
+		{Op: kadm.SetConfig, Name: "follower.replication.throttled.replicas", Value: kadm.StringPtr("0:3")},
+	}, topic)
+	if err == nil {
+		err = tres[0].Err
+	}
+	if err != nil {
+		t.Fatalf("set throttled replicas: %v", err)
+	}
+	// DescribeConfigs shows them, with their sources.
+	bc, err := adm.DescribeBrokerConfigs(ctx, throttler)
+	if err != nil || bc[0].Err != nil {
+		t.Fatalf("describe broker: %v %v", err, bc)
+	}
+	if v, src := configOf(bc[0].Configs, rateName); v != strconv.Itoa(rate) || src != kmsg.ConfigSourceDynamicBrokerConfig {
+		t.Fatalf("%s: %q from %v", rateName, v, src)
+	}
+	other := map[string]string{"leader": "follower", "follower": "leader"}[side] + ".replication.throttled.rate"
+	if v, src := configOf(bc[0].Configs, other); v != "9223372036854775807" || src != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("%s: %q from %v", other, v, src)
+	}
+	tc, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil || tc[0].Err != nil {
+		t.Fatalf("describe topic: %v %v", err, tc)
+	}
+	if v, src := configOf(tc[0].Configs, "follower.replication.throttled.replicas"); v != "0:3" || src != kmsg.ConfigSourceDynamicTopicConfig {
+		t.Fatalf("follower.replication.throttled.replicas: %q from %v", v, src)
+	}
+
+	skipsName := fmt.Sprintf(`strata_replication_throttle_skips_total{side=%q}`, side)
+	bytesName := fmt.Sprintf(`strata_replication_throttled_bytes_total{side=%q}`, side)
+	skips0 := metricValue(t, b, skipsName)
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(topic, 0, []int32{1, 2, 3})
+	ares, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil || ares[topic][0].Err != nil {
+		t.Fatalf("reassign: %v %+v", err, ares)
+	}
+	eventually(t, "the throttled path is taken", func() error {
+		if n := metricValue(t, b, skipsName); n <= skips0 {
+			return fmt.Errorf("%s = %v", skipsName, n)
+		}
+		return nil
+	})
+	// The in-sync follower (broker 2) is never throttled: acks=all with
+	// min.insync.replicas=2 needs it.
+	for i := range 20 {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatalf("acks=all produce while throttled: %v", err)
+		}
+	}
+	// Bytes counted by the throttling broker over an interval stay within
+	// the rate: at most rate x (interval + the 2 s sampled) plus one fetch
+	// (replica.fetch.max.bytes; a first batch may exceed it by a record).
+	b0, t0 := metricValue(t, b, bytesName), time.Now()
+	time.Sleep(3 * time.Second) // an interval to measure over, not a wait for a condition
+	b1, t1 := metricValue(t, b, bytesName), time.Now()
+	limit := rate*(t1.Sub(t0).Seconds()+2) + 2*(64<<10+32<<10)
+	t.Logf("%s side: %.0f bytes in %v counted (limit %.0f)", side, b1-b0, t1.Sub(t0), limit)
+	if b1-b0 > limit {
+		t.Fatalf("throttled to %d B/s, yet %.0f bytes counted in %v", rate, b1-b0, t1.Sub(t0))
+	}
+	l, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: {0: {}}})
+	if err != nil || len(l[topic]) != 1 {
+		t.Fatalf("the move should still be in progress under the throttle: %v %+v", err, l)
+	}
+
+	// Removing the rate lets the move finish (kafka-reassign-partitions
+	// --verify removes the throttle).
+	res, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: rateName}}, throttler)
+	if err == nil {
+		err = res[0].Err
+	}
+	if err != nil {
+		t.Fatalf("delete %s: %v", rateName, err)
+	}
+	eventuallyWithin(t, 2*time.Minute, "the move completes once unthrottled", func() error {
+		l, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: {0: {}}})
+		if err != nil {
+			return err
+		}
+		if len(l[topic]) != 0 {
+			return fmt.Errorf("in progress: %+v", l[topic][0])
+		}
+		if _, isr := partitionState(t, c.Brokers[1].Addr(), topic, 0); len(isr) != 3 {
+			return fmt.Errorf("isr %v", isr)
+		}
+		return nil
+	})
+	tres, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		{Op: kadm.DeleteConfig, Name: "leader.replication.throttled.replicas"},
+		{Op: kadm.DeleteConfig, Name: "follower.replication.throttled.replicas"},
+	}, topic)
+	if err != nil || tres[0].Err != nil {
+		t.Fatalf("remove throttled replicas: %v %+v", err, tres)
+	}
+	if r := replicasOf(t, c.Brokers[2].Addr(), topic, 0); !slices.Equal(r, []int32{1, 2, 3}) {
+		t.Fatalf("replicas %v", r)
+	}
+}
+
+// configOf returns a described config's value and source.
+func configOf(cs []kadm.Config, name string) (string, kmsg.ConfigSource) {
+	for _, c := range cs {
+		if c.Key == name {
+			return c.MaybeValue(), c.Source
+		}
+	}
+	return "<absent>", -1
+}
+
+// eventuallyWithin is eventually with another deadline.
+func eventuallyWithin(t *testing.T, d time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
