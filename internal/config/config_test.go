@@ -57,7 +57,7 @@ func TestTopicDefaultsMatchKafka(t *testing.T) {
 		"min.cleanable.dirty.ratio": "0.5", "min.insync.replicas": "1", "preallocate": "false",
 		"retention.bytes": "-1", "retention.ms": "604800000", "segment.bytes": "1073741824",
 		"segment.index.bytes": "10485760", "segment.jitter.ms": "0", "segment.ms": "604800000",
-		"unclean.leader.election.enable": "false",
+		"unclean.leader.election.enable":        "false",
 		"leader.replication.throttled.replicas": "", "follower.replication.throttled.replicas": "",
 	}
 	if got := len(TopicSettings()); got != len(want) {

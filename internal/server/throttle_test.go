@@ -37,11 +37,11 @@ func TestReplicationThrottle(t *testing.T) {
 	c := servertest.StartN(t, 3, servertest.Options{Controllers: 3, Metrics: true,
 		Logger:     servertest.TestLogger(t, slog.LevelWarn),
 		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)}, Settings: map[string]string{
-		"auto.leader.rebalance.enable": "false", "replica.fetch.wait.max.ms": "200",
-		"replica.fetch.backoff.ms": "100", "replica.fetch.max.bytes": "65536",
-		// Two one-second samples: the throttle bites within seconds.
-		"replication.quota.window.num": "2", "replication.quota.window.size.seconds": "1",
-	}})
+			"auto.leader.rebalance.enable": "false", "replica.fetch.wait.max.ms": "200",
+			"replica.fetch.backoff.ms": "100", "replica.fetch.max.bytes": "65536",
+			// Two one-second samples: the throttle bites within seconds.
+			"replication.quota.window.num": "2", "replication.quota.window.size.seconds": "1",
+		}})
 	for _, side := range []string{"follower", "leader"} {
 		t.Run(side, func(t *testing.T) { throttledMove(t, c, side) })
 	}
