@@ -76,17 +76,19 @@ import glob, os, sys, time
 d, target = sys.argv[1], int(sys.argv[2])
 def size():
     return sum(os.path.getsize(p) for p in glob.glob(os.path.join(d, "*.log")))
+start = time.time()
 s0 = size(); t0 = None
-deadline = time.time() + 600
+deadline = start + 600
 while time.time() < deadline:
     s = size()
     if t0 is None and s > s0:
-        t0, b0 = time.time(), s
+        t0 = time.time()
     if s >= target:
         break
-    time.sleep(0.02)
+    time.sleep(0.01)
 t1 = time.time()
-print("catch-up: %.1f MB in %.2f s = %.1f MB/s" % ((s - b0) / 1e6, t1 - t0, (s - b0) / 1e6 / (t1 - t0)))
+print("catch-up: follower log %.1f -> %.1f MB (leader %.1f MB); restart to caught up %.2f s; first byte to caught up %.2f s = %.1f MB/s"
+      % (s0 / 1e6, s / 1e6, target / 1e6, t1 - start, t1 - t0, (s - s0) / 1e6 / (t1 - t0)))
 EOF
 for i in 1 2; do
   dd if="$lseg" of=/dev/null bs=1M iflag=direct 2>&1 | tail -1 | sed 's/^/raw read (dd iflag=direct): /'

@@ -149,6 +149,15 @@ func newClusterDecommissionCmd() *cobra.Command {
 					}
 					left := len(l.Sorted())
 					if left == 0 {
+						// The broker answering may not have seen a move
+						// start yet (each broker answers from its view of
+						// the metadata): done only once the replica lists
+						// are the targets.
+						if left, err = notMoved(ctx, adm, moves); err != nil {
+							return err
+						}
+					}
+					if left == 0 {
 						break
 					}
 					fmt.Fprintf(cmd.ErrOrStderr(), "%d of %d partitions still moving off broker %d\n", left, len(moves), id)
@@ -176,4 +185,29 @@ func newClusterDecommissionCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&wait, "wait", true, "wait until every move has finished")
 	addClientFlags(cmd, o)
 	return cmd
+}
+
+// notMoved counts the moves whose partition's replica list, as the
+// cluster metadata reports it, is not yet the target.
+func notMoved(ctx context.Context, adm *kadm.Client, moves []decomMove) (int, error) {
+	topics := map[string]bool{}
+	for _, mv := range moves {
+		topics[mv.Topic] = true
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	m, err := adm.Metadata(ctx, names...)
+	if err != nil {
+		return 0, fmt.Errorf("cluster metadata: %w", err)
+	}
+	n := 0
+	for _, mv := range moves {
+		pd, ok := m.Topics[mv.Topic].Partitions[mv.Partition]
+		if !ok || !slices.Equal(pd.Replicas, mv.To) {
+			n++
+		}
+	}
+	return n, nil
 }
