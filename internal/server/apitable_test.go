@@ -16,14 +16,14 @@ import (
 // broker advertises in ApiVersions, so the one written list of what Strata
 // serves cannot drift from the code. Keys served only on some nodes are
 // checked where they are served: SaslHandshake and SaslAuthenticate on a
-// SASL listener; the client quota APIs (48, 49) need the cluster metadata
-// and are checked absent from a single node.
+// SASL listener; the client quota APIs (48, 49) and UnregisterBroker (64)
+// need the cluster metadata and are checked absent from a single node.
 func TestCompatibilityTableMatchesApiVersions(t *testing.T) {
 	doc := compatibilityTable(t)
 	plain := advertisedVersions(t, startBroker(t, "", nil))
 	sasl := advertisedVersions(t, startBroker(t, "", saslOverrides()))
 	onlySASL := map[int16]bool{17: true, 36: true}
-	onlyCluster := map[int16]bool{48: true, 49: true}
+	onlyCluster := map[int16]bool{48: true, 49: true, 64: true}
 	for key, vr := range plain {
 		if _, ok := doc[key]; !ok {
 			t.Errorf("ApiVersions advertises %s (%d) %d-%d: not in docs/compatibility.md", kmsg.NameForKey(key), key, vr[0], vr[1])

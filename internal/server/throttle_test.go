@@ -95,24 +95,34 @@ func throttledMove(t *testing.T, c *servertest.Cluster, side string) {
 		t.Fatalf("set throttled replicas: %v", err)
 	}
 	// DescribeConfigs shows them, with their sources.
-	bc, err := adm.DescribeBrokerConfigs(ctx, throttler)
-	if err != nil || bc[0].Err != nil {
-		t.Fatalf("describe broker: %v %v", err, bc)
-	}
-	if v, src := configOf(bc[0].Configs, rateName); v != strconv.Itoa(rate) || src != kmsg.ConfigSourceDynamicBrokerConfig {
-		t.Fatalf("%s: %q from %v", rateName, v, src)
-	}
 	other := map[string]string{"leader": "follower", "follower": "leader"}[side] + ".replication.throttled.rate"
-	if v, src := configOf(bc[0].Configs, other); v != "9223372036854775807" || src != kmsg.ConfigSourceDefaultConfig {
-		t.Fatalf("%s: %q from %v", other, v, src)
-	}
-	tc, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil || tc[0].Err != nil {
-		t.Fatalf("describe topic: %v %v", err, tc)
-	}
-	if v, src := configOf(tc[0].Configs, "follower.replication.throttled.replicas"); v != "0:3" || src != kmsg.ConfigSourceDynamicTopicConfig {
-		t.Fatalf("follower.replication.throttled.replicas: %q from %v", v, src)
-	}
+	eventually(t, "DescribeConfigs shows the rate", func() error {
+		bc, err := adm.DescribeBrokerConfigs(ctx, throttler)
+		if err != nil || bc[0].Err != nil {
+			return fmt.Errorf("describe broker: %v %v", err, bc)
+		}
+		if v, src := configOf(bc[0].Configs, rateName); v != strconv.Itoa(rate) || src != kmsg.ConfigSourceDynamicBrokerConfig {
+			return fmt.Errorf("%s: %q from %v", rateName, v, src)
+		}
+		if v, src := configOf(bc[0].Configs, other); v != "9223372036854775807" || src != kmsg.ConfigSourceDefaultConfig {
+			return fmt.Errorf("%s: %q from %v", other, v, src)
+		}
+		return nil
+	})
+	// Each broker answers from its own view of the metadata: the one asked
+	// shows the topic's new settings once it applied them.
+	eventually(t, "DescribeConfigs shows the throttled replicas", func() error {
+		tc, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil || tc[0].Err != nil {
+			return fmt.Errorf("describe topic: %v %v", err, tc)
+		}
+		for name, want := range map[string]string{"leader.replication.throttled.replicas": "0:1,0:2", "follower.replication.throttled.replicas": "0:3"} {
+			if v, src := configOf(tc[0].Configs, name); v != want || src != kmsg.ConfigSourceDynamicTopicConfig {
+				return fmt.Errorf("%s: %q from %v", name, v, src)
+			}
+		}
+		return nil
+	})
 
 	skipsName := fmt.Sprintf(`strata_replication_throttle_skips_total{side=%q}`, side)
 	bytesName := fmt.Sprintf(`strata_replication_throttled_bytes_total{side=%q}`, side)
