@@ -33,7 +33,8 @@ type Broker struct {
 	durableAcks bool
 	dirs        []*logDir
 	syncers     map[string]*storage.Syncer
-	files       *storage.FileCache // open segment files of every log (strata.log.max.open.files)
+	reserves    map[string]*storage.Reserve // per log dir; nil entries: none
+	files       *storage.FileCache          // open segment files of every log (strata.log.max.open.files)
 	fs          vfs.FS
 
 	// adminMu serialises metadata changes and writes; it is never held
@@ -101,6 +102,7 @@ func OpenWithProgress(cfg *config.Broker, logger *slog.Logger, fsys vfs.FS, prog
 		nodeID:      int32(cfg.Int64("node.id")),
 		durableAcks: cfg.Bool("strata.durable.acks"),
 		syncers:     map[string]*storage.Syncer{},
+		reserves:    map[string]*storage.Reserve{},
 		files:       storage.NewFileCache(cfg.Int("strata.log.max.open.files")),
 		fs:          fsys,
 		topics:      map[string]*Topic{},
@@ -173,6 +175,10 @@ func (b *Broker) load(progress *LoadProgress) error {
 		clean[d.path] = takeCleanShutdownMarker(b.fs, d.path)
 		s := storage.NewSyncer(b.logger)
 		b.syncers[d.path] = s
+		// The free-space reserve (strata.log.min.free.bytes) the metadata
+		// store writes into; measured now and by the reserve loop.
+		b.reserves[d.path] = storage.NewReserve(b.fs, d.path, b.Config().Int64("strata.log.min.free.bytes"), b.logger)
+		s.SetReserve(b.reserves[d.path])
 		// The write-ahead journal that makes acks=all over many partitions
 		// one fsync per round (strata.log.journal.bytes; docs/storage.md).
 		if size := b.Config().Int64("strata.log.journal.bytes"); size > 0 && b.durableAcks {
@@ -364,6 +370,7 @@ func (b *Broker) storageOptions(dir string) storage.Options {
 		FS:                   b.fs,
 		Syncer:               b.syncers[dir],
 		Files:                b.files,
+		Reserve:              b.reserves[dir],
 		Logger:               b.logger,
 		ProducerIDExpiration: time.Duration(b.Config().Int64("producer.id.expiration.ms")) * time.Millisecond,
 	}

@@ -14,6 +14,7 @@ func (b *Broker) StartLoops() {
 	b.every(ctx, time.Duration(b.Config().Int64("log.retention.check.interval.ms"))*time.Millisecond, b.retentionPass)
 	b.every(ctx, time.Duration(b.Config().Int64("strata.idle.roll.check.interval.ms"))*time.Millisecond, b.rollPass)
 	b.every(ctx, time.Second, b.flushPass)
+	b.every(ctx, time.Second, b.reservePass)
 	if iv := b.Config().Int64("log.flush.offset.checkpoint.interval.ms"); iv > 0 {
 		b.every(ctx, time.Duration(iv)*time.Millisecond, func(time.Time) {
 			if err := b.writeCheckpoints(); err != nil {
@@ -101,6 +102,18 @@ func (b *Broker) flushPass(now time.Time) {
 				continue
 			}
 			p.lastFlush.Store(now.UnixMilli())
+		}
+	}
+}
+
+// reservePass measures each log dir's free space against its reserve
+// (strata.log.min.free.bytes): one statfs per log dir per second, so space
+// taken by others (the metadata store) or freed (retention, an operator)
+// is seen without a system call per append.
+func (b *Broker) reservePass(time.Time) {
+	for dir, r := range b.reserves {
+		if err := r.Measure(); err != nil {
+			b.logger.Warn("measure free space", "dir", dir, "err", err)
 		}
 	}
 }

@@ -172,6 +172,10 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 		}
 	}
 
+	// Room on the disk above the free-space reserve (reserve.go).
+	if err := l.opts.Reserve.take(int64(len(records))); err != nil {
+		return res, fmt.Errorf("append to %s: %w", l.dir, err)
+	}
 	// Roll if needed (Kafka's UnifiedLog.maybeRoll), then assign offsets in place.
 	first := batches[0]
 	incomingLast := l.mark.leo + lastDelta(batches)
@@ -229,6 +233,7 @@ func (l *Log) writeLocked(records []byte, batches []record.Batch, end int64) err
 		return fmt.Errorf("write: %v: %w", err, kerr.KafkaStorageError)
 	}
 	if _, err := f.WriteAt(records, pos); err != nil {
+		l.opts.Reserve.noteWriteError(err)
 		// Leave no byte behind: cut the file back to the last whole batch.
 		if terr := f.Truncate(pos); terr != nil {
 			return l.fail(fmt.Errorf("write failed (%v) and truncate failed: %w", err, terr))

@@ -296,6 +296,9 @@ func (l *Log) AppendAsFollower(records []byte) (AppendResult, error) {
 			pt.openTxn(pid, b.BaseOffset())
 		}
 	}
+	if err := l.opts.Reserve.take(int64(size)); err != nil {
+		return res, fmt.Errorf("append replicated batches to %s: %w", l.dir, err)
+	}
 	if err := l.maybeRollForAppend(int64(size), first.MaxTimestamp(), last.LastOffset(), nowT.UnixMilli(), cfg); err != nil {
 		return res, fmt.Errorf("append replicated batches to %s: %w", l.dir, err)
 	}

@@ -126,6 +126,7 @@ type journal struct {
 	maxSize int64 // strata.log.journal.bytes
 	syncFS  vfs.SyncFS
 	now     func() time.Time
+	space   *Reserve // the log dir's free-space reserve (nil: none)
 
 	// files are open while they exist: from open (a previous run's, for
 	// recovery) to start, and from prepare to release.
@@ -231,6 +232,9 @@ func (j *journal) prepare() {
 	defer j.ckpts.Done()
 	size, err := j.plannedSize()
 	if err == nil {
+		err = j.space.take(2 * size)
+	}
+	if err == nil {
 		err = j.createFiles(size)
 	}
 	j.mu.Lock()
@@ -264,6 +268,8 @@ func (j *journal) plannedSize() (int64, error) {
 	if err != nil {
 		return size, nil // not known: as configured
 	}
+	// The free-space reserve is not the journal's to take.
+	free -= j.space.Min()
 	if share := free / journalDiskShare; share < size {
 		size = share &^ 4095
 		if size < min(j.maxSize, journalMinFileBytes) {

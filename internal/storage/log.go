@@ -34,6 +34,10 @@ type Options struct {
 	// the logs of a dir, DefaultDirFileCache entries), or a private cache
 	// of 4 when the log has its own syncer.
 	Files *FileCache
+	// Reserve is the log dir's free-space reserve (strata.log.min.free.bytes;
+	// nil: none): appends, cleaner output and segment preallocation stop
+	// before the disk's free space falls below it.
+	Reserve *Reserve
 }
 
 // view is an immutable snapshot of what readers may see. A new view is
@@ -841,7 +845,9 @@ func (l *Log) openActive() error {
 	}
 	defer sf.Release()
 	f := sf.f
-	if cfg.Preallocate {
+	if cfg.Preallocate && l.opts.Reserve.take(cfg.SegmentBytes) == nil {
+		// Preallocation only speeds appends up: skipped when it would
+		// reach into the log dir's free-space reserve.
 		l.fsys.Preallocate(f, cfg.SegmentBytes)
 	}
 	// Unlike Kafka, which preallocates the active segment's index files

@@ -88,7 +88,13 @@ func (w *SegmentWriter) Append(batch []byte) error {
 	if h.last-w.seg.base > 1<<31-1 {
 		return fmt.Errorf("cleaned segment %d: offset %d overflows relative offsets", w.seg.base, h.last)
 	}
+	// Cleaner output stops at the free-space reserve too (the cleaning
+	// fails; the log keeps its old segments).
+	if err := w.l.opts.Reserve.take(int64(len(batch))); err != nil {
+		return fmt.Errorf("write cleaned segment %d: %w", w.seg.base, err)
+	}
 	if _, err := w.f.WriteAt(batch, w.size); err != nil {
+		w.l.opts.Reserve.noteWriteError(err)
 		return fmt.Errorf("write cleaned segment %d: %w", w.seg.base, err)
 	}
 	w.bld.add(h, w.size)

@@ -33,7 +33,14 @@ type Syncer struct {
 	// jrnl is the log dir's write-ahead journal (OpenJournal), nil when
 	// every round fsyncs the segment files directly.
 	jrnl *journal
+	// reserve is the log dir's free-space reserve (SetReserve), which the
+	// journal's files stay out of.
+	reserve *Reserve
 }
+
+// SetReserve gives the syncer the log dir's free-space reserve; call it
+// before OpenJournal.
+func (s *Syncer) SetReserve(r *Reserve) { s.reserve = r }
 
 // OpenJournal gives the syncer the write-ahead journal of log dir dir
 // (files of at most fileBytes each, created when a round first spans many
@@ -50,6 +57,7 @@ func (s *Syncer) OpenJournal(fsys vfs.FS, dir string, fileBytes int64) error {
 	if err != nil {
 		return err
 	}
+	j.space = s.reserve
 	s.mu.Lock()
 	s.jrnl = j
 	s.mu.Unlock()
