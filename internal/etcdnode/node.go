@@ -150,7 +150,7 @@ type Config struct {
 	// max-txn-ops, default 128); the controller batches partition changes
 	// up to it.
 	MaxTxnOps uint
-	// QuotaBackendBytes is the backend size quota (etcd's default 2 GiB
+	// QuotaBackendBytes is the backend size quota (DefaultQuotaBackendBytes
 	// when 0).
 	QuotaBackendBytes int64
 	// DefragInterval is how often the member checks whether its backend
@@ -177,6 +177,29 @@ type Node struct {
 	closeErr  error
 }
 
+// Disk use of the metadata store (docs/cluster.md "Disk use of the
+// metadata store"). It shares the first log dir unless metadata.log.dir is
+// set, and etcd stops the process when a WAL or backend write meets a full
+// disk, so its footprint is bounded and the data plane leaves room for it
+// (strata.log.min.free.bytes, storage.Reserve):
+//   - backend (bbolt): at most DefaultQuotaBackendBytes; past it etcd raises
+//     its NOSPACE alarm and refuses writes (a retriable error to clients)
+//     until the member compacts, defragments and disarms it (spaceLoop);
+//     defragmentation copies the live data (at most the quota) once more;
+//   - WAL: segments of wal.SegmentSizeBytes (64 MB, preallocated; etcd
+//     advises against changing it), MaxWALFiles closed ones kept, plus the
+//     active one and one preallocated ahead, with a snapshot (which
+//     releases older segments) every SnapshotCount entries;
+//   - snapshots: MaxSnapFiles membership snapshots of a few KiB.
+const (
+	DefaultQuotaBackendBytes = 256 << 20
+	MaxWALFiles              = 2
+	MaxSnapFiles             = 2
+	SnapshotCount            = 5000
+	// walSegmentBytes is etcd's wal.SegmentSizeBytes (64 MB).
+	walSegmentBytes = 64 * 1000 * 1000
+)
+
 // DefaultMaxTxnOps is the max-txn-ops Strata runs etcd with: large enough
 // that one controller decision about many partitions (a broker's death
 // with a few thousand leaderships) is a handful of transactions.
@@ -199,11 +222,17 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.DefragInterval == 0 {
 		cfg.DefragInterval = 10 * time.Minute
 	}
+	if cfg.QuotaBackendBytes == 0 {
+		cfg.QuotaBackendBytes = DefaultQuotaBackendBytes
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("etcd data dir: %w", err)
+	}
+	if err := checkStartSpace(cfg.Dir); err != nil {
+		return nil, err
 	}
 	ec, err := embedConfig(cfg)
 	if err != nil {
@@ -243,6 +272,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.wg.Add(1)
 		go n.defragLoop()
 	}
+	n.wg.Add(1)
+	go n.spaceLoop()
 	return n, nil
 }
 
@@ -332,6 +363,9 @@ func embedConfig(cfg Config) (*embed.Config, error) {
 	ec.ElectionMs = cfg.Timing.ElectionMs
 	ec.MaxTxnOps = cfg.MaxTxnOps
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	ec.MaxWalFiles = MaxWALFiles
+	ec.MaxSnapFiles = MaxSnapFiles
+	ec.SnapshotCount = SnapshotCount
 	// Metadata is small and changes slowly: keep an hour of history for
 	// watchers that reconnect, and compact the rest (a watcher that falls
 	// further behind reloads everything; see meta.Cache).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -247,6 +248,11 @@ func (s *Store) Load(ctx context.Context) (*View, error) {
 type RetriableError struct{ Err error }
 
 func (e *RetriableError) Error() string {
+	if errors.Is(e.Err, rpctypes.ErrNoSpace) || errors.Is(e.Err, rpctypes.ErrGRPCNoSpace) {
+		// etcd's NOSPACE alarm: the backend reached its quota; the
+		// controllers compact and defragment it (etcdnode spaceLoop).
+		return "metadata store full (its size quota is reached; it is being compacted and defragmented, retry later): " + e.Err.Error()
+	}
 	return "metadata store unavailable (is a majority of the controllers running?): " + e.Err.Error()
 }
 func (e *RetriableError) Unwrap() error { return e.Err }
