@@ -95,10 +95,12 @@ func serve(ctx context.Context, cfg *config.Broker, logger *slog.Logger, timeout
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	// Zero configuration stays the single-node mode: as a one-node cluster
-	// (server.Options.OneNodeCluster) it would lose the disk-full
-	// behaviour (docs/cluster.md "Zero configuration").
-	srv, err := server.New(cfg, logger)
+	// Zero configuration (no KRaft setting) is a one-node cluster: the
+	// same code path as every cluster node, with a single-member metadata
+	// store on a loopback controller port (docs/cluster.md "Zero
+	// configuration"). The log dirs' free-space reserve
+	// (strata.log.min.free.bytes) keeps the store off a full disk.
+	srv, err := server.NewWithOptions(cfg, logger, server.Options{OneNodeCluster: true})
 	if err != nil {
 		return fmt.Errorf("start broker: %w", err)
 	}

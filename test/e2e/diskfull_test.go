@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +32,50 @@ func mountTmpfs(t *testing.T, dir, size string) {
 	})
 }
 
+// reserveBytes is strata.log.min.free.bytes' default: the free space the
+// data plane leaves on a log dir for the metadata store.
+const reserveBytes = 1 << 30
+
+// smallDiskStart is the tmpfs a disk-full test's broker first starts on:
+// room for the one-node cluster's metadata store (etcd preallocates two
+// 64 MB write-ahead log segments), the reserve, and more. tmpfs takes
+// memory only for what is written.
+const smallDiskStart = "1600m"
+
+// diskUsage returns the used and the unprivileged-free bytes of the file
+// system holding dir.
+func diskUsage(t *testing.T, dir string) (used, free int64) {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Blocks-st.Bfree) * st.Bsize, int64(st.Bavail) * st.Bsize
+}
+
+// resizeTmpfs remounts the tmpfs at dir so that the data plane has room
+// bytes left above the free-space reserve: what is used now (logs, the
+// metadata store) + the reserve + room.
+func resizeTmpfs(t *testing.T, dir string, room int64) {
+	t.Helper()
+	used, _ := diskUsage(t, dir)
+	size := (used + reserveBytes + room + 4095) &^ 4095
+	if out, err := exec.Command("mount", "-o", fmt.Sprintf("remount,size=%d", size), dir).CombinedOutput(); err != nil {
+		t.Fatalf("remount %s to %d bytes: %v: %s", dir, size, err, out)
+	}
+}
+
+// startOnSmallDisk mounts a tmpfs at dir, starts a broker on it (a
+// one-node cluster: zero configuration) and shrinks the tmpfs so that the
+// data plane has room bytes before it reaches the free-space reserve.
+func startOnSmallDisk(t *testing.T, dir string, room int64, flags ...string) *proc {
+	t.Helper()
+	mountTmpfs(t, dir, smallDiskStart)
+	p := startBroker(t, dir, flags...)
+	resizeTmpfs(t, dir, room)
+	return p
+}
+
 // bigValue is fill record i: 32 KiB derived from i.
 func bigValue(i int) []byte {
 	r := rand.New(rand.NewPCG(uint64(i), 0xf111))
@@ -42,13 +87,15 @@ func bigValue(i int) []byte {
 	return b
 }
 
-// TestDiskFull runs the broker on a 4 MiB tmpfs, produces until the broker
-// refuses, and checks the error code, that metadata and fetches of existing
-// data keep working, and that producing works again once there is room.
+// TestDiskFull runs the broker (zero configuration: a one-node cluster)
+// on a tmpfs with 4 MiB of room above the free-space reserve, produces
+// until the broker refuses, and checks the error code, that metadata and
+// fetches of existing data keep working, and that producing works again
+// once there is room. The metadata store keeps working throughout: it
+// writes into the reserve.
 func TestDiskFull(t *testing.T) {
 	dir := t.TempDir()
-	mountTmpfs(t, dir, "4m")
-	p := startBroker(t, dir)
+	p := startOnSmallDisk(t, dir, 4<<20)
 	ctx := ctxFor(t, 2*time.Minute)
 	adm := newAdmin(t, p.Kafka)
 	seg := "1048576"
@@ -91,7 +138,7 @@ func TestDiskFull(t *testing.T) {
 		next += 4
 	}
 	if code == 0 {
-		t.Fatalf("broker accepted %d MiB on a 4 MiB tmpfs without an error", next*32>>10)
+		t.Fatalf("broker accepted %d MiB with 4 MiB of room above the reserve without an error", next*32>>10)
 	}
 	t.Logf("disk full after %d acknowledged batches (%d KiB): produce error %d %v", len(acked), len(acked)*128, code, kerr.ErrorForCode(code))
 	if code != kerr.KafkaStorageError.Code {
@@ -163,6 +210,18 @@ func TestDiskFull(t *testing.T) {
 	// The write that failed may have left room behind: take all of it,
 	// so the restart really finds a full disk.
 	p.Kill()
+	// Taken by someone else to the last byte, the disk leaves the
+	// metadata store no room to start: refused with a message, no panic.
+	fillDiskCompletely(t, dir, ".filler-all")
+	if p, err = tryStartBroker(t, dir); err == nil {
+		t.Fatalf("the broker started on a file system with no free byte")
+	} else if !strings.Contains(err.Error(), "MB free to start") || strings.Contains(err.Error(), "panic") {
+		t.Errorf("start on a file system with no free byte: want a refusal naming the free space the metadata store needs, got %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, ".filler-all")); err != nil {
+		t.Fatal(err)
+	}
+	// Full for the data plane (below its reserve): the broker starts.
 	fillDisk(t, dir)
 	p, err = tryStartBroker(t, dir)
 	if err != nil {
@@ -200,9 +259,7 @@ func TestDiskFull(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, ".filler")); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("mount", "-o", "remount,size=64m", dir).CombinedOutput(); err != nil {
-		t.Fatalf("remount bigger: %v: %s", err, out)
-	}
+	resizeTmpfs(t, dir, 64<<20)
 	var last int16 = -1
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,16 +13,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// TestDiskFullDuringCompaction fills a 4 MiB tmpfs with a compacted topic
+// TestDiskFullDuringCompaction fills a tmpfs with 4 MiB of room above the
+// free-space reserve with a compacted topic
 // whose keys are all distinct, so the cleaner must copy nearly everything
 // and runs out of space. The broker must keep serving every acknowledged
 // record byte for byte, and after more room and a restart still hold them
 // all with no cleaner leftovers.
 func TestDiskFullDuringCompaction(t *testing.T) {
 	dir := t.TempDir()
-	mountTmpfs(t, dir, "4m")
 	flags := []string{"--log.cleaner.backoff.ms", "50", "--strata.idle.roll.check.interval.ms", "100"}
-	p := startBroker(t, dir, flags...)
+	p := startOnSmallDisk(t, dir, 4<<20, flags...)
 	ctx := ctxFor(t, 2*time.Minute)
 	cfg := func(s string) *string { return &s }
 	if res, err := newAdmin(t, p.Kafka).CreateTopic(ctx, 1, 1, map[string]*string{
@@ -74,9 +73,7 @@ func TestDiskFullDuringCompaction(t *testing.T) {
 		t.Fatalf("broker died while the cleaner ran out of space:\n%s", p.Log())
 	}
 	check("cleaner out of space")
-	if out, err := exec.Command("mount", "-o", "remount,size=64m", dir).CombinedOutput(); err != nil {
-		t.Fatalf("remount bigger: %v: %s", err, out)
-	}
+	resizeTmpfs(t, dir, 64<<20)
 	check("after remount")
 	allLines := p.Lines()
 	if code := p.Term(); code != 0 {

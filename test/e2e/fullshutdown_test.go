@@ -16,8 +16,7 @@ import (
 // record.
 func TestShutdownOnFullDisk(t *testing.T) {
 	dir := t.TempDir()
-	mountTmpfs(t, dir, "4m")
-	p := startBroker(t, dir)
+	p := startOnSmallDisk(t, dir, 4<<20)
 	ctx := ctxFor(t, 2*time.Minute)
 	seg := "1048576"
 	if res, err := newAdmin(t, p.Kafka).CreateTopic(ctx, 1, 1, map[string]*string{"segment.bytes": &seg}, "fill"); err != nil || res.Err != nil {

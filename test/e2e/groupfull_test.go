@@ -4,7 +4,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -86,9 +85,8 @@ func (g *rawGroup) members(group string) []string {
 // is room the rejoin succeeds.
 func TestGroupWritesOnFullDisk(t *testing.T) {
 	dir := t.TempDir()
-	mountTmpfs(t, dir, "8m")
 	small := []string{"--offsets.topic.num.partitions", "1", "--transaction.state.log.num.partitions", "1"}
-	p := startBroker(t, dir, small...)
+	p := startOnSmallDisk(t, dir, 8<<20, small...)
 	g := dialGroup(t, p.Kafka)
 	inst := "i1"
 	j := g.staticJoin("full-g", inst)
@@ -133,16 +131,44 @@ func TestGroupWritesOnFullDisk(t *testing.T) {
 	}
 }
 
-// fillDisk takes every free byte of the file system holding dir with a
-// hidden filler file (a failed write may have left some room behind).
+// fillDisk takes every free byte above the free-space reserve of the file
+// system holding dir with a hidden filler file, and a little of the
+// reserve: the data plane then finds the disk full, the metadata store
+// still has room.
 func fillDisk(t *testing.T, dir string) {
 	t.Helper()
-	f, err := os.Create(filepath.Join(dir, ".filler"))
+	_, free := diskUsage(t, dir)
+	n := free - reserveBytes + 64<<10
+	if n <= 0 {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".filler"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatalf("filler: %v", err)
 	}
 	defer f.Close()
-	chunk := make([]byte, 4096)
+	chunk := make([]byte, 1<<20)
+	for n > 0 {
+		w := min(n, int64(len(chunk)))
+		if _, err := f.Write(chunk[:w]); err != nil {
+			t.Fatalf("filler: %v", err)
+		}
+		n -= w
+	}
+	_, free = diskUsage(t, dir)
+	t.Logf("disk filled to the reserve: %d bytes free", free)
+}
+
+// fillDiskCompletely takes every free byte of the file system holding dir
+// with the file name (a failed write may leave some room behind).
+func fillDiskCompletely(t *testing.T, dir, name string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatalf("filler: %v", err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
 	for n := len(chunk); n > 0; n /= 2 {
 		for {
 			if _, err := f.Write(chunk[:n]); err != nil {
@@ -150,8 +176,7 @@ func fillDisk(t *testing.T, dir string) {
 			}
 		}
 	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err == nil && st.Bavail > 0 {
-		t.Logf("disk filled: %d bytes still free", st.Bavail*uint64(st.Bsize))
+	if _, free := diskUsage(t, dir); free > 0 {
+		t.Logf("disk filled: %d bytes still free", free)
 	}
 }
