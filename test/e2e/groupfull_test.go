@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -64,6 +65,26 @@ func (g *rawGroup) staticJoin(group, instance string) *kmsg.JoinGroupResponse {
 	return resp
 }
 
+// waitCoordinator asks FindCoordinator for group until the broker
+// answers without an error (generous deadline: a loaded machine).
+func (g *rawGroup) waitCoordinator(group string) {
+	g.t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		f := kmsg.NewPtrFindCoordinatorRequest()
+		f.Version, f.CoordinatorKey = 2, group
+		resp := kmsg.NewPtrFindCoordinatorResponse()
+		g.do(f, resp)
+		if resp.ErrorCode == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("FindCoordinator %s: %v", group, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // members returns the member ids of group.
 func (g *rawGroup) members(group string) []string {
 	d := kmsg.NewPtrDescribeGroupsRequest()
@@ -88,6 +109,9 @@ func TestGroupWritesOnFullDisk(t *testing.T) {
 	small := []string{"--offsets.topic.num.partitions", "1", "--transaction.state.log.num.partitions", "1"}
 	p := startOnSmallDisk(t, dir, 8<<20, small...)
 	g := dialGroup(t, p.Kafka)
+	// A cluster creates __consumer_offsets at the first FindCoordinator
+	// and leads it once the metadata says so: wait for that first.
+	g.waitCoordinator("full-g")
 	inst := "i1"
 	j := g.staticJoin("full-g", inst)
 	if j.ErrorCode != 0 {
@@ -115,6 +139,7 @@ func TestGroupWritesOnFullDisk(t *testing.T) {
 	p.Kill()
 	p = startBroker(t, dir, small...)
 	g = dialGroup(t, p.Kafka)
+	g.waitCoordinator("full-g")
 	if ids := g.members("full-g"); len(ids) != 1 || ids[0] != j.MemberID {
 		t.Errorf("after a restart: members %v, want [%s]", ids, j.MemberID)
 	}
