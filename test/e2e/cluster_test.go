@@ -737,10 +737,13 @@ func TestClusterFourNodes(t *testing.T) {
 }
 
 // TestClusterAdoptsSingleNodeDir: a log directory written by a
-// zero-configuration single node (topics, records, a group's committed
-// offsets, a SCRAM user) is adopted when the node starts again with the
-// KRaft settings of a one-controller cluster: same topic ids, every record
-// and offset, the user; and the cluster goes on (new topic, produce).
+// zero-configuration node (a one-node cluster on a loopback controller
+// port: topics, records, a group's committed offsets, a SCRAM user) is
+// taken over when the node starts again with the explicit KRaft settings
+// of a one-controller cluster: same topic ids, every record and offset,
+// the user; and the cluster goes on (new topic, produce). The adoption of
+// a directory written by the single-node mode (no metadata store) is
+// internal/server's TestZeroConfigAdoptsSingleNodeDir.
 func TestClusterAdoptsSingleNodeDir(t *testing.T) {
 	dir := t.TempDir()
 	ctx := ctxFor(t, 2*time.Minute)

@@ -56,6 +56,7 @@ func TestMetadataWritesOnFullDisk(t *testing.T) {
 		t.Fatalf("filling the disk ended with error %d (%v), want KAFKA_STORAGE_ERROR", code, kerr.ErrorForCode(code))
 	}
 	fillDisk(t, dir)
+	waitLine(t, p, reserveLowMsg)
 
 	// CreateTopics of 300 topics in one request (the request that ended
 	// a one-node cluster on a full disk before the reserve).

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,6 +128,9 @@ func TestGroupWritesOnFullDisk(t *testing.T) {
 		t.Fatalf("sync: %v", kerr.ErrorForCode(sr.ErrorCode))
 	}
 	fillDisk(t, dir)
+	// The broker measures its free space every second: wait until it saw
+	// the disk full.
+	waitLine(t, p, reserveLowMsg)
 
 	// The static member restarts: its new member id cannot be stored.
 	if j2 := g.staticJoin("full-g", inst); j2.ErrorCode != kerr.NotCoordinator.Code {
@@ -147,12 +151,43 @@ func TestGroupWritesOnFullDisk(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, ".filler")); err != nil {
 		t.Fatal(err)
 	}
-	j3 := g.staticJoin("full-g", inst)
-	if j3.ErrorCode != 0 {
-		t.Fatalf("rejoin with room: %v", kerr.ErrorForCode(j3.ErrorCode))
+	// The broker sees the room at its next measure (at most a second
+	// later): the member retries as a client would.
+	var j3 *kmsg.JoinGroupResponse
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		j3 = g.staticJoin("full-g", inst)
+		if j3.ErrorCode == 0 {
+			break
+		}
+		if j3.ErrorCode != kerr.NotCoordinator.Code || time.Now().After(deadline) {
+			t.Fatalf("rejoin with room: %v", kerr.ErrorForCode(j3.ErrorCode))
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	if ids := g.members("full-g"); len(ids) != 1 || ids[0] != j3.MemberID {
 		t.Errorf("after the rejoin: members %v, want [%s]", ids, j3.MemberID)
+	}
+}
+
+// reserveLowMsg is logged when a log dir's free space is found below its
+// reserve (strata.log.min.free.bytes).
+const reserveLowMsg = "log dir is below its free-space reserve"
+
+// waitLine waits until p has logged a line containing s.
+func waitLine(t *testing.T, p *proc, s string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		for _, l := range p.Lines() {
+			if strings.Contains(l, s) {
+				return
+			}
+		}
+		if time.Now().After(deadline) || !p.Alive() {
+			t.Fatalf("strata did not log %q:\n%s", s, p.Log())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
