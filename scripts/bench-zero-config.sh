@@ -6,7 +6,8 @@
 # 1 KiB produce (strata bench produce) and one CreateTopics request of
 # 1,000 one-partition topics (strata topic create t1 ... t1000); per round
 # the disk's fsync'ed append rate (dd, 1 MiB writes with O_DSYNC) as the
-# ceiling of durable produce. Usage:
+# ceiling of durable produce; then the start time on that data after
+# kill -9 and after a clean shutdown. Usage:
 #   scripts/bench-zero-config.sh BIN [BIN2] [ROUNDS] [COUNT]
 set -euo pipefail
 bin=$1 bin2=${2:-} rounds=${3:-3} count=${4:-100000}
@@ -37,10 +38,24 @@ run() { # name bin mode
   else
     create="failed_after_$(( ($(date +%s%N) - c0) / 1000000 ))($(grep -c . "$work/create.out")_errors)"
   fi
+  # Restart times on the data just written: after kill -9 (log recovery)
+  # and after a clean shutdown, until the broker answers a topic list.
+  kill -KILL $pid; wait $pid 2>/dev/null || true
+  t0=$(date +%s%N)
+  "$b" serve "${args[@]}" >>"$work/$name.log" 2>&1 &
+  pid=$!
+  until "$b" topic list --brokers "127.0.0.1:$port" >/dev/null 2>&1; do sleep 0.05; done
+  local killstart=$(( ($(date +%s%N) - t0) / 1000000 ))
+  kill -TERM $pid; wait $pid || true
+  t0=$(date +%s%N)
+  "$b" serve "${args[@]}" >>"$work/$name.log" 2>&1 &
+  pid=$!
+  until "$b" topic list --brokers "127.0.0.1:$port" >/dev/null 2>&1; do sleep 0.05; done
+  local cleanstart=$(( ($(date +%s%N) - t0) / 1000000 ))
   kill -TERM $pid; wait $pid || true
   local rps=$(echo "$out" | sed -n 's/.*"records_per_sec":\([0-9.]*\).*/\1/p')
   local mbps=$(echo "$out" | sed -n 's/.*"mb_per_sec":\([0-9.]*\).*/\1/p')
-  printf '%-12s start_ms=%-6s produce_rec_s=%-10s produce_MB_s=%-8s create1000_ms=%s\n' "$name" "$started" "$rps" "$mbps" "$create"
+  printf '%-12s start_ms=%-6s produce_rec_s=%-10s produce_MB_s=%-8s create1000_ms=%-8s kill9_start_ms=%-6s clean_start_ms=%s\n' "$name" "$started" "$rps" "$mbps" "$create" "$killstart" "$cleanstart"
 }
 disk() {
   local out

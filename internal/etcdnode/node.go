@@ -188,7 +188,8 @@ type Node struct {
 //     defragmentation copies the live data (at most the quota) once more;
 //   - WAL: segments of wal.SegmentSizeBytes (64 MB, preallocated; etcd
 //     advises against changing it), MaxWALFiles closed ones kept, plus the
-//     active one and one preallocated ahead, with a snapshot (which
+//     active one and the ones preallocated ahead (0.tmp, 1.tmp), with a
+//     snapshot (which
 //     releases older segments) every SnapshotCount entries;
 //   - snapshots: MaxSnapFiles membership snapshots of a few KiB.
 const (
