@@ -124,9 +124,16 @@ func TestTxnCrash(t *testing.T) {
 	}
 	fin.Close()
 
-	seen := readCommittedTxns(t, ctx, p.Kafka, "txn")
 	mu.Lock()
 	defer mu.Unlock()
+	seen := readCommittedTxns(t, ctx, p.Kafka, "txn", func(counts map[int]int) bool {
+		for txn, oc := range outcomes {
+			if oc == txnCommitted && counts[txn] < perTxn {
+				return false
+			}
+		}
+		return true
+	})
 	var committed, aborted, unknownWhole, unknownGone int
 	for txn, oc := range outcomes {
 		n := seen[txn]
@@ -175,9 +182,14 @@ func runOneTxn(ctx context.Context, cl *kgo.Client, txn, n int, commit bool) boo
 	return cl.EndTransaction(ectx, kgo.TransactionEndTry(commit)) == nil
 }
 
-// readCommittedTxns reads topic at READ_COMMITTED until a poll stays
-// empty for two seconds and counts the records of each transaction number.
-func readCommittedTxns(t *testing.T, ctx context.Context, addr, topic string) map[int]int {
+// readCommittedTxns reads topic at READ_COMMITTED and counts the records
+// of each transaction number. It reads until a poll of 2 s brings nothing once complete(counts) holds
+// (every committed transaction seen whole), or for at most 60 s without
+// it: the broker, just restarted, may take a while to serve the first
+// fetch on a loaded machine (a one-node cluster elects its partitions'
+// leaders after it registers), which a fixed 2 s wait took for an empty
+// topic.
+func readCommittedTxns(t *testing.T, ctx context.Context, addr, topic string, complete func(map[int]int) bool) map[int]int {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -186,11 +198,12 @@ func readCommittedTxns(t *testing.T, ctx context.Context, addr, topic string) ma
 	}
 	defer cl.Close()
 	counts := map[int]int{}
+	deadline := time.Now().Add(60 * time.Second)
 	for ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		fs := cl.PollFetches(pctx)
 		cancel()
-		if len(fs.Records()) == 0 {
+		if len(fs.Records()) == 0 && (complete(counts) || time.Now().After(deadline)) {
 			break
 		}
 		fs.EachRecord(func(r *kgo.Record) {
