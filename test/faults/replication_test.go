@@ -50,7 +50,7 @@ func startReplicatedOn(t *testing.T, ctx context.Context, addrs, ctls, advertise
 	for i := range ctls {
 		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ctls[i]))
 	}
-	base := t.TempDir()
+	base := clusterDir(t)
 	procs := make([]*faults.Proc, n)
 	for i := range procs {
 		dir := filepath.Join(base, fmt.Sprintf("node-%d", i+1))
@@ -105,6 +105,21 @@ func startReplicatedOn(t *testing.T, ctx context.Context, addrs, ctls, advertise
 		}
 	}
 	return procs
+}
+
+// clusterDir is where a test's cluster keeps its nodes' data and logs: a
+// temporary directory, or a new directory under $STRATA_FAULTS_OUT/<test>
+// when set, so a failed run's broker logs outlive the test.
+func clusterDir(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("STRATA_FAULTS_OUT") == "" {
+		return t.TempDir()
+	}
+	dir, err := os.MkdirTemp(artifacts(t), "cluster-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // leaderOf returns the index of the broker leading topic's partition p,

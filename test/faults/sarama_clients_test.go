@@ -97,13 +97,59 @@ func (h *saramaMemberHandler) Cleanup(sarama.ConsumerGroupSession) error { retur
 func (h *saramaMemberHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
 	for m := range c.Messages() {
 		h.emit(event{Event: "record", TS: nowMicros(), Partition: m.Partition, Offset: m.Offset, Value: string(m.Value)})
-		if err := h.commit(s, m.Partition, m.Offset+1); err != nil {
-			saramaEmitErr(h.emit, "commit", err)
+		if err := h.commitRetrying(s, m.Partition, m.Offset+1); err != nil {
 			continue
 		}
 		h.emit(event{Event: "committed", TS: nowMicros(), Partition: m.Partition, Offset: m.Offset + 1})
 	}
 	return nil
+}
+
+// commitRetrying commits offset for partition p, retrying every 250 ms
+// while the failure is retriable (the coordinator moving or loading, the
+// connection to it lost) and the session lasts, as Java's commitSync
+// retries retriable errors until its timeout. Each failure is printed.
+// Without the retry, a member that read the last records of a partition
+// while the coordinator moved (each commit answered NOT_COORDINATOR or
+// COORDINATOR_LOAD_IN_PROGRESS) left them uncommitted for good: sarama
+// keeps its session through a coordinator move (the new coordinator keeps
+// the generation, as Kafka's), so no rebalance hands the partition to a
+// member that would read and commit them again.
+func (h *saramaMemberHandler) commitRetrying(s sarama.ConsumerGroupSession, p int32, offset int64) error {
+	for {
+		err := h.commit(s, p, offset)
+		if err == nil {
+			return nil
+		}
+		saramaEmitErr(h.emit, "commit", err)
+		if !saramaCommitRetriable(err) {
+			return err
+		}
+		select {
+		case <-s.Context().Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// saramaCommitRetriable reports whether an OffsetCommit failure is worth
+// retrying in the same generation: a connection error, or the coordinator
+// moving (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE), loading
+// (COORDINATOR_LOAD_IN_PROGRESS) or timing out (REQUEST_TIMED_OUT).
+// ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID and REBALANCE_IN_PROGRESS end the
+// retries: the partition may belong to another member now.
+func saramaCommitRetriable(err error) bool {
+	var kerr sarama.KError
+	if !errors.As(err, &kerr) {
+		return true // no Kafka error code: the request did not get an answer
+	}
+	switch kerr {
+	case sarama.ErrNotCoordinatorForConsumer, sarama.ErrConsumerCoordinatorNotAvailable,
+		sarama.ErrOffsetsLoadInProgress, sarama.ErrRequestTimedOut:
+		return true
+	}
+	return false
 }
 
 // commit sends OffsetCommit v2 for the session's generation to the group's
