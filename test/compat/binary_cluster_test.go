@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/faults"
 	"github.com/strata-io/strata/internal/freeport"
@@ -50,73 +52,102 @@ func strataBinary(t *testing.T) string {
 	return binaryPath
 }
 
-// startBinaryCluster starts three `strata serve` processes forming one
-// cluster: nodes 1 and 2 combined (broker and controller: the metadata
-// store's voters), node 3 broker-only (process.roles=broker), topics
-// replicated three times by default with min.insync.replicas=2. It returns
-// the broker-only node's Kafka address once DescribeCluster through it
-// lists all three brokers.
-func startBinaryCluster(t *testing.T, ctx context.Context, bin string) string {
+// binaryCluster is a cluster of `strata serve` processes of the built
+// binary: nodes 1..combined are combined (broker and controller: the
+// metadata store's voters), the last node is broker-only.
+type binaryCluster struct {
+	procs []*faults.Proc
+	kafka []string // Kafka address of node i+1
+	// boot is the broker-only node's Kafka address, the only one the
+	// clients are given.
+	boot string
+}
+
+// startBinaryCluster starts combined combined nodes and one broker-only
+// node, topics replicated three times by default with
+// min.insync.replicas=2, and returns once DescribeCluster through the
+// broker-only node lists every broker. Flags in extra are added to every
+// node's command line.
+func startBinaryCluster(t *testing.T, ctx context.Context, bin string, combined int, extra ...string) *binaryCluster {
 	t.Helper()
 	base := t.TempDir()
-	kafkaAddrs := []string{freeport.Addr(t), freeport.Addr(t), freeport.Addr(t)}
-	ctls := []string{freeport.Addr(t), freeport.Addr(t)}
-	voters := fmt.Sprintf("1@%s,2@%s", ctls[0], ctls[1])
+	n := combined + 1
+	c := &binaryCluster{}
+	var ctls, voters []string
+	for i := range n {
+		c.kafka = append(c.kafka, freeport.Addr(t))
+		if i < combined {
+			ctls = append(ctls, freeport.Addr(t))
+			voters = append(voters, fmt.Sprintf("%d@%s", i+1, ctls[i]))
+		}
+	}
 	common := []string{
 		"--controller.listener.names", "CONTROLLER",
-		"--controller.quorum.voters", voters,
+		"--controller.quorum.voters", strings.Join(voters, ","),
 		"--default.replication.factor", "3",
 		"--min.insync.replicas", "2",
 		"--group.initial.rebalance.delay.ms", "0",
 		"--strata.metrics.listener", "127.0.0.1:0",
 		"--strata.log.format", "json",
 	}
-	var procs []*faults.Proc
-	for i := range 3 {
+	for i := range n {
 		dir := filepath.Join(base, fmt.Sprintf("node-%d", i+1))
 		args := []string{"serve", "--node.id", fmt.Sprint(i + 1), "--log.dirs", dir}
-		if i < 2 {
+		if i < combined {
 			args = append(args, "--process.roles", "broker,controller",
-				"--listeners", fmt.Sprintf("PLAINTEXT://%s,CONTROLLER://%s", kafkaAddrs[i], ctls[i]))
+				"--listeners", fmt.Sprintf("PLAINTEXT://%s,CONTROLLER://%s", c.kafka[i], ctls[i]))
 		} else {
-			args = append(args, "--process.roles", "broker", "--listeners", "PLAINTEXT://"+kafkaAddrs[i])
+			args = append(args, "--process.roles", "broker", "--listeners", "PLAINTEXT://"+c.kafka[i])
 		}
-		procs = append(procs, faults.NewProc(faults.ProcSpec{Name: fmt.Sprintf("node-%d", i+1), Path: bin,
-			Args: append(args, common...), Dir: base, Ready: faults.StrataReady, LogPath: dir + ".log"}))
+		args = append(append(args, common...), extra...)
+		c.procs = append(c.procs, faults.NewProc(faults.ProcSpec{Name: fmt.Sprintf("node-%d", i+1), Path: bin,
+			Args: args, Dir: base, Ready: faults.StrataReady, LogPath: dir + ".log"}))
 	}
 	t.Cleanup(func() {
-		for i, p := range procs {
+		for i, p := range c.procs {
 			p.Stop()
 			if t.Failed() {
 				t.Logf("node-%d log: %s", i+1, filepath.Join(base, fmt.Sprintf("node-%d.log", i+1)))
 			}
 		}
 	})
-	// The controllers wait for each other (a quorum) before serving.
-	errs := make(chan error, len(procs))
-	for _, p := range procs {
+	c.startAll(t, ctx)
+	c.boot = c.kafka[n-1]
+	c.waitBrokers(t, ctx)
+	return c
+}
+
+// startAll starts every node at once: the controllers wait for each other
+// (a quorum) before serving.
+func (c *binaryCluster) startAll(t *testing.T, ctx context.Context) {
+	t.Helper()
+	errs := make(chan error, len(c.procs))
+	for _, p := range c.procs {
 		go func() { errs <- p.Start(ctx) }() // owner: this call, which reads every result
 	}
-	for range procs {
+	for range c.procs {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
-	boot := kafkaAddrs[2]
-	adm := bootAdmin(t, boot)
-	waitFor(t, "three brokers registered", 90*time.Second, func() error {
+}
+
+// waitBrokers waits until the broker-only node lists every node.
+func (c *binaryCluster) waitBrokers(t *testing.T, ctx context.Context) {
+	t.Helper()
+	adm := bootAdmin(t, c.kafka[len(c.kafka)-1])
+	waitFor(t, fmt.Sprintf("%d brokers registered", len(c.procs)), 90*time.Second, func() error {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		bs, err := adm.ListBrokers(qctx)
 		if err != nil {
 			return err
 		}
-		if len(bs) != 3 {
+		if len(bs) != len(c.procs) {
 			return fmt.Errorf("brokers %v", bs.NodeIDs())
 		}
 		return nil
 	})
-	return boot
 }
 
 // bootAdmin is a franz-go admin client seeded with boot only.
@@ -131,17 +162,19 @@ func bootAdmin(t *testing.T, boot string) *kadm.Client {
 }
 
 // TestBinaryClusterClients: every driver (sarama, kafka-go, kcat,
-// confluent-kafka-python, kafka-python, kafkajs) against three processes
-// of the built binary, two combined nodes and one broker-only node, each
-// client given only the broker-only node's address. Per client: admin
-// (create a three-partition topic with replication factor 3 through its
-// own CreateTopics where it has one, list, describe its configs), produce
-// to every partition (Metadata through the broker-only node leads the
-// client to each partition's leader), read a partition back, consume the
-// whole topic in a group and commit (the committed offsets checked with
-// kadm), an idempotent produce where the client has one, and delete the
-// topic where it can. kafka-go's and kcat's admin gaps are filled with
-// kadm (kcat has no admin API).
+// confluent-kafka-python, kafka-python, kafkajs) against four processes
+// of the built binary, three combined nodes and one broker-only node
+// (issue 11's layout), each client given only the broker-only node's
+// address. Per client: admin (create a three-partition topic with
+// replication factor 3 through its own CreateTopics where it has one,
+// list, describe its configs), produce to every partition (Metadata
+// through the broker-only node leads the client to each partition's
+// leader; a produce sent elsewhere is refused), read a partition back,
+// consume the whole topic in a group and commit (the committed offsets
+// checked with kadm), an idempotent produce where the client has one, and
+// delete the topic where it can. kafka-go's and kcat's admin gaps are
+// filled with kadm (kcat has no admin API). The clients' topics, created
+// together, have their leaders on every one of the four brokers.
 func TestBinaryClusterClients(t *testing.T) {
 	if targetKfake() {
 		t.Skip("kfake is one broker, not the binary")
@@ -149,18 +182,48 @@ func TestBinaryClusterClients(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	t.Cleanup(cancel) // after the parallel subtests
-	boot := startBinaryCluster(t, ctx, strataBinary(t))
-	adm := bootAdmin(t, boot)
+	c := startBinaryCluster(t, ctx, strataBinary(t), 3)
+	adm := bootAdmin(t, c.boot)
 	clients := []*Client{saramaClient(), kafkaGoClient(), kcatClient(t), confluentClient(t), kafkaPythonClient(t), kafkaJSClient(t)}
-	for _, cl := range clients {
-		t.Run(cl.Name, func(t *testing.T) {
-			t.Parallel()
-			binaryClusterChecks(t, ctx, adm, boot, cl)
-		})
+	leaders := &leaderTally{per: map[int32]int{}}
+	t.Run("clients", func(t *testing.T) {
+		for _, cl := range clients {
+			t.Run(cl.Name, func(t *testing.T) {
+				t.Parallel()
+				binaryClusterChecks(t, ctx, adm, c.boot, cl, leaders)
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	if per := leaders.snapshot(); len(per) != len(c.procs) {
+		t.Errorf("the clients' topics are led by brokers %v, want all %d", per, len(c.procs))
+	} else {
+		t.Logf("partitions led per broker: %v", per)
 	}
 }
 
-func binaryClusterChecks(t *testing.T, ctx context.Context, adm *kadm.Client, boot string, cl *Client) {
+// leaderTally counts, per broker, the partitions of the clients' topics it
+// led when they were created.
+type leaderTally struct {
+	mu  sync.Mutex
+	per map[int32]int
+}
+
+func (l *leaderTally) add(leader int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.per[leader]++
+}
+
+func (l *leaderTally) snapshot() map[int32]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.per)
+}
+
+func binaryClusterChecks(t *testing.T, ctx context.Context, adm *kadm.Client, boot string, cl *Client, leaders *leaderTally) {
 	const partitions, perPart = 3, 5
 	topic, group := "rf3-"+cl.Name, "rf3-group-"+cl.Name
 	// Admin.
@@ -184,6 +247,9 @@ func binaryClusterChecks(t *testing.T, ctx context.Context, adm *kadm.Client, bo
 			if p.Err != nil || p.Leader < 0 || len(p.Replicas) != 3 || len(p.ISR) != 3 {
 				return fmt.Errorf("partition %d: leader %d replicas %v isr %v err %v", p.Partition, p.Leader, p.Replicas, p.ISR, p.Err)
 			}
+		}
+		for _, p := range ps {
+			leaders.add(p.Leader)
 		}
 		return nil
 	})
@@ -278,4 +344,217 @@ func binaryClusterChecks(t *testing.T, ctx context.Context, adm *kadm.Client, bo
 			return nil
 		})
 	}
+}
+
+// TestBinaryClusterControllerKill (STRATA_LONG=1): issue 11's other
+// clauses with every driver, on three combined nodes and a broker-only
+// fourth (broker.session.timeout.ms 4000). Each client creates a topic
+// with a topic config (retention.ms) through its own admin API (kadm for
+// kcat) and produces to every partition. Then the active controller
+// (Metadata's controller id) is killed with SIGKILL: each client's own
+// CreateTopics is retried until it succeeds, and the time from the kill
+// is logged against broker.session.timeout.ms + 5 s (measured, not
+// asserted: the machine's load decides it). The killed node is started
+// again; then every node is stopped (SIGTERM, all at once) and started
+// again, and each client finds its topics, the config and every record.
+func TestBinaryClusterControllerKill(t *testing.T) {
+	if targetKfake() {
+		t.Skip("kfake is one broker, not the binary")
+	}
+	if os.Getenv("STRATA_LONG") != "1" {
+		t.Skip("four processes, a controller failover and a full restart per run: STRATA_LONG=1 (TestClusterFourNodes in test/e2e covers the same clauses with franz-go by default)")
+	}
+	t.Parallel()
+	const session = 4 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel) // after the parallel subtests
+	c := startBinaryCluster(t, ctx, strataBinary(t), 3,
+		"--broker.session.timeout.ms", fmt.Sprint(session.Milliseconds()), "--broker.heartbeat.interval.ms", "1000")
+	adm := bootAdmin(t, c.boot)
+	clients := []*Client{saramaClient(), kafkaGoClient(), kcatClient(t), confluentClient(t), kafkaPythonClient(t), kafkaJSClient(t)}
+	const partitions, perPart = 3, 4
+	retention := map[string]string{"retention.ms": "7200000"}
+	create := func(t *testing.T, cl *Client, topic string) Result {
+		if cl.can(opCreate) {
+			return cl.Do(t, c.boot, Op{Op: opCreate, Topic: topic, Partitions: partitions, ReplicationFactor: 3, Configs: retention})
+		}
+		r, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"retention.ms": kmsg.StringPtr(retention["retention.ms"])}, topic)
+		if err == nil {
+			err = r.Err
+		}
+		if err != nil {
+			return Result{ErrorCode: -1, Error: err.Error()}
+		}
+		return Result{}
+	}
+	value := func(cl *Client, p int32, i int) string { return fmt.Sprintf("%s-p%d-%d", cl.Name, p, i) }
+	t.Run("before", func(t *testing.T) {
+		for _, cl := range clients {
+			t.Run(cl.Name, func(t *testing.T) {
+				t.Parallel()
+				topic := "kept-" + cl.Name
+				if r := create(t, cl, topic); r.ErrorCode != 0 {
+					t.Fatalf("create %s: %d %s", topic, r.ErrorCode, r.Error)
+				}
+				waitReplicated(t, ctx, adm, topic, partitions)
+				for p := int32(0); p < partitions; p++ {
+					var recs []Rec
+					for i := 0; i < perPart; i++ {
+						v := value(cl, p, i)
+						recs = append(recs, Rec{Value: &v, Partition: p})
+					}
+					cl.Must(t, c.boot, Op{Op: opProduce, Topic: topic, Partition: p, Records: recs})
+				}
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	// kill -9 of the active controller; every client's CreateTopics works
+	// again once another controller took over.
+	ctl := int32(-1)
+	waitFor(t, "the active controller", 60*time.Second, func() error {
+		qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer qcancel()
+		md, err := adm.BrokerMetadata(qctx)
+		if err != nil {
+			return err
+		}
+		if md.Controller < 1 || int(md.Controller) > len(c.procs)-1 {
+			return fmt.Errorf("controller id %d is not a combined node", md.Controller)
+		}
+		ctl = md.Controller
+		return nil
+	})
+	victim := c.procs[ctl-1]
+	killed := time.Now()
+	if err := victim.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kill -9 of node %d, the active controller", ctl)
+	t.Run("after-kill", func(t *testing.T) {
+		for _, cl := range clients {
+			t.Run(cl.Name, func(t *testing.T) {
+				t.Parallel()
+				topic := "after-" + cl.Name
+				var last Result
+				waitFor(t, cl.Name+"'s CreateTopics after the controller's kill", 3*time.Minute, func() error {
+					last = create(t, cl, topic)
+					if last.ErrorCode != 0 && last.ErrorCode != 36 { // TOPIC_ALREADY_EXISTS: an earlier try's answer was lost
+						return fmt.Errorf("create %s: %d %s", topic, last.ErrorCode, last.Error)
+					}
+					return nil
+				})
+				took := time.Since(killed)
+				verdict := "within"
+				if took > session+5*time.Second {
+					verdict = "NOT within"
+				}
+				t.Logf("%s: CreateTopics works %.1fs after kill -9 of the active controller (%s broker.session.timeout.ms + 5 s = %v)",
+					cl.Name, took.Seconds(), verdict, session+5*time.Second)
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	if err := victim.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.waitBrokers(t, ctx)
+	// Stop every node at once (one by one, the last ones' shutdowns would
+	// wait for a quorum that is gone), then start them all again.
+	errs := make(chan error, len(c.procs))
+	for _, p := range c.procs {
+		go func() { errs <- p.Term(ctx) }() // owner: this test, which reads every result
+	}
+	for range c.procs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range c.procs {
+		if err := p.ExitErr(); err != nil {
+			t.Errorf("%s after SIGTERM: %v", p.Name(), err)
+		}
+	}
+	c.startAll(t, ctx)
+	c.waitBrokers(t, ctx)
+	t.Logf("every node stopped and started again")
+	t.Run("after-restart", func(t *testing.T) {
+		for _, cl := range clients {
+			t.Run(cl.Name, func(t *testing.T) {
+				t.Parallel()
+				topic := "kept-" + cl.Name
+				for _, tp := range []string{topic, "after-" + cl.Name} {
+					waitReplicated(t, ctx, adm, tp, partitions)
+				}
+				if cl.can(opList) {
+					r := cl.Must(t, c.boot, Op{Op: opList})
+					if !slices.Contains(r.Topics, topic) || !slices.Contains(r.Topics, "after-"+cl.Name) {
+						t.Errorf("list_topics after the restart: %v", r.Topics)
+					}
+				}
+				if cl.can(opDescribe) {
+					if got := cl.Must(t, c.boot, Op{Op: opDescribe, Topic: topic}).Configs["retention.ms"]; got != retention["retention.ms"] {
+						t.Errorf("retention.ms of %s after the restart: %q", topic, got)
+					}
+				} else {
+					rc, err := adm.DescribeTopicConfigs(ctx, topic)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if v, err := rc.On(topic, nil); err != nil || !hasConfig(v.Configs, "retention.ms", retention["retention.ms"]) {
+						t.Errorf("retention.ms of %s after the restart: %v %+v", topic, err, v.Configs)
+					}
+				}
+				for p := int32(0); p < partitions; p++ {
+					got := cl.Must(t, c.boot, Op{Op: opFetch, Topic: topic, Partition: p, Offset: -2, Max: perPart}).Records
+					if len(got) != perPart {
+						t.Fatalf("partition %d after the restart: %d records, want %d: %v", p, len(got), perPart, got)
+					}
+					for i, r := range got {
+						if r.Value == nil || *r.Value != value(cl, p, i) || r.Offset != int64(i) {
+							t.Fatalf("partition %d record %d after the restart: %v", p, i, r)
+						}
+					}
+				}
+			})
+		}
+	})
+}
+
+// waitReplicated waits until topic has partitions partitions, each led
+// with three replicas in sync.
+func waitReplicated(t *testing.T, ctx context.Context, adm *kadm.Client, topic string, partitions int) {
+	t.Helper()
+	waitFor(t, topic+": three replicas in sync on every partition", 90*time.Second, func() error {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		md, err := adm.Metadata(qctx, topic)
+		if err != nil {
+			return err
+		}
+		ps := md.Topics[topic].Partitions
+		if len(ps) != partitions {
+			return fmt.Errorf("%d partitions", len(ps))
+		}
+		for _, p := range ps {
+			if p.Err != nil || p.Leader < 0 || len(p.Replicas) != 3 || len(p.ISR) != 3 {
+				return fmt.Errorf("partition %d: leader %d replicas %v isr %v err %v", p.Partition, p.Leader, p.Replicas, p.ISR, p.Err)
+			}
+		}
+		return nil
+	})
+}
+
+// hasConfig reports whether configs hold key = value.
+func hasConfig(configs []kadm.Config, key, value string) bool {
+	for _, c := range configs {
+		if c.Key == key {
+			return c.MaybeValue() == value
+		}
+	}
+	return false
 }

@@ -107,6 +107,16 @@ func kgoConsumerProtocolFaults() faultClient {
 	return faultClient{name: "franz-go-kip848", member: kgoConsumerProtocolMember, groupType: "consumer"}
 }
 
+// kgoClassicFaults is franz-go as members of a classic group (JoinGroup,
+// SyncGroup, Heartbeat; its default cooperative-sticky balancer, the
+// leader member assigns).
+func kgoClassicFaults() faultClient {
+	return faultClient{name: "franz-go", member: kgoClassicMember, groupType: "classic"}
+}
+
+// kgoClassicMember is kgoConsumerProtocolMember in a classic group.
+func kgoClassicMember(op clientOp) role { return kgoMember(op, false) }
+
 // kgoConsumerProtocolMember is a franz-go member of a consumer-protocol
 // group that commits each record (CommitRecords, with its member id and
 // epoch) after printing it; assignments are printed as they come
@@ -116,8 +126,13 @@ func kgoConsumerProtocolFaults() faultClient {
 // committed under its next member id and epoch, which the coordinator
 // accepts (the commit is checked against the member's epoch, not its
 // partitions, as Kafka's), rolling back the new owner's commits. franz-go
-// rejoins by itself when the coordinator goes away.
-func kgoConsumerProtocolMember(op clientOp) role {
+// rejoins by itself when the coordinator goes away, and CommitRecords
+// retries retriable failures (the coordinator moving or loading).
+func kgoConsumerProtocolMember(op clientOp) role { return kgoMember(op, true) }
+
+// kgoMember is a franz-go group member of a consumer-protocol (KIP-848)
+// or a classic group (see kgoConsumerProtocolMember).
+func kgoMember(op clientOp, consumerProtocol bool) role {
 	return func(ctx context.Context, emit func(event)) error {
 		assigned := func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 			ps := slices.Clone(m[op.Topic])
@@ -140,9 +155,11 @@ func kgoConsumerProtocolMember(op clientOp) role {
 			prefix := fmt.Sprintf("[%p] ", lf) // one per member incarnation
 			opts = append(opts, kgo.WithLogger(kgo.BasicLogger(lf, kgo.LogLevelDebug, func() string { return prefix })))
 		}
+		if consumerProtocol {
+			opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()))
+		}
 		cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(strings.Split(op.Bootstrap, ",")...),
 			kgo.ConsumerGroup(op.Group), kgo.ConsumeTopics(op.Topic),
-			kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()),
 			kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 			kgo.OnPartitionsAssigned(assigned), kgo.OnPartitionsRevoked(revoked), kgo.OnPartitionsLost(lost),
 			kgo.FetchMaxWait(200*time.Millisecond), kgo.RetryTimeout(60*time.Second),

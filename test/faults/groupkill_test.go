@@ -14,7 +14,7 @@ import (
 
 // TestGroupCoordinatorKillClients: three broker processes, RF=3
 // (min.insync.replicas=2), and for each client library (sarama,
-// confluent-kafka-python, kafkajs) a group of three consumer processes
+// confluent-kafka-python, kafkajs, franz-go) a group of three consumers
 // reading a six-partition topic and committing each record synchronously
 // after reading it. Once they have committed some records the broker
 // coordinating their group (the leader of the group's __consumer_offsets
@@ -34,19 +34,22 @@ import (
 //   - every record is consumed, and the group ends committed at the end of
 //     every partition.
 //
-// CI's default run: one kill under kafkajs members (the coordinator's
-// failover is the same whatever the client; sarama's and
-// confluent-kafka-python's consumer groups also live through a broker kill
-// in TestTransactionKillClients' pipelines). STRATA_LONG=1: sarama,
-// confluent-kafka-python and kafkajs in turn, the coordinator killed three
-// times each with more records.
+// CI's default run: one kill under sarama members, then one under
+// kafkajs members (the coordinator's failover is the same whatever the
+// client; confluent-kafka-python's consumer group also lives through a
+// broker kill in TestTransactionKillClients' pipelines). sarama keeps its
+// session through a coordinator move (the generation is kept, as Kafka
+// keeps it), so its members must retry a commit the moving coordinator
+// refused (saramaMemberHandler.commitRetrying). STRATA_LONG=1: sarama,
+// confluent-kafka-python, kafkajs and franz-go (classic group) in turn,
+// the coordinator killed three times each with more records.
 func TestGroupCoordinatorKillClients(t *testing.T) {
 	t.Parallel()
 	if !long() {
-		runGroupKills(t, kafkajsFaults(t))
+		runGroupKills(t, saramaFaults(), kafkajsFaults(t))
 		return
 	}
-	runGroupKills(t, saramaFaults(), confluentFaults(t), kafkajsFaults(t))
+	runGroupKills(t, saramaFaults(), confluentFaults(t), kafkajsFaults(t), kgoClassicFaults())
 }
 
 // TestGroupCoordinatorKillKafkaGo is TestGroupCoordinatorKillClients with
