@@ -136,6 +136,22 @@ func (p PartitionState) StaleISRMember(id int32, current int64) bool {
 	return e > 0 && current > 0 && e != current
 }
 
+// LedByEarlierIncarnation reports whether the state names broker id as
+// leader under an election the controller made for another incarnation
+// of it (ElectedBroker is id, ElectedBrokerEpoch is known and is not
+// current, id's broker epoch now). The controller replaces such a state
+// with a new election (controller.rebuildEpochs); until then broker id
+// must neither lead the partition nor serve it as a coordinator: after a
+// restart within its session its log may hold records past the high
+// watermark that the next leader does not have. Kafka's restarted broker
+// never leads under its previous incarnation's election either (it
+// registers fenced once the old session is gone, and the controller has
+// moved the old incarnation's leaderships: ClusterControlManager
+// registerBroker, ReplicationControlManager handleBrokerFenced).
+func (p PartitionState) LedByEarlierIncarnation(id int32, current int64) bool {
+	return p.Leader == id && p.ElectedBroker == id && p.ElectedBrokerEpoch > 0 && current > 0 && p.ElectedBrokerEpoch != current
+}
+
 // SyncISREpochs keeps ISREpochs in line with the ISR: entries of brokers
 // that left it are dropped, members without a known epoch get epoch(id)
 // when it is known (> 0). Members with a recorded epoch keep it.

@@ -45,7 +45,14 @@ func (m *Manager) Sync(v *meta.View, host func(tp TP) (Hosted, bool)) {
 				continue
 			}
 			seen[tp] = true
-			r := m.Apply(tp, h.Log, FromMeta(p.State), h.MinISR)
+			st := FromMeta(p.State)
+			if p.State.LedByEarlierIncarnation(m.cfg.Local, m.cfg.BrokerEpoch()) {
+				// Elected as this broker's previous incarnation (a
+				// restart within its session): neither lead nor
+				// follow until the controller's new election.
+				st.Leader = meta.NoLeader
+			}
+			r := m.Apply(tp, h.Log, st, h.MinISR)
 			r.mu.Lock()
 			r.attach = h.Attach
 			r.mu.Unlock()

@@ -176,8 +176,8 @@ func (s *Server) syncCoordinators(ctx context.Context, v *meta.View) (retry bool
 		out := map[int32]int32{}
 		for p := int32(0); p < n; p++ {
 			_, part, ok := v.Partition(topic, p)
-			if !ok || part.State.Leader != me {
-				continue
+			if !ok || part.State.Leader != me || part.State.LedByEarlierIncarnation(me, s.BrokerEpoch()) {
+				continue // not led here, or not yet: elected as this broker's previous incarnation
 			}
 			if _, err := s.broker.Partition(topic, p); err != nil {
 				continue // not created here yet: the next view
