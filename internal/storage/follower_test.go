@@ -301,6 +301,40 @@ func TestAssignEpoch(t *testing.T) {
 	}
 }
 
+// TestTruncateAtEndDropsEmptyEpoch: a replica that led epoch 3 without
+// appending (its epoch starts at its log end) and now follows a leader
+// whose history diverges there truncates to its own log end: no record
+// goes, but epoch 3 must, as Kafka's UnifiedLog.truncateTo always
+// truncates the epoch cache. Kept, it stayed the follower's last fetched
+// epoch, the leader answered the same diverging epoch at every fetch and
+// the follower looped without ever catching up (seen after a cluster
+// restart in TestBinaryClusterControllerKill).
+func TestTruncateAtEndDropsEmptyEpoch(t *testing.T) {
+	fsys := vfs.NewCrashFS()
+	l := openTest(t, fsys, "/d/t-0", testConfig(), false)
+	if _, err := l.Append(mkBatch(t, 4, "a", 1), AppendOptions{LeaderEpoch: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.AssignEpoch(3); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(l.LeaderEpochs()); got != "[{1 0} {3 4}]" {
+		t.Fatalf("epochs %s", got)
+	}
+	if end, err := l.TruncateTo(4); err != nil || end != 4 {
+		t.Fatalf("truncate to the log end: %d %v", end, err)
+	}
+	if got := fmt.Sprint(l.LeaderEpochs()); got != "[{1 0}]" || l.LatestEpoch() != 1 {
+		t.Fatalf("after truncating to the log end: epochs %s, latest %d; want only epoch 1", got, l.LatestEpoch())
+	}
+	l.Close()
+	l = openTest(t, fsys, "/d/t-0", testConfig(), true)
+	defer l.Close()
+	if got := fmt.Sprint(l.LeaderEpochs()); got != "[{1 0}]" {
+		t.Fatalf("after a restart: epochs %s", got)
+	}
+}
+
 // TestTruncateFullyAndStartAt: nothing is left, the log restarts at the
 // offset, and it stays so across a restart.
 func TestTruncateFullyAndStartAt(t *testing.T) {

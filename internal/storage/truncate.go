@@ -25,6 +25,18 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 		return l.mark.leo, fmt.Errorf("truncate %s: log closed or failed: %w", l.dir, kerr.KafkaStorageError)
 	}
 	if offset >= l.mark.leo {
+		// Nothing to cut, but an epoch that starts at the log end and
+		// holds no record goes (Kafka's UnifiedLog.truncateTo "always
+		// truncate epoch cache"): this replica led that epoch without
+		// appending before another leader was elected. Kept, it is the
+		// follower's last fetched epoch, the leader answers the same
+		// diverging epoch at every fetch, and the follower never
+		// catches up.
+		if l.epochs.truncateFromEnd(l.mark.leo) {
+			if err := l.writeEpochCheckpoint(); err != nil {
+				return l.mark.leo, l.fail(err)
+			}
+		}
 		return l.mark.leo, nil
 	}
 	if offset < l.logStart {
