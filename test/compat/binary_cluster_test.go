@@ -504,13 +504,13 @@ func TestBinaryClusterControllerKill(t *testing.T) {
 					waitReplicated(t, ctx, adm, tp, partitions)
 				}
 				if cl.can(opList) {
-					r := cl.Must(t, c.boot, Op{Op: opList})
+					r := mustEventually(t, cl, c.boot, Op{Op: opList})
 					if !slices.Contains(r.Topics, topic) || !slices.Contains(r.Topics, "after-"+cl.Name) {
 						t.Errorf("list_topics after the restart: %v", r.Topics)
 					}
 				}
 				if cl.can(opDescribe) {
-					if got := cl.Must(t, c.boot, Op{Op: opDescribe, Topic: topic}).Configs["retention.ms"]; got != retention["retention.ms"] {
+					if got := mustEventually(t, cl, c.boot, Op{Op: opDescribe, Topic: topic}).Configs["retention.ms"]; got != retention["retention.ms"] {
 						t.Errorf("retention.ms of %s after the restart: %q", topic, got)
 					}
 				} else {
@@ -523,7 +523,7 @@ func TestBinaryClusterControllerKill(t *testing.T) {
 					}
 				}
 				for p := int32(0); p < partitions; p++ {
-					got := cl.Must(t, c.boot, Op{Op: opFetch, Topic: topic, Partition: p, Offset: -2, Max: perPart}).Records
+					got := mustEventually(t, cl, c.boot, Op{Op: opFetch, Topic: topic, Partition: p, Offset: -2, Max: perPart}).Records
 					if len(got) != perPart {
 						t.Fatalf("partition %d after the restart: %d records, want %d: %v", p, len(got), perPart, got)
 					}
@@ -536,6 +536,22 @@ func TestBinaryClusterControllerKill(t *testing.T) {
 			})
 		}
 	})
+}
+
+// mustEventually runs op until it succeeds: right after every node
+// started again the coordinators may still be loading (kafkajs reads
+// through a group and gives up on COORDINATOR_LOAD_IN_PROGRESS, which
+// Kafka answers too while it loads), and leaders may still be moving.
+func mustEventually(t *testing.T, cl *Client, boot string, op Op) Result {
+	t.Helper()
+	var r Result
+	waitFor(t, fmt.Sprintf("%s %s %s", cl.Name, op.Op, op.Topic), 2*time.Minute, func() error {
+		if r = cl.Do(t, boot, op); r.ErrorCode != 0 {
+			return fmt.Errorf("error code %d: %s", r.ErrorCode, r.Error)
+		}
+		return nil
+	})
+	return r
 }
 
 // waitReplicated waits until topic has partitions partitions, each led
