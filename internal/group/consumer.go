@@ -107,8 +107,12 @@ type consumerGroup struct {
 	members         map[string]*cmember
 	static          map[string]string // instance id -> member id
 	target          map[string]tpset
-	metaKey         string // subscribed topics' metadata the target was computed on
-	tops            topicIndex
+	// meta is the metadata of the subscribed topics the target was
+	// computed on (stored as ConsumerGroupPartitionMetadata), metaKey its
+	// fingerprint.
+	meta    []consumerTopicMetadata
+	metaKey string
+	tops    topicIndex
 }
 
 func newConsumerGroup() *consumerGroup {
@@ -177,7 +181,20 @@ func (m *cmember) subscription(ix topicIndex) []string {
 
 // subscribedMetaKey fingerprints the metadata of every subscribed topic so a
 // topic created, deleted or grown moves the group epoch.
-func (cg *consumerGroup) subscribedMetaKey() string {
+func (cg *consumerGroup) subscribedMetaKey() string { return metaKeyOf(cg.subscribedMeta()) }
+
+// metaKeyOf fingerprints topic metadata.
+func metaKeyOf(ts []consumerTopicMetadata) string {
+	var b strings.Builder
+	for _, t := range ts {
+		fmt.Fprintf(&b, "%s:%x:%d;", t.TopicName, t.TopicID, t.NumPartitions)
+	}
+	return b.String()
+}
+
+// subscribedMeta is the metadata of every subscribed topic that exists,
+// sorted by name.
+func (cg *consumerGroup) subscribedMeta() []consumerTopicMetadata {
 	names := map[string]bool{}
 	for _, m := range cg.members {
 		for _, t := range m.subscription(cg.tops) {
@@ -189,19 +206,20 @@ func (cg *consumerGroup) subscribedMetaKey() string {
 		list = append(list, t)
 	}
 	sort.Strings(list)
-	var b strings.Builder
+	out := make([]consumerTopicMetadata, 0, len(list))
 	for _, t := range list {
 		ti := cg.tops.byName[t]
-		fmt.Fprintf(&b, "%s:%x:%d;", t, ti.ID, ti.Partitions)
+		out = append(out, consumerTopicMetadata{TopicID: ti.ID, TopicName: t, NumPartitions: ti.Partitions, PartitionMetadata: []consumerPartitionRacks{}})
 	}
-	return b.String()
+	return out
 }
 
 // bump advances the group epoch and recomputes the target assignment.
 func (g *group) bumpConsumer() {
 	cg := g.consumer
 	cg.epoch++
-	cg.metaKey = cg.subscribedMetaKey()
+	cg.meta = cg.subscribedMeta()
+	cg.metaKey = metaKeyOf(cg.meta)
 	cg.target = assign(cg.assignorName(), cg.members, cg.tops, cg.target)
 	cg.assignmentEpoch = cg.epoch
 	g.syncConsumerState()

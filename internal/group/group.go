@@ -146,6 +146,14 @@ type group struct {
 	// reloads (see write.go).
 	stored     *kmsg.GroupMetadataValue
 	writeEpoch uint64
+	// cwritten holds the KIP-848 records (consumer_persist.go) appended
+	// for the group, by key: what its __consumer_offsets partition will
+	// hold once the writes in flight are durable; cstored those known
+	// durable (a failed write reloads the group from them), cseq numbers
+	// the writes.
+	cwritten map[string][]byte
+	cstored  map[string]storedRecord
+	cseq     uint64
 }
 
 // env is what a group needs from its coordinator: time, the tunables and a

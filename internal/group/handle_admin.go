@@ -162,6 +162,7 @@ func (g *group) tombstones(ks []tp, withGroup bool) []record.Record {
 	}
 	if withGroup {
 		recs = append(recs, record.Record{Key: groupKey(g.id)})
+		recs = append(recs, g.consumerTombstones()...)
 	}
 	return recs
 }

@@ -82,10 +82,21 @@ func (c *Coordinator) consumerGroupHeartbeat(ctx context.Context, r *kmsg.Consum
 		g.protocolType = "consumer"
 	}
 	res := g.consumerHeartbeat(p, ix, c.cfg.ConsumerSessionTimeout)
+	// The state change is stored before it is answered (Kafka's
+	// CoordinatorRuntime completes a heartbeat once its records are
+	// committed); a group left without members or offsets is removed with
+	// the tombstones of its records.
+	var w *groupWrite
 	if res.err == 0 && g.removable() {
+		w = c.writeConsumerGoneLocked(g)
 		c.removeGroup(g)
+	} else {
+		w = c.writeMetadataLocked(g, false)
 	}
 	g.mu.Unlock()
+	if code := c.complete(g, w, "consumer group heartbeat"); code != 0 && res.err == 0 {
+		return fail(code, "")
+	}
 	if res.err != 0 {
 		return fail(res.err, res.msg)
 	}

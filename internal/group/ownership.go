@@ -133,7 +133,7 @@ func (c *Coordinator) load(ctx context.Context, ps []int32) error {
 	c.mu.Lock()
 	pending, n := 0, 0
 	for id, lg := range r.groups {
-		if lg.meta == nil && len(lg.offsets) == 0 && len(lg.txn) == 0 {
+		if lg.meta == nil && len(lg.offsets) == 0 && len(lg.txn) == 0 && len(lg.consumer) == 0 {
 			continue
 		}
 		g := newGroup(id, c.env)
@@ -148,6 +148,13 @@ func (c *Coordinator) load(ctx context.Context, ps []int32) error {
 		if lg.meta != nil {
 			g.restore(lg.meta)
 			g.stored = lg.meta // what a failed write reverts to (write.go)
+		}
+		if len(lg.consumer) > 0 {
+			g.cstored = make(map[string]storedRecord, len(lg.consumer))
+			for k, v := range lg.consumer {
+				g.cstored[k] = storedRecord{value: v}
+			}
+			c.rebuildConsumer(g, lg.consumer)
 		}
 		c.groups[id] = g
 		n++

@@ -113,7 +113,9 @@ func build(now time.Time, recs []record.Record, pid int64, epoch int16, attrs in
 
 // loadedGroup is one group's replayed state.
 type loadedGroup struct {
-	meta    *kmsg.GroupMetadataValue
+	meta *kmsg.GroupMetadataValue
+	// consumer holds the live KIP-848 records (types 3-8) by key.
+	consumer map[string][]byte
 	offsets map[tp]offset
 	txn     map[int64]map[tp]offset // pending transactional offsets by producer id
 }
@@ -144,15 +146,16 @@ func (r *replayer) nextPartition() { r.open = map[int64]map[string]bool{} }
 func (r *replayer) group(id string) *loadedGroup {
 	lg := r.groups[id]
 	if lg == nil {
-		lg = &loadedGroup{offsets: map[tp]offset{}, txn: map[int64]map[tp]offset{}}
+		lg = &loadedGroup{offsets: map[tp]offset{}, txn: map[int64]map[tp]offset{}, consumer: map[string][]byte{}}
 		r.groups[id] = lg
 	}
 	return lg
 }
 
 // apply folds one record; pid is the producer id of a transactional batch,
-// else -1. Keys of other versions (KIP-848 records Strata does not write)
-// are skipped.
+// else -1. KIP-848 records (types 3-8) are kept by key, the latest value
+// of each (a tombstone removes it); keys of other types (share and streams
+// groups, which Strata does not have) are skipped.
 func (r *replayer) apply(key, value []byte, pid int64) error {
 	if len(key) < 2 {
 		return fmt.Errorf("__consumer_offsets key of %d bytes", len(key))
@@ -213,6 +216,17 @@ func (r *replayer) apply(key, value []byte, pid int64) error {
 			return fmt.Errorf("decode group metadata of %s: %w", k.Group, err)
 		}
 		r.group(k.Group).meta = v
+	case 3, 4, 5, 6, 7, 8:
+		k, err := validConsumerRecord(key, value)
+		if err != nil {
+			return err
+		}
+		lg := r.group(k.Group)
+		if value == nil {
+			delete(lg.consumer, string(key))
+			return nil
+		}
+		lg.consumer[string(key)] = append([]byte(nil), value...)
 	}
 	return nil
 }

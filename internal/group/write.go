@@ -36,6 +36,10 @@ type groupWrite struct {
 	// epoch is the group's write epoch when the batch was appended: a
 	// reload after a failed write starts a new one.
 	epoch uint64
+	// consumer lists the KIP-848 records of the batch, cseq its sequence
+	// number among the group's writes (consumer_persist.go).
+	consumer []record.Record
+	cseq     uint64
 }
 
 // appendLocked appends recs of g to its partition (g.mu held) and returns
@@ -54,17 +58,41 @@ func (c *Coordinator) appendLocked(g *group, recs []record.Record) *groupWrite {
 	return w
 }
 
-// writeMetadataLocked appends g's metadata record (g.mu held). dirty tells
-// whether the state machine asked for it; otherwise it writes nothing and
-// returns nil.
+// writeMetadataLocked appends g's metadata record (g.mu held) when the
+// state machine asked for it (dirty) or always is set, and the KIP-848
+// records whose value changed (consumer_persist.go); it returns nil when
+// there is nothing to write.
 func (c *Coordinator) writeMetadataLocked(g *group, always bool) *groupWrite {
-	if !g.dirty && !always {
+	var recs []record.Record
+	var v *kmsg.GroupMetadataValue
+	if g.dirty || always {
+		g.dirty = false
+		v = groupMetadata(g)
+		recs = append(recs, record.Record{Key: groupKey(g.id), Value: v.AppendTo(nil)})
+	}
+	crecs := g.consumerChangesLocked(false)
+	if len(recs) == 0 && len(crecs) == 0 {
 		return nil
 	}
-	g.dirty = false
-	v := groupMetadata(g)
-	w := c.appendLocked(g, []record.Record{{Key: groupKey(g.id), Value: v.AppendTo(nil)}})
+	w := c.appendLocked(g, append(recs, crecs...))
 	w.meta = v
+	if len(crecs) > 0 {
+		g.cseq++
+		w.consumer, w.cseq = crecs, g.cseq
+	}
+	return w
+}
+
+// writeConsumerGoneLocked appends the tombstones of every KIP-848 record
+// of g, which is being removed (g.mu held); nil when there are none.
+func (c *Coordinator) writeConsumerGoneLocked(g *group) *groupWrite {
+	crecs := g.consumerChangesLocked(true)
+	if len(crecs) == 0 {
+		return nil
+	}
+	w := c.appendLocked(g, crecs)
+	g.cseq++
+	w.consumer, w.cseq = crecs, g.cseq
 	return w
 }
 
@@ -113,6 +141,9 @@ func (c *Coordinator) settleLocked(g *group, w *groupWrite, err error, what stri
 	}
 	if err == nil && w.meta != nil {
 		g.stored = w.meta
+	}
+	if err == nil {
+		g.settleConsumer(w.consumer, w.cseq)
 	}
 	if g.state == stateDead {
 		return storeErrorCode(err, kerr.UnknownServerError.Code)
@@ -184,6 +215,26 @@ func (c *Coordinator) reload(g *group, code int16) {
 	g.writeEpoch++
 	if g.stored != nil {
 		g.restoreLocked(g.stored)
+	}
+	if g.consumer != nil || len(g.cstored) > 0 {
+		c.rebuildConsumer(g, g.storedConsumerRecords())
+	}
+}
+
+// rebuildConsumer rebuilds g's KIP-848 state from its live consumer group
+// records recs (g.mu held, or g not yet shared), with the topics as they
+// are now.
+func (c *Coordinator) rebuildConsumer(g *group, recs map[string][]byte) {
+	var ts []TopicInfo
+	if c.cfg.Topics != nil {
+		ts = c.cfg.Topics()
+	}
+	if len(recs) > 0 && len(g.members) > 0 {
+		c.logger.Warn("group has both classic members and consumer group records; keeping the classic members", "group", g.id)
+		return
+	}
+	if err := g.restoreConsumer(recs, newTopicIndex(ts), c.cfg.ConsumerSessionTimeout); err != nil {
+		c.logger.Error("restore consumer group", "group", g.id, "err", err)
 	}
 }
 
