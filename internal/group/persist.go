@@ -116,8 +116,8 @@ type loadedGroup struct {
 	meta *kmsg.GroupMetadataValue
 	// consumer holds the live KIP-848 records (types 3-8) by key.
 	consumer map[string][]byte
-	offsets map[tp]offset
-	txn     map[int64]map[tp]offset // pending transactional offsets by producer id
+	offsets  map[tp]offset
+	txn      map[int64]map[tp]offset // pending transactional offsets by producer id
 }
 
 // replayer folds __consumer_offsets records into the latest state per key.
