@@ -95,6 +95,9 @@ type Coordinator struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// completing counts the transaction completions running in the
+	// background (completeAsync); Close waits for them.
+	completing sync.WaitGroup
 
 	mu          sync.Mutex // guards txns, coordEpochs, pctx, pcancel, looping, stopLoop and every txnMeta
 	txns        map[string]*txnMeta
@@ -177,8 +180,13 @@ func (c *Coordinator) Close() error {
 		stop()
 	}
 	c.wg.Wait()
+	c.completing.Wait()
 	return nil
 }
+
+// awaitCompletions waits until the transaction completions started so far
+// have run (tests, which check their markers).
+func (c *Coordinator) awaitCompletions() { c.completing.Wait() }
 
 // apiVersions are the API keys Handle serves with their version ranges
 // (InitProducerId, key 22, is the protocol layer's to advertise).

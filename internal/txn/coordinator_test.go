@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -221,7 +220,11 @@ func TestAddPartitionsErrors(t *testing.T) {
 }
 
 // TestConcurrentWhileCompleting blocks the marker write and checks that
-// every request racing with the completion gets CONCURRENT_TRANSACTIONS.
+// EndTxn is answered once PrepareCommit is stored, without waiting for
+// the markers (Kafka's TransactionCoordinator.endTransaction replies after
+// appendTransactionToLog and sends the markers asynchronously), and that
+// every request racing with the completion gets CONCURRENT_TRANSACTIONS
+// until the markers are written.
 func TestConcurrentWhileCompleting(t *testing.T) {
 	h := newHarness(t)
 	pid, epoch := h.init("tx")
@@ -233,16 +236,12 @@ func TestConcurrentWhileCompleting(t *testing.T) {
 			<-release
 		}
 	})
-	var wg sync.WaitGroup
-	var got int16
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		got = h.end(4, "tx", pid, epoch, true)
-	}()
+	h.async = true
+	wantCode(t, "commit answered before its markers", h.end(4, "tx", pid, epoch, true), nil)
 	<-entered
 	h.d.set(func(d *testDeps) { d.markHook = nil })
 	wantCode(t, "add", h.addV(3, "tx", pid, epoch, tp("b", 0))[0], kerr.ConcurrentTransactions)
+	wantCode(t, "add offsets", h.addOffsets(3, "tx", pid, epoch, "g"), kerr.ConcurrentTransactions)
 	wantCode(t, "commit", h.end(4, "tx", pid, epoch, true), kerr.ConcurrentTransactions)
 	wantCode(t, "abort", h.end(4, "tx", pid, epoch, false), kerr.ConcurrentTransactions)
 	wantCode(t, "init", h.initReq("tx", 4, 1000, -1, -1).ErrorCode, kerr.ConcurrentTransactions)
@@ -258,9 +257,15 @@ func TestConcurrentWhileCompleting(t *testing.T) {
 		t.Fatalf("preparing transaction lists %+v", d.Topics)
 	}
 	close(release)
-	wg.Wait()
-	wantCode(t, "blocked commit", got, nil)
+	h.c.awaitCompletions()
+	h.async = false
 	h.wantState("tx", "CompleteCommit", pid, epoch)
+	if ms := h.d.takeMarkers(); len(ms) != 1 || !ms[0].commit {
+		t.Fatalf("markers %+v", ms)
+	}
+	if _, e := h.init("tx"); e != epoch+1 {
+		t.Fatalf("init after the markers: epoch %d, want %d", e, epoch+1)
+	}
 }
 
 // TestFenceOnReinit: InitProducerId during an Ongoing transaction aborts
@@ -423,6 +428,7 @@ func TestTimeoutAbort(t *testing.T) {
 	if n := h.c.abortTimedOut(); n != 1 {
 		t.Fatalf("aborted %d, want 1", n)
 	}
+	h.c.awaitCompletions()
 	ms := h.d.takeMarkers()
 	if len(ms) != 1 || ms[0].commit || ms[0].pid != pid || ms[0].epoch != epoch+1 {
 		t.Fatalf("timeout markers: %+v", ms)

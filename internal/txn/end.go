@@ -117,10 +117,16 @@ func (c *Coordinator) fenceLocked(m *txnMeta) (transit, *kerr.Error, bool) {
 	return tr, e, write
 }
 
-// finishEnd writes the prepared PrepareCommit/PrepareAbort, then writes
-// the markers and the CompleteCommit/CompleteAbort. The answer is NONE
-// once the prepare record is durable: the outcome is decided, and a
-// failure after it is retried by the loop.
+// finishEnd writes the prepared PrepareCommit/PrepareAbort and answers
+// NONE once it is durable: the outcome is decided. The markers and the
+// CompleteCommit/CompleteAbort are written afterwards, in the background
+// (completeAsync), as Kafka's TransactionCoordinator.endTransaction calls
+// sendReplyCallback once appendTransactionToLog has written the prepare
+// record and hands the markers to TransactionMarkerChannelManager. Until
+// they are written the transaction stays PrepareCommit/PrepareAbort, so
+// the producer's next InitProducerId, AddPartitionsToTxn or
+// AddOffsetsToTxn gets CONCURRENT_TRANSACTIONS (clients retry it), as in
+// Kafka; a failed attempt is retried by the loop.
 func (c *Coordinator) finishEnd(m *txnMeta, tr transit, fence bool) *kerr.Error {
 	err := c.appendTransit(m.id, tr)
 	c.mu.Lock()
@@ -137,8 +143,29 @@ func (c *Coordinator) finishEnd(m *txnMeta, tr transit, fence bool) *kerr.Error 
 	}
 	m.apply(tr)
 	c.mu.Unlock()
-	c.complete(m)
+	c.completeAsync(m)
 	return nil
+}
+
+// completeAsync runs complete(m) in a goroutine the coordinator owns
+// (Close waits for it; UnloadPartition cancels its marker writes through
+// the partition's context). At most one runs per transactional id (the
+// completion is a pending transition, which a second complete skips), so
+// they are bounded by the transactional ids ending a transaction at once,
+// like Kafka's marker queue. A closed coordinator starts none: the next
+// coordinator of the id completes the transaction on load.
+func (c *Coordinator) completeAsync(m *txnMeta) {
+	c.mu.Lock()
+	if c.closed.Load() {
+		c.mu.Unlock()
+		return
+	}
+	c.completing.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.completing.Done()
+		c.complete(m)
+	}()
 }
 
 // complete finishes a transaction in PrepareCommit/PrepareAbort: it

@@ -188,6 +188,9 @@ type harness struct {
 	d   *testDeps
 	clk *clock.Manual
 	cfg Config
+	// async leaves transaction completions running in the background
+	// after a request (by default do waits for them).
+	async bool
 }
 
 const testPartitions = 3
@@ -237,6 +240,11 @@ func (h *harness) do(req kmsg.Request) kmsg.Response {
 	resp, err := h.c.Handle(context.Background(), req)
 	if err != nil {
 		h.t.Fatalf("%s: %v", kmsg.NameForKey(req.Key()), err)
+	}
+	// EndTxn (and a fencing InitProducerId) is answered before its
+	// markers are written (finishEnd): the tests check them after.
+	if !h.async {
+		h.c.awaitCompletions()
 	}
 	return resp
 }

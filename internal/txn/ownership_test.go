@@ -98,6 +98,7 @@ func TestCoordinatorFollowsPartitionLeadership(t *testing.T) {
 	if n := b.c.abortTimedOut(); n != 1 {
 		t.Fatalf("timed-out inherited transactions aborted: %d, want 1", n)
 	}
+	b.c.awaitCompletions()
 	ms = d.takeMarkers()
 	if len(ms) != 1 || ms[0].commit || ms[0].pid != opid || ms[0].coordEpoch != 4 {
 		t.Fatalf("markers of the timed-out abort: %+v", ms)

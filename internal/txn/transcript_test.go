@@ -141,6 +141,7 @@ func (s *txnScript) run(cmd transcript.Command) string {
 	default:
 		cmd.Fatalf("unknown command")
 	}
+	h.c.awaitCompletions() // markers are written after EndTxn is answered
 	for _, m := range h.d.takeMarkers() {
 		var ps []string
 		for _, tp := range m.parts {
