@@ -23,6 +23,9 @@ func FuzzReplay(f *testing.F) {
 	g.protocol = "range"
 	f.Add(groupKey("g"), groupMetadata(g).AppendTo(nil))
 	f.Add(groupKey("g"), []byte(nil))
+	for typ, vs := range sampleConsumerValues() {
+		f.Add(consumerKey{Type: typ, Group: "g", Member: "m"}.AppendTo(nil), vs[0].AppendTo(nil))
+	}
 	f.Add([]byte{0, 9, 1}, []byte{1})
 	f.Add([]byte{0, 1, 0, 200}, []byte{0, 3})
 	f.Fuzz(func(t *testing.T, key, value []byte) {
