@@ -586,6 +586,20 @@ func TestDurableAcksFalseKeepsCoordinatorRecordsDurable(t *testing.T) {
 	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
+	// EndTxn is answered once PrepareCommit is durable; the markers and
+	// CompleteCommit follow in the background (as Kafka), each fsynced
+	// before the transaction completes: wait for the completion, then
+	// check that everything it wrote is fsynced.
+	eventually(t, "transaction completed", func() error {
+		ds, err := adm.DescribeTransactions(ctx, "nd-tx")
+		if err != nil {
+			return err
+		}
+		if d := ds["nd-tx"]; d.Err != nil || d.State != "CompleteCommit" {
+			return fmt.Errorf("state %q (%v)", d.State, d.Err)
+		}
+		return nil
+	})
 	for p := int32(0); p < 2; p++ {
 		if rp, leo := synced("__transaction_state", p); rp < leo {
 			t.Errorf("__transaction_state-%d: recovery point %d below end %d after a committed transaction", p, rp, leo)
