@@ -87,3 +87,92 @@ func benchEnvInt(name string, def int) int {
 	}
 	return def
 }
+
+// BenchmarkConsumeManyPartitions is issue 18's consume row in process (for
+// pprof): the same records produced to a topic of one partition and to
+// one of STRATA_BENCH_PARTITIONS (1000), then a franz-go consumer reads
+// each from the start, alternated in one run. It reports each side's MB/s
+// and their ratio (the issue's target: at least 0.7x).
+//
+//	go test ./internal/server -run '^$' -bench ConsumeManyPartitions -benchtime 1x -cpuprofile cpu.out
+func BenchmarkConsumeManyPartitions(b *testing.B) {
+	parts := int32(benchEnvInt("STRATA_BENCH_PARTITIONS", 1000))
+	records := int64(benchEnvInt("STRATA_BENCH_RECORDS", 400000))
+	tb := servertest.Start(b, servertest.Options{ProductDefaults: true})
+	ctx := context.Background()
+	cfg := func(topic string, partitions int32) bench.Config {
+		return bench.Config{Brokers: []string{tb.Addr()}, Topic: topic, Partitions: partitions, RecordSize: 512,
+			Count: records, Acks: "1"}
+	}
+	for _, c := range []bench.Config{cfg("one", 1), cfg("many", parts)} {
+		if _, err := bench.Produce(ctx, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	only := os.Getenv("STRATA_BENCH_ONLY")
+	var sumOne, sumMany float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var r1, rm bench.Result
+		var err error
+		if only != "many" {
+			if r1, err = bench.Consume(ctx, cfg("one", 1)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if only != "one" {
+			if rm, err = bench.Consume(ctx, cfg("many", parts)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Logf("consume %d records: 1 partition %.1f MB/s, %d partitions %.1f MB/s = %.2fx",
+			records, r1.MBPerSec, parts, rm.MBPerSec, rm.MBPerSec/r1.MBPerSec)
+		sumOne += r1.MBPerSec
+		sumMany += rm.MBPerSec
+	}
+	b.ReportMetric(sumOne/float64(b.N), "MB/s-1")
+	b.ReportMetric(sumMany/float64(b.N), fmt.Sprintf("MB/s-%d", parts))
+	b.ReportMetric(sumMany/sumOne, "ratio")
+}
+
+// BenchmarkE2EManyPartitions is issue 18's end-to-end latency row in
+// process (for pprof): an acks=all producer at STRATA_BENCH_RATE (5000)
+// records/s and a consumer, STRATA_BENCH_SECONDS (5) each, on a topic of
+// one partition and on one of STRATA_BENCH_PARTITIONS (1000), alternated
+// in one run. It reports p50/p99 of each side and their ratios (the
+// issue's target: within 2x).
+//
+//	go test ./internal/server -run '^$' -bench E2EManyPartitions -benchtime 1x -cpuprofile cpu.out
+func BenchmarkE2EManyPartitions(b *testing.B) {
+	parts := int32(benchEnvInt("STRATA_BENCH_PARTITIONS", 1000))
+	secs := benchEnvInt("STRATA_BENCH_SECONDS", 5)
+	rate := float64(benchEnvInt("STRATA_BENCH_RATE", 5000))
+	tb := servertest.Start(b, servertest.Options{ProductDefaults: true})
+	ctx := context.Background()
+	cfg := func(topic string, partitions int32) bench.Config {
+		return bench.Config{Brokers: []string{tb.Addr()}, Topic: topic, Partitions: partitions, RecordSize: 512,
+			Duration: time.Duration(secs) * time.Second, Acks: "all", Rate: rate}
+	}
+	only := os.Getenv("STRATA_BENCH_ONLY")
+	var p50, p99 [2]float64
+	for i := 0; i < b.N; i++ {
+		r := [2]bench.Result{{Latency: &bench.Latency{}}, {Latency: &bench.Latency{}}}
+		for side, c := range []bench.Config{cfg("one", 1), cfg("many", parts)} {
+			if (side == 0 && only == "many") || (side == 1 && only == "one") {
+				continue
+			}
+			res, err := bench.E2E(ctx, c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r[side] = res
+			p50[side] += res.Latency.P50
+			p99[side] += res.Latency.P99
+		}
+		b.Logf("e2e at %.0f records/s: 1 partition p50 %.2f ms p99 %.2f ms; %d partitions p50 %.2f ms p99 %.2f ms (%.1fx, %.1fx)",
+			rate, r[0].Latency.P50, r[0].Latency.P99, parts, r[1].Latency.P50, r[1].Latency.P99,
+			r[1].Latency.P50/r[0].Latency.P50, r[1].Latency.P99/r[0].Latency.P99)
+	}
+	b.ReportMetric(p50[1]/p50[0], "p50-ratio")
+	b.ReportMetric(p99[1]/p99[0], "p99-ratio")
+}

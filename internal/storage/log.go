@@ -94,6 +94,9 @@ type Log struct {
 	hwMu    sync.Mutex
 	hwCh    chan struct{}
 	waiters []waiterReg
+	// wakes, when set, holds back the waiters' wake-ups (a sync round's
+	// wakeBatch; see holdWakes).
+	wakes *wakeBatch
 
 	// mu serialises writers (Append, roll, retention, cleaner swaps, sync
 	// bookkeeping). Readers never take it.
@@ -257,6 +260,11 @@ func (l *Log) notifyHW() {
 	close(l.hwCh)
 	l.hwCh = make(chan struct{})
 	for _, r := range l.waiters {
+		if l.wakes != nil {
+			r.w.mark(r.tag)
+			l.wakes.add(r.w)
+			continue
+		}
 		r.w.fire(r.tag)
 	}
 	l.hwMu.Unlock()
@@ -1107,9 +1115,13 @@ func (l *Log) activeFile(f **SegmentFile) bool {
 
 // finishSync applies a round's outcome: journaled rounds make the bytes
 // durable (the high watermark moves), direct ones also flushed.
-func (l *Log) finishSync(p syncPrep, err error, journaled bool) {
+func (l *Log) finishSync(p syncPrep, err error, journaled bool, wakes *wakeBatch) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if wakes != nil {
+		l.holdWakes(wakes)
+		defer l.holdWakes(nil)
+	}
 	if err != nil {
 		l.fail(fmt.Errorf("fdatasync: %w", err)) // wakes WaitDurable callers
 		return

@@ -367,6 +367,12 @@ func (s *Syncer) round() {
 	}
 	errs := make([]error, len(logs))
 	journaled := make([]bool, len(logs))
+	// A long poll over several logs of the round wakes once, when all of
+	// them are readable (wakeBatch).
+	var wakes *wakeBatch
+	if len(logs) > 1 {
+		wakes = &wakeBatch{}
+	}
 	if c := syncFSRound(preps); c != nil {
 		// Many new partition directories: one SyncFS of their log dir
 		// makes them and every byte of the round durable in place.
@@ -379,8 +385,9 @@ func (s *Syncer) round() {
 				preps[i].jfile.Release()
 				preps[i].jfile = nil
 			}
-			logs[i].finishSync(preps[i], err, false)
+			logs[i].finishSync(preps[i], err, false, wakes)
 		}
+		wakes.flush()
 		s.persistRecoveryPoints()
 		return
 	}
@@ -438,8 +445,9 @@ func (s *Syncer) round() {
 	}
 	wg.Wait()
 	for i, l := range logs {
-		l.finishSync(preps[i], errs[i], journaled[i])
+		l.finishSync(preps[i], errs[i], journaled[i], wakes)
 	}
+	wakes.flush()
 	s.persistRecoveryPoints()
 }
 

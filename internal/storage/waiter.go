@@ -31,13 +31,58 @@ func (w *Waiter) Take(dst []int) []int {
 }
 
 func (w *Waiter) fire(tag int) {
+	w.mark(tag)
+	w.signal()
+}
+
+// mark records that the log tagged tag moved, without waking the waiter.
+func (w *Waiter) mark(tag int) {
 	w.mu.Lock()
 	w.fired = append(w.fired, tag)
 	w.mu.Unlock()
+}
+
+// signal wakes the waiter (once, however many logs moved).
+func (w *Waiter) signal() {
 	select {
 	case w.ch <- struct{}{}:
 	default:
 	}
+}
+
+// wakeBatch holds back the wake-ups of one sync round until every log of
+// the round has published its new high watermark: a long poll over many
+// logs then wakes once and reads every log the round made readable,
+// instead of waking on the round's first log and answering the others
+// one fetch later (issue 18: end-to-end latency over 1,000 partitions).
+type wakeBatch struct {
+	ws map[*Waiter]struct{}
+}
+
+func (b *wakeBatch) add(w *Waiter) {
+	if b.ws == nil {
+		b.ws = map[*Waiter]struct{}{}
+	}
+	b.ws[w] = struct{}{}
+}
+
+// flush wakes every waiter held back.
+func (b *wakeBatch) flush() {
+	if b == nil {
+		return
+	}
+	for w := range b.ws {
+		w.signal()
+	}
+	clear(b.ws)
+}
+
+// holdWakes makes the log's high-watermark wake-ups go to b (nil: wake at
+// once) until holdWakes(nil).
+func (l *Log) holdWakes(b *wakeBatch) {
+	l.hwMu.Lock()
+	l.wakes = b
+	l.hwMu.Unlock()
 }
 
 type waiterReg struct {

@@ -58,3 +58,61 @@ func TestWaiter(t *testing.T) {
 	default:
 	}
 }
+
+// TestWaiterWakesOncePerRound: a waiter on many logs that one group-commit
+// round makes readable wakes once, with every one of them (issue 18: a
+// long poll woke on the round's first partition and answered the others
+// one fetch later). The appends are held out of the round until all are
+// written, so one round covers them.
+func TestWaiterWakesOncePerRound(t *testing.T) {
+	for _, n := range []int{2, 100} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			fsys := vfs.NewCrashFS()
+			s := NewSyncer(quiet)
+			defer s.Close()
+			cfg := testConfig()
+			cfg.Durable = true
+			w := NewWaiter()
+			var logs []*Log
+			for i := range n {
+				l, err := Open(fmt.Sprintf("/d/r-%d", i), [16]byte{1}, cfg, false, Options{FS: fsys, Syncer: s, Logger: quiet})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Close()
+				logs = append(logs, l)
+			}
+			// Make the directories durable first (a first round), so the
+			// round below is an ordinary one.
+			for _, l := range logs {
+				mustAppend(t, l, mkBatch(t, 1, "a", 1))
+			}
+			for i, l := range logs {
+				l.AddWaiter(w, i)
+			}
+			s.roundMu.Lock() // no round runs until every append is pending
+			var ends []int64
+			for _, l := range logs {
+				res, err := l.Append(mkBatch(t, 2, "b", 1), AppendOptions{LeaderEpoch: 1})
+				if err != nil {
+					s.roundMu.Unlock()
+					t.Fatal(err)
+				}
+				ends = append(ends, res.LastOffset+1)
+			}
+			s.roundMu.Unlock()
+			<-w.C()
+			got := w.Take(nil)
+			slices.Sort(got)
+			got = slices.Compact(got)
+			if len(got) != n {
+				t.Fatalf("first wake-up had %d of the round's %d logs: %v", len(got), n, got)
+			}
+			for i, l := range logs {
+				if hw := l.HighWatermark(); hw < ends[i] {
+					t.Fatalf("log %d woke with high watermark %d < %d", i, hw, ends[i])
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,134 @@
+package protocol
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/strata-io/strata/internal/broker"
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// BenchmarkFetchSessionManyPartitions is the broker's share of issue 18's
+// end-to-end latency row: a consumer's fetch session over a topic of 1 or
+// 1,000 partitions, each op one record appended to the next partition and
+// one incremental Fetch (min bytes 1) that answers it, encoded as the
+// connection would. The difference between the sub-benchmarks is the cost
+// per partition per fetch. "wait" appends once the fetch is long-polling
+// (the Waiter path); "ready" appends before the fetch.
+//
+//	go test ./internal/protocol -run '^$' -bench FetchSessionManyPartitions -benchmem
+func BenchmarkFetchSessionManyPartitions(b *testing.B) {
+	for _, n := range []int{1, 1000} {
+		for _, mode := range []string{"ready", "wait"} {
+			b.Run("partitions="+strconv.Itoa(n)+"/"+mode, func(b *testing.B) { benchFetchSession(b, n, mode == "wait") })
+		}
+	}
+}
+
+func benchFetchSession(b *testing.B, n int, wait bool) {
+	cfg, err := config.LoadBroker("", nil, map[string]string{"log.dirs": b.TempDir(), "strata.metrics.listener": ""})
+	if err != nil {
+		b.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	br, err := broker.Open(cfg, logger)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	if _, err := br.CreateTopic(broker.CreateTopicRequest{Name: "t", NumPartitions: int32(n), ReplicationFactor: 1}); err != nil {
+		b.Fatal(err)
+	}
+	srv, err := New(Config{Broker: br, Logger: logger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	parts := make([]*broker.Partition, n)
+	for i := range parts {
+		parts[i], _ = br.Partition("t", int32(i))
+	}
+	val := make([]byte, 512)
+	appendOne := func(p *broker.Partition) {
+		h := recordtest.NoProducer
+		h.PartitionLeaderEpoch, h.BaseTimestamp = 0, time.Now().UnixMilli()
+		if _, err := p.Append(context.Background(), recordtest.Batch(h, record.Record{Value: val}), 1); err != nil {
+			b.Error(err)
+		}
+	}
+	for _, p := range parts { // every partition holds a record
+		appendOne(p)
+	}
+	offsets := make([]int64, n)
+	for i := range offsets {
+		offsets[i] = 1
+	}
+	ctx := context.Background()
+	fetch := func(id, epoch int32, named []int) *fetchReply {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version = 12
+		req.MaxBytes, req.MinBytes, req.MaxWaitMillis = 64<<20, 1, 500
+		req.SessionID, req.SessionEpoch = id, epoch
+		t := kmsg.NewFetchRequestTopic()
+		t.Topic = "t"
+		for _, i := range named {
+			p := kmsg.NewFetchRequestTopicPartition()
+			p.Partition, p.FetchOffset, p.PartitionMaxBytes = int32(i), offsets[i], 1<<20
+			t.Partitions = append(t.Partitions, p)
+		}
+		req.Topics = append(req.Topics, t)
+		rep, err := srv.handleFetch(ctx, nil, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return rep.fetch
+	}
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	enc := fetchEncoder{}
+	fr := fetch(0, 0, all) // opens the session
+	id, epoch := fr.sessionID, int32(1)
+	if id == 0 {
+		b.Fatal("no session")
+	}
+	fr.release()
+	var named []int
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		k := i % n
+		done := make(chan struct{})
+		if wait {
+			go func() { // owner: this op; the fetch below waits for it
+				defer close(done)
+				time.Sleep(200 * time.Microsecond)
+				appendOne(parts[k])
+			}()
+		} else {
+			appendOne(parts[k])
+			close(done)
+		}
+		fr := fetch(id, epoch, named)
+		<-done
+		epoch++
+		if fr.errorCode != 0 || fr.bytes == 0 {
+			// A wait variant's fetch may answer before the append only if
+			// max wait passed: not expected.
+			b.Fatalf("fetch %d: error %d, %d bytes", i, fr.errorCode, fr.bytes)
+		}
+		if _, err := enc.encode(int32(i), fr); err != nil {
+			b.Fatal(err)
+		}
+		enc.buf, enc.holes = enc.buf[:0], enc.holes[:0]
+		fr.release()
+		offsets[k]++
+		named = append(named[:0], k)
+	}
+}
