@@ -140,10 +140,15 @@ type fetchSlot struct{ topic, part int }
 func (s *Server) newFetchFill(parts []*sessionPart, fr *fetchReply, maxBytes int64) *fetchFill {
 	fl := &fetchFill{s: s, parts: parts, fr: fr, remaining: maxBytes, where: make([]fetchSlot, len(parts))}
 	// The reply's layout first (one entry per planned partition, grouped
-	// by consecutive topic), so answers can be replaced in place.
+	// by consecutive topic), so answers can be replaced in place. Each
+	// topic's answers are allocated once at their final size (a session
+	// over 1,000 partitions otherwise regrew them on every fetch).
+	run := 0
 	for i, sp := range parts {
 		if n := len(fr.topics); n == 0 || fr.topics[n-1].name != sp.topic {
-			fr.topics = append(fr.topics, fetchTopic{name: sp.topic})
+			for run = i + 1; run < len(parts) && parts[run].topic == sp.topic; run++ {
+			}
+			fr.topics = append(fr.topics, fetchTopic{name: sp.topic, parts: make([]fetchPart, 0, run-i)})
 		}
 		ft := &fr.topics[len(fr.topics)-1]
 		fl.where[i] = fetchSlot{len(fr.topics) - 1, len(ft.parts)}
@@ -293,7 +298,13 @@ func (s *Server) readPartition(p *broker.Partition, rp *sessionPart, fr *fetchRe
 		return
 	}
 	fp.hw, fp.lso, fp.logStart = res.HighWatermark, min(res.LastStableOffset, res.HighWatermark), res.LogStartOffset
-	fp.read = &res
+	if len(res.Chunks) > 0 {
+		// Kept only when it holds chunks to release: most partitions of a
+		// many-partition session have nothing new, and a heap copy per
+		// partition per fetch was one allocation each (issue 18).
+		held := res
+		fp.read = &held
+	}
 	fp.chunks = res.Chunks
 	for _, c := range res.Chunks {
 		fp.size += c.Len
