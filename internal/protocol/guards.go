@@ -168,14 +168,7 @@ func guardListOffsets(s *Server, ctx context.Context, c *conn, kreq kmsg.Request
 		return next(ctx, c, kreq)
 	}
 	tf := c.topics(authz.OpDescribe)
-	var allowed, denied []kmsg.ListOffsetsRequestTopic
-	for _, t := range req.Topics {
-		if tf.ok(t.Topic) {
-			allowed = append(allowed, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
+	allowed, denied := split(req.Topics, func(t kmsg.ListOffsetsRequestTopic) bool { return tf.ok(t.Topic) })
 	if len(denied) == 0 {
 		return next(ctx, c, kreq)
 	}

@@ -272,37 +272,21 @@ func guardDeleteRecords(s *Server, ctx context.Context, c *conn, kreq kmsg.Reque
 	}
 	tf := c.topics(authz.OpDelete)
 	part := *req
-	part.Topics = nil
 	var denied []kmsg.DeleteRecordsRequestTopic
-	for _, t := range req.Topics {
-		if tf.ok(t.Topic) {
-			part.Topics = append(part.Topics, t)
-		} else {
-			denied = append(denied, t)
+	part.Topics, denied = split(req.Topics, func(t kmsg.DeleteRecordsRequestTopic) bool { return tf.ok(t.Topic) })
+	return serveAllowed(ctx, c, next, kreq, &part, len(denied), len(part.Topics), func(r kmsg.Response) {
+		resp := r.(*kmsg.DeleteRecordsResponse)
+		for _, t := range denied {
+			rt := kmsg.NewDeleteRecordsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+				rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
 		}
-	}
-	if len(denied) == 0 {
-		return next(ctx, c, kreq)
-	}
-	rep := reply{msg: req.ResponseKind()}
-	if len(part.Topics) > 0 {
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
-		}
-	}
-	resp := rep.msg.(*kmsg.DeleteRecordsResponse)
-	for _, t := range denied {
-		rt := kmsg.NewDeleteRecordsResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
-			rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, kerr.TopicAuthorizationFailed.Code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return rep, nil
+	})
 }
 
 // guardOffsetForLeaderEpoch: CLUSTER_ACTION on the cluster allows every
@@ -314,37 +298,21 @@ func guardOffsetForLeaderEpoch(s *Server, ctx context.Context, c *conn, kreq kms
 	}
 	tf := c.topics(authz.OpDescribe)
 	part := *req
-	part.Topics = nil
 	var denied []kmsg.OffsetForLeaderEpochRequestTopic
-	for _, t := range req.Topics {
-		if tf.ok(t.Topic) {
-			part.Topics = append(part.Topics, t)
-		} else {
-			denied = append(denied, t)
+	part.Topics, denied = split(req.Topics, func(t kmsg.OffsetForLeaderEpochRequestTopic) bool { return tf.ok(t.Topic) })
+	return serveAllowed(ctx, c, next, kreq, &part, len(denied), len(part.Topics), func(r kmsg.Response) {
+		resp := r.(*kmsg.OffsetForLeaderEpochResponse)
+		for _, t := range denied {
+			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, kerr.TopicAuthorizationFailed.Code, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
 		}
-	}
-	if len(denied) == 0 {
-		return next(ctx, c, kreq)
-	}
-	rep := reply{msg: req.ResponseKind()}
-	if len(part.Topics) > 0 {
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
-		}
-	}
-	resp := rep.msg.(*kmsg.OffsetForLeaderEpochResponse)
-	for _, t := range denied {
-		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-			rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, kerr.TopicAuthorizationFailed.Code, -1, -1
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return rep, nil
+	})
 }
 
 // Config resource types (Kafka's ConfigResource.Type).
@@ -585,37 +553,34 @@ func guardDescribeProducers(s *Server, ctx context.Context, c *conn, kreq kmsg.R
 	}
 	tf := c.topics(authz.OpRead)
 	part := *req
-	part.Topics = nil
 	var denied []kmsg.DescribeProducersRequestTopic
-	for _, t := range req.Topics {
-		if tf.ok(t.Topic) {
-			part.Topics = append(part.Topics, t)
+	part.Topics, denied = split(req.Topics, func(t kmsg.DescribeProducersRequestTopic) bool { return tf.ok(t.Topic) })
+	return serveAllowed(ctx, c, next, kreq, &part, len(denied), len(part.Topics), func(r kmsg.Response) {
+		resp := r.(*kmsg.DescribeProducersResponse)
+		for _, t := range denied {
+			rt := kmsg.NewDescribeProducersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDescribeProducersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, kerr.TopicAuthorizationFailed.Code, msgTopicDenied
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+}
+
+// split divides items into those ok accepts and the rest, each in order
+// (a guard's allowed and denied resources; allowed is nil when none is).
+func split[T any](items []T, ok func(T) bool) (allowed, denied []T) {
+	for _, it := range items {
+		if ok(it) {
+			allowed = append(allowed, it)
 		} else {
-			denied = append(denied, t)
+			denied = append(denied, it)
 		}
 	}
-	if len(denied) == 0 {
-		return next(ctx, c, kreq)
-	}
-	rep := reply{msg: req.ResponseKind()}
-	if len(part.Topics) > 0 {
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
-		}
-	}
-	resp := rep.msg.(*kmsg.DescribeProducersResponse)
-	for _, t := range denied {
-		rt := kmsg.NewDescribeProducersResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewDescribeProducersResponseTopicPartition()
-			rp.Partition, rp.ErrorCode, rp.ErrorMessage = p, kerr.TopicAuthorizationFailed.Code, msgTopicDenied
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return rep, nil
+	return allowed, denied
 }
 
 // serveAllowed answers a request of which some resources were denied:

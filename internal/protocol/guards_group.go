@@ -76,14 +76,7 @@ func guardOffsetCommit(s *Server, ctx context.Context, c *conn, kreq kmsg.Reques
 		return reply{msg: resp}, nil
 	}
 	tf := c.topics(authz.OpRead)
-	var allowed, denied []kmsg.OffsetCommitRequestTopic
-	for _, t := range req.Topics {
-		if tf.ok(t.Topic) {
-			allowed = append(allowed, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
+	allowed, denied := split(req.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return tf.ok(t.Topic) })
 	part := *req
 	part.Topics = allowed
 	return serveAllowed(ctx, c, next, kreq, &part, len(denied), len(allowed), func(resp kmsg.Response) {
@@ -286,15 +279,8 @@ func guardFindCoordinator(s *Server, ctx context.Context, c *conn, kreq kmsg.Req
 func guardDescribeGroups(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
 	part := *req
-	part.Groups = nil
 	var denied []string
-	for _, g := range req.Groups {
-		if c.allowed(authz.OpDescribe, authz.ResourceGroup, g) {
-			part.Groups = append(part.Groups, g)
-		} else {
-			denied = append(denied, g)
-		}
-	}
+	part.Groups, denied = split(req.Groups, func(g string) bool { return c.allowed(authz.OpDescribe, authz.ResourceGroup, g) })
 	rep := reply{msg: req.ResponseKind()}
 	if len(part.Groups) > 0 {
 		var err error
@@ -323,15 +309,8 @@ func guardDescribeGroups(s *Server, ctx context.Context, c *conn, kreq kmsg.Requ
 func guardConsumerGroupDescribe(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
 	req := kreq.(*kmsg.ConsumerGroupDescribeRequest)
 	part := *req
-	part.Groups = nil
 	var denied []string
-	for _, g := range req.Groups {
-		if c.allowed(authz.OpDescribe, authz.ResourceGroup, g) {
-			part.Groups = append(part.Groups, g)
-		} else {
-			denied = append(denied, g)
-		}
-	}
+	part.Groups, denied = split(req.Groups, func(g string) bool { return c.allowed(authz.OpDescribe, authz.ResourceGroup, g) })
 	rep := reply{msg: req.ResponseKind()}
 	if len(part.Groups) > 0 {
 		var err error
@@ -377,15 +356,8 @@ func guardListGroups(s *Server, ctx context.Context, c *conn, kreq kmsg.Request,
 func guardDeleteGroups(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
 	req := kreq.(*kmsg.DeleteGroupsRequest)
 	part := *req
-	part.Groups = nil
 	var denied []string
-	for _, g := range req.Groups {
-		if c.allowed(authz.OpDelete, authz.ResourceGroup, g) {
-			part.Groups = append(part.Groups, g)
-		} else {
-			denied = append(denied, g)
-		}
-	}
+	part.Groups, denied = split(req.Groups, func(g string) bool { return c.allowed(authz.OpDelete, authz.ResourceGroup, g) })
 	return serveAllowed(ctx, c, next, kreq, &part, len(denied), len(part.Groups), func(r kmsg.Response) {
 		resp := r.(*kmsg.DeleteGroupsResponse)
 		for _, g := range denied {
@@ -410,15 +382,8 @@ func guardOffsetDelete(s *Server, ctx context.Context, c *conn, kreq kmsg.Reques
 	}
 	tf := c.topics(authz.OpRead)
 	part := *req
-	part.Topics = nil
 	var denied []kmsg.OffsetDeleteRequestTopic
-	for _, t := range req.Topics {
-		if tf.ok(t.Topic) {
-			part.Topics = append(part.Topics, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
+	part.Topics, denied = split(req.Topics, func(t kmsg.OffsetDeleteRequestTopic) bool { return tf.ok(t.Topic) })
 	if len(denied) == 0 {
 		return next(ctx, c, kreq)
 	}

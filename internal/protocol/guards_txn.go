@@ -157,15 +157,8 @@ func guardTxnOffsetCommit(s *Server, ctx context.Context, c *conn, kreq kmsg.Req
 	}
 	tf := c.topics(authz.OpRead)
 	part := *req
-	part.Topics = nil
 	var denied []kmsg.TxnOffsetCommitRequestTopic
-	for _, t := range req.Topics {
-		if tf.ok(t.Topic) {
-			part.Topics = append(part.Topics, t)
-		} else {
-			denied = append(denied, t)
-		}
-	}
+	part.Topics, denied = split(req.Topics, func(t kmsg.TxnOffsetCommitRequestTopic) bool { return tf.ok(t.Topic) })
 	return serveAllowed(ctx, c, next, kreq, &part, len(denied), len(part.Topics), func(resp kmsg.Response) {
 		answer(resp.(*kmsg.TxnOffsetCommitResponse), denied, kerr.TopicAuthorizationFailed.Code)
 	})
