@@ -28,26 +28,19 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	p := startBroker(t, dir)
 	ctx := ctxFor(t, 3*time.Minute)
 	const parts = 1000
-	if res, err := newAdmin(t, p.Kafka).CreateTopic(ctx, parts, 1, nil, "sig"); err != nil || res.Err != nil {
-		t.Fatalf("create: %v %v", err, res.Err)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka), kgo.DefaultProduceTopic("sig"),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range parts {
-		cl.Produce(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i)), Partition: int32(i)}, nil)
-	}
-	if err := cl.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cl.Close()
+	oneRecordEach(t, ctx, p, "sig", parts)
 
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	// The second signal goes as soon as the broker says the shutdown
+	// started (a fixed pause let a fast shutdown finish first).
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(p.Log(), `"shutting down"`); {
+		if time.Now().After(deadline) || !p.Alive() {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM) // the process may be gone already
 	select {
 	case <-p.done:
@@ -59,41 +52,10 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	if err := p.exitErr(); errors.As(err, &ee) {
 		code = ee.ExitCode()
 	}
-	log := p.Log()
-	marker := filepath.Join(p.LogDirs, ".kafka_cleanshutdown")
-	_, statErr := os.Stat(marker)
-	switch {
-	case strings.Contains(log, "second signal"):
-		if code != 1 {
-			t.Errorf("exit status after the second signal = %d, want 1", code)
-		}
-		if statErr == nil {
-			t.Errorf("clean-shutdown marker written although the shutdown was cut short")
-		}
-	case strings.Contains(log, "shutdown complete"):
-		t.Logf("the clean shutdown finished before the second signal (status %d): only the clean path was checked", code)
-		if code != 0 || statErr != nil {
-			t.Errorf("clean shutdown: status %d, marker: %v", code, statErr)
-		}
-	default:
-		t.Fatalf("neither a second-signal exit nor a clean shutdown (status %d):\n%s", code, log)
-	}
+	checkStopped(t, p, code, "second signal", "the second signal")
 
 	// Every acknowledged record is back after the restart.
-	p = startBroker(t, dir)
-	ends, err := newAdmin(t, p.Kafka).ListEndOffsets(context.Background(), "sig")
-	if err != nil {
-		t.Fatal(err)
-	}
-	short := 0
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset != 1 {
-			short++
-		}
-	})
-	if short > 0 {
-		t.Errorf("%d of %d partitions lost their acknowledged record", short, parts)
-	}
+	checkOneRecordEach(t, ctx, startBroker(t, dir), "sig", parts)
 }
 
 // TestShutdownTimeoutIsAPromise: with --shutdown-timeout shorter than the
@@ -107,45 +69,71 @@ func TestShutdownTimeoutIsAPromise(t *testing.T) {
 	p := startBroker(t, dir, "--shutdown-timeout", "1ms")
 	ctx := ctxFor(t, 3*time.Minute)
 	const parts = 200
-	if res, err := newAdmin(t, p.Kafka).CreateTopic(ctx, parts, 1, nil, "late"); err != nil || res.Err != nil {
+	oneRecordEach(t, ctx, p, "late", parts)
+	cut := checkStopped(t, p, p.Term(), "not finished within --shutdown-timeout", "the shutdown timeout")
+	p = startBroker(t, dir)
+	if cut && !strings.Contains(p.Log(), "recovering partitions: no clean shutdown marker") {
+		t.Errorf("start after a timed-out shutdown did not recover:\n%s", p.Log())
+	}
+	checkOneRecordEach(t, ctx, p, "late", parts)
+}
+
+// oneRecordEach creates topic with parts partitions on p and writes one
+// acknowledged record to each.
+func oneRecordEach(t *testing.T, ctx context.Context, p *proc, topic string, parts int) {
+	t.Helper()
+	if res, err := newAdmin(t, p.Kafka).CreateTopic(ctx, int32(parts), 1, nil, topic); err != nil || res.Err != nil {
 		t.Fatalf("create: %v %v", err, res.Err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka), kgo.DefaultProduceTopic("late"),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.Kafka), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer cl.Close()
 	for i := range parts {
 		cl.Produce(ctx, &kgo.Record{Value: []byte(strconv.Itoa(i)), Partition: int32(i)}, nil)
 	}
 	if err := cl.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cl.Close()
-	code := p.Term()
+}
+
+// checkStopped checks how the stopped broker p ended, from its log: cut
+// short (the log says cutMsg: status 1 and no clean-shutdown marker), or
+// a clean shutdown that finished first (status 0 and the marker; the test
+// then says only the clean path was checked). It reports whether the
+// shutdown was cut short.
+func checkStopped(t *testing.T, p *proc, code int, cutMsg, cause string) bool {
+	t.Helper()
 	log := p.Log()
-	_, statErr := os.Stat(filepath.Join(p.LogDirs, ".kafka_cleanshutdown"))
+	_, statErr := os.Stat(filepath.Join(p.LogDirs, cleanMarker))
 	switch {
-	case strings.Contains(log, "not finished within --shutdown-timeout"):
+	case strings.Contains(log, cutMsg):
 		if code != 1 {
-			t.Errorf("exit status past the shutdown timeout = %d, want 1", code)
+			t.Errorf("exit status after %s = %d, want 1", cause, code)
 		}
 		if statErr == nil {
-			t.Errorf("clean-shutdown marker written although the shutdown timed out")
+			t.Errorf("clean-shutdown marker written although %s cut the shutdown short", cause)
 		}
+		return true
 	case strings.Contains(log, "shutdown complete"):
-		t.Logf("the shutdown finished within 1ms (status %d): only the clean path was checked", code)
+		t.Logf("the clean shutdown finished before %s (status %d): only the clean path was checked", cause, code)
 		if code != 0 || statErr != nil {
 			t.Errorf("clean shutdown: status %d, marker: %v", code, statErr)
 		}
+		return false
 	default:
-		t.Fatalf("neither a timed-out nor a clean shutdown (status %d):\n%s", code, log)
+		t.Fatalf("neither an exit at %s nor a clean shutdown (status %d):\n%s", cause, code, log)
+		return false
 	}
-	p = startBroker(t, dir)
-	if statErr != nil && !strings.Contains(p.Log(), "recovering partitions: no clean shutdown marker") {
-		t.Errorf("start after a timed-out shutdown did not recover:\n%s", p.Log())
-	}
-	ends, err := newAdmin(t, p.Kafka).ListEndOffsets(ctx, "late")
+}
+
+// checkOneRecordEach checks every partition of topic on p ends at offset
+// 1: the record oneRecordEach wrote is there.
+func checkOneRecordEach(t *testing.T, ctx context.Context, p *proc, topic string, parts int) {
+	t.Helper()
+	ends, err := newAdmin(t, p.Kafka).ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
