@@ -124,6 +124,12 @@ type group struct {
 	static       map[string]string // group.instance.id -> member id
 	pending      map[string]Timer  // member ids handed out with MEMBER_ID_REQUIRED
 
+	// syncingGen is the generation whose leader assignment is in the log
+	// but not yet durable (0: none). The group is Stable from the append
+	// on (see appendedAssignment); the SyncGroup answers of that
+	// generation wait for the write.
+	syncingGen int32
+
 	joinTimer      Timer
 	joinSeq        uint64
 	initialDelay   bool // the initial-rebalance-delay window is open

@@ -149,11 +149,14 @@ func (c *Coordinator) syncGroup(ctx context.Context, r *kmsg.SyncGroupRequest) (
 		// SyncGroup (the leader's too) with the error.
 		gen := g.generation
 		w := c.writeMetadataLocked(g, true)
+		if w.err == nil {
+			g.appendedAssignment(gen)
+		}
 		g.mu.Unlock()
 		err := c.await(w)
 		g.mu.Lock()
 		if c.settleLocked(g, w, err, "sync") == 0 {
-			g.finishSync(gen, 0)
+			g.finishSync(gen)
 		}
 	}
 	c.unlockAndComplete(g, "sync")

@@ -336,6 +336,15 @@ func (g *group) completeJoin() {
 			return
 		}
 	}
+	// SyncGroups still waiting for the previous generation's assignment
+	// to be durable belong to a generation that is over.
+	for _, m := range g.members {
+		if m.syncCh != nil {
+			m.syncCh <- syncResult{err: kerr.RebalanceInProgress.Code}
+			m.syncCh = nil
+		}
+	}
+	g.syncingGen = 0
 	g.generation++
 	g.protocol = g.selectProtocol()
 	g.setState(stateCompletingRebalance)

@@ -68,25 +68,47 @@ func (g *group) sync(p syncParams) (res *syncResult, wait <-chan syncResult, lea
 		return nil, m.syncCh, false
 	case stateStable:
 		g.heartbeat(m)
+		if g.syncingGen == g.generation {
+			// The assignment is in the log, not yet durable: answer
+			// once it is (finishSync).
+			if m.syncCh != nil {
+				m.syncCh <- syncResult{err: kerr.RebalanceInProgress.Code}
+			}
+			m.syncCh = make(chan syncResult, 1)
+			return nil, m.syncCh, false
+		}
 		return &syncResult{assignment: m.assignment}, nil, false
 	default:
 		return &syncResult{err: kerr.UnknownMemberID.Code}, nil, false
 	}
 }
 
-// finishSync completes the leader's SyncGroup of generation once its
-// assignment is stored (errCode 0) or failed to be stored; nothing when
-// the group moved on meanwhile.
-func (g *group) finishSync(generation int32, errCode int16) {
+// appendedAssignment moves the group of generation to Stable once the
+// leader's assignment record is appended to the log (nothing when the group
+// moved on meanwhile). Kafka's group becomes Stable when that record is
+// committed, which on Kafka's single replica is the append itself (no
+// fsync: the high watermark follows the log end); Strata also waits for the
+// fsync, so the state follows the log order as Kafka's does and only the
+// SyncGroup answers wait for the fsync (finishSync). A member that joins
+// meanwhile therefore finds the group Stable, as it would on Kafka, and the
+// members learn of the new rebalance from their heartbeats; it no longer
+// fails the generation's SyncGroups for as long as an fsync takes.
+func (g *group) appendedAssignment(generation int32) {
 	if g.state != stateCompletingRebalance || g.generation != generation {
 		return
 	}
-	if errCode != 0 {
-		g.failSyncs(errCode)
-		g.prepareRebalance()
+	g.setState(stateStable)
+	g.syncingGen = generation
+}
+
+// finishSync answers the SyncGroups of generation once the leader's
+// assignment is durable (nothing when the group moved on meanwhile: they
+// were answered then).
+func (g *group) finishSync(generation int32) {
+	if g.syncingGen != generation || g.generation != generation {
 		return
 	}
-	g.setState(stateStable)
+	g.syncingGen = 0
 	for _, m := range g.members {
 		if m.syncCh != nil {
 			m.syncCh <- syncResult{assignment: m.assignment}

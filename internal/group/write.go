@@ -210,6 +210,7 @@ func (c *Coordinator) reload(g *group, code int16) {
 	g.members = map[string]*member{}
 	g.static = map[string]string{}
 	g.protocolType, g.protocol, g.leader, g.generation = "", "", "", 0
+	g.syncingGen = 0
 	g.setState(stateEmpty)
 	g.dirty = false
 	g.writeEpoch++

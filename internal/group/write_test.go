@@ -226,3 +226,58 @@ func appendCount(h *harness) int {
 	defer h.store.mu.Unlock()
 	return h.store.appends
 }
+
+// TestJoinWhileAssignmentIsWritten: a member that joins while the leader's
+// assignment is being written finds the group Stable, as on Kafka, whose
+// group is Stable once the record is committed (at once on a single
+// replica: no fsync), rather than in CompletingRebalance, which would fail
+// the generation's SyncGroups for as long as the fsync takes. The
+// SyncGroups of the generation, the leader's and a follower's, are answered
+// with their assignments only once the write is durable; the members learn
+// of the new rebalance from their heartbeats and rejoin.
+func TestJoinWhileAssignmentIsWritten(t *testing.T) {
+	h := newHarness(t, nil)
+	id1, ch1 := h.joinNew("g", "t")
+	j1 := recv(t, ch1)
+	hold := make(chan struct{})
+	h.store.hold = hold
+	before := appendCount(h)
+	s1 := h.syncAsync(syncReq("g", id1, j1.Generation, map[string]string{id1: "all"}))
+	appendsAfter(t, h, before)
+	h.store.hold = nil
+	if st := h.state("g"); st != "Stable" {
+		t.Fatalf("group %s once the assignment is appended, want Stable", st)
+	}
+	id2, ch2 := h.joinNew("g", "t")
+	h.waitParked("g", 1)
+	notReady(t, s1) // the assignment is not durable yet
+	close(hold)
+	if s := recv(t, s1); s.ErrorCode != 0 || string(s.MemberAssignment) != "all" {
+		t.Fatalf("leader's SyncGroup: error %d assignment %q, want its assignment", s.ErrorCode, s.MemberAssignment)
+	}
+	if hb := h.do(hbReq("g", id1, j1.Generation)).(*kmsg.HeartbeatResponse); hb.ErrorCode != kerr.RebalanceInProgress.Code {
+		t.Fatalf("heartbeat after the join: error %d, want REBALANCE_IN_PROGRESS", hb.ErrorCode)
+	}
+	notReady(t, ch2)
+	j1, j2 := recv(t, h.joinAsync(joinReq("g", id1, nil, "t"))), recv(t, ch2)
+	if j1.ErrorCode != 0 || j2.ErrorCode != 0 || j1.Generation != 2 || j2.Generation != 2 || len(j1.Members) != 2 {
+		t.Fatalf("rejoin: %+v / %+v", j1, j2)
+	}
+
+	// Generation 2: a follower's SyncGroup that comes while the leader's
+	// assignment is written waits for it too.
+	hold = make(chan struct{})
+	h.store.hold = hold
+	before = appendCount(h)
+	s1 = h.syncAsync(syncReq("g", id1, 2, map[string]string{id1: "a", id2: "b"}))
+	appendsAfter(t, h, before)
+	h.store.hold = nil
+	s2 := h.syncAsync(syncReq("g", id2, 2, nil))
+	notReady(t, s2)
+	notReady(t, s1)
+	close(hold)
+	if a, b := recv(t, s1), recv(t, s2); a.ErrorCode != 0 || b.ErrorCode != 0 || string(a.MemberAssignment) != "a" || string(b.MemberAssignment) != "b" {
+		t.Fatalf("SyncGroups of generation 2: %+v / %+v", a, b)
+	}
+	h.sameAsStored("g", "generation 2")
+}
