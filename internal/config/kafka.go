@@ -61,6 +61,9 @@ var unsupportedHints = map[string]string{
 	// KRaft and replication settings the cluster work has not taken yet.
 	"controller.quorum.bootstrap.servers": "is not supported (KIP-853 dynamic quorums): list the controllers in controller.quorum.voters (id@host:port,...) instead",
 	"control.plane.listener.name":         "is not supported: Strata has no separate control-plane listener (controllers talk on controller.listener.names); remove it",
+	// Connection-creation rate limits (KIP-612): refused rather than
+	// accepted without effect; the connection-count limits are honoured.
+	"max.connection.creation.rate": "is not supported: Strata does not throttle the rate of new connections (Kafka's KIP-612 acceptor delay, broker-wide or per listener with listener.name.<listener>.max.connection.creation.rate; per-IP connection_creation_rate quotas are refused by AlterClientQuotas too); remove it, and bound connections with max.connections, max.connections.per.ip and listener.name.<listener>.max.connections",
 	// Security.
 	"sasl.jaas.config":            "is a client setting in Kafka and not read by brokers: put broker PLAIN users (and the broker's own inter-broker credentials) in listener.name.<listener>.<mechanism>.sasl.jaas.config, e.g. listener.name.sasl_plaintext.plain.sasl.jaas.config",
 	"client.quota.callback.class": "is not supported: Strata applies Kafka's default quota rules (ClientQuotaCallback is a Java plug-in); remove it",

@@ -101,6 +101,9 @@ func (b *Broker) setListenerSetting(name, value string) (handled bool, err error
 		}
 	} else {
 		if !slices.Contains(listenerOverridable, setting) {
+			if hint := unsupportedHint(setting); hint != "" {
+				return true, invalidf("%s: %s %s", name, setting, hint)
+			}
 			return true, invalidf("%s: %s cannot be set per listener in Strata (per-listener settings: %s, and <mechanism>.sasl.jaas.config)",
 				name, setting, strings.Join(sortedCopy(listenerOverridable), ", "))
 		}
