@@ -218,17 +218,26 @@ func (b *Broker) ApplyTopics(specs []TopicSpec) error {
 		changed = true
 	}
 	// Leadership of every hosted partition (new ones got theirs above).
+	// A new leader epoch costs each partition an fsync'd checkpoint, and
+	// a restart elects every partition at once: the changes are applied
+	// in parallel, as many fsyncs share one journal commit.
+	type lead struct {
+		p *Partition
+		l Leadership
+	}
+	var leads []lead
 	for i := range specs {
 		t := b.Topic(specs[i].Name)
 		for _, p := range t.Partitions {
 			if l, ok := specs[i].Partitions[p.Index]; ok && p.Log != nil {
 				if cur := p.Leadership(); cur.Leader != l.Leader || cur.LeaderEpoch != l.LeaderEpoch ||
 					!slices.Equal(cur.Replicas, l.Replicas) || !slices.Equal(cur.ISR, l.ISR) {
-					p.SetLeadership(l)
+					leads = append(leads, lead{p, l})
 				}
 			}
 		}
 	}
+	forEach(epochWriters, leads, func(x lead) error { x.p.SetLeadership(x.l); return nil })
 	if changed {
 		if err := b.persistLocked(); err != nil {
 			errs = append(errs, fmt.Errorf("persist topic metadata: %w", err))
