@@ -144,8 +144,14 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 		return fail(fmt.Errorf("metadata store client: %w", err))
 	}
 	c.store = meta.NewStore(c.cli, meta.DefaultKeys, etcdnode.DefaultMaxTxnOps)
-	id, err := c.store.EnsureClusterID(ctx, s.broker.ClusterID())
-	if err != nil {
+	// Every step below retries a store that does not answer yet, up to
+	// one deadline for the whole start.
+	deadline := time.Now().Add(startRetryFor)
+	var id string
+	if err := retryStart(ctx, deadline, s.logger, "cluster id", func() (err error) {
+		id, err = c.store.EnsureClusterID(ctx, s.broker.ClusterID())
+		return err
+	}); err != nil {
 		return fail(err)
 	}
 	if id != s.broker.ClusterID() {
@@ -157,17 +163,23 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 				config.ErrInvalid, s.broker.ClusterID(), id))
 		}
 	}
-	if err := s.adoptLocalTopics(ctx, c); err != nil {
+	if err := retryStart(ctx, deadline, s.logger, "adopt local topics", func() error { return s.adoptLocalTopics(ctx, c) }); err != nil {
 		return fail(err)
 	}
-	if c.cache, err = meta.StartCache(ctx, c.store, s.logger); err != nil {
+	if err := retryStart(ctx, deadline, s.logger, "load metadata", func() (err error) {
+		c.cache, err = meta.StartCache(ctx, c.store, s.logger)
+		return err
+	}); err != nil {
 		return fail(err)
 	}
 	s.metaCache.Store(c.cache)
 	session := time.Duration(s.cfg.Int64("broker.session.timeout.ms")) * time.Millisecond
 	hb := time.Duration(s.cfg.Int64("broker.heartbeat.interval.ms")) * time.Millisecond
-	sess, err := meta.NewSession(ctx, c.cli, session, hb, s.logger)
-	if err != nil {
+	var sess *meta.Session
+	if err := retryStart(ctx, deadline, s.logger, "session", func() (err error) {
+		sess, err = meta.NewSession(ctx, c.cli, session, hb, s.logger)
+		return err
+	}); err != nil {
 		return fail(err)
 	}
 	c.reg.Store(&registration{session: sess})
@@ -301,10 +313,14 @@ func (s *Server) register(ctx context.Context, c *cluster, sess *meta.Session, h
 		DirectoryID: machine + ":" + abs, Rack: s.cfg.Get("broker.rack"), Controller: s.cfg.HasRole(config.RoleController),
 		Listeners: s.endpoints()}
 	deadline := time.Now().Add(sess.TTL() + time.Second)
+	retryDeadline := time.Now().Add(startRetryFor)
 	for {
 		epoch, err := c.store.Register(ctx, b, sess.Lease())
 		var dup *meta.DuplicateBrokerError
-		if !errors.As(err, &dup) || time.Now().After(deadline) {
+		var re *meta.RetriableError
+		if errors.As(err, &re) && time.Now().Before(retryDeadline) {
+			s.logger.Warn("metadata store not answering at start; retrying", "step", "register", "err", err)
+		} else if !errors.As(err, &dup) || time.Now().After(deadline) {
 			if dup != nil {
 				return 0, fmt.Errorf("%w: %v", config.ErrInvalid, err)
 			}
@@ -438,4 +454,29 @@ func (s *Server) reregister(ctx context.Context, c *cluster, host string, port i
 		return 0, nil, err
 	}
 	return epoch, sess, nil
+}
+
+// startRetryFor bounds how long a starting node retries a metadata store
+// that does not answer (no quorum yet while the controllers start too, or
+// a loaded machine), as Kafka's broker waits up to
+// initial.broker.registration.timeout.ms (60 s by default) for the
+// controller quorum before it gives up.
+const startRetryFor = 60 * time.Second
+
+// retryStart runs a start step until it succeeds, fails for a reason other
+// than an unavailable store, or the deadline passes.
+func retryStart(ctx context.Context, deadline time.Time, logger *slog.Logger, step string, fn func() error) error {
+	for {
+		err := fn()
+		var re *meta.RetriableError
+		if err == nil || !errors.As(err, &re) || time.Now().After(deadline) {
+			return err
+		}
+		logger.Warn("metadata store not answering at start; retrying", "step", step, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
