@@ -256,9 +256,7 @@ func TestDiskFull(t *testing.T) {
 	}
 
 	// Room again: produces succeed (bounded polling, the broker may retry).
-	if err := os.Remove(filepath.Join(dir, ".filler")); err != nil {
-		t.Fatal(err)
-	}
+	removeFiller(t, dir)
 	resizeTmpfs(t, dir, 64<<20)
 	var last int16 = -1
 	deadline := time.Now().Add(30 * time.Second)

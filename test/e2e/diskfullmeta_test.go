@@ -3,8 +3,6 @@ package e2e
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -116,9 +114,7 @@ func TestMetadataWritesOnFullDisk(t *testing.T) {
 	}
 
 	// Room again: everything works.
-	if err := os.Remove(filepath.Join(dir, ".filler")); err != nil {
-		t.Fatal(err)
-	}
+	removeFiller(t, dir)
 	resizeTmpfs(t, dir, 64<<20)
 	deadline := time.Now().Add(60 * time.Second)
 	for {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -138,13 +139,30 @@ type stored struct {
 func readAll(t *testing.T, ctx context.Context, addr, topic string) map[int32][]stored {
 	t.Helper()
 	adm := newAdmin(t, addr)
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil || ends.Error() != nil {
-		t.Fatalf("list end offsets of %s: %v %v", topic, err, ends.Error())
-	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err != nil || starts.Error() != nil {
-		t.Fatalf("list start offsets of %s: %v %v", topic, err, starts.Error())
+	// A broker just started elects its partitions' leaders after it
+	// registers (a one-node cluster too): retriable errors such as
+	// LEADER_NOT_AVAILABLE are retried, as a client does.
+	var ends, starts kadm.ListedOffsets
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var err error
+		ends, err = adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil {
+			starts, err = adm.ListStartOffsets(ctx, topic)
+			if err == nil {
+				err = starts.Error()
+			}
+		}
+		if err == nil {
+			break
+		}
+		if !kerr.IsRetriable(err) || time.Now().After(deadline) {
+			t.Fatalf("list offsets of %s: %v", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	need := map[int32]int64{}
 	start := map[int32]kgo.Offset{}
