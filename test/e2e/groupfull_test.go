@@ -92,7 +92,22 @@ func (g *rawGroup) members(group string) []string {
 	d.Version = 4
 	d.Groups = []string{group}
 	resp := kmsg.NewPtrDescribeGroupsResponse()
-	g.do(d, resp)
+	// A coordinator still loading the group (a restarted node elects its
+	// __consumer_offsets leader after it registers) answers with a
+	// retriable error and no members: asked again, as a client does.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		g.do(d, resp)
+		code := resp.Groups[0].ErrorCode
+		if code == 0 {
+			break
+		}
+		if err := kerr.ErrorForCode(code); !kerr.IsRetriable(err) || time.Now().After(deadline) {
+			g.t.Fatalf("DescribeGroups %s: %v", group, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		resp = kmsg.NewPtrDescribeGroupsResponse()
+	}
 	var ids []string
 	for _, m := range resp.Groups[0].Members {
 		ids = append(ids, m.MemberID)
