@@ -1,8 +1,10 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -49,7 +51,13 @@ func TestReserveRefusesAppends(t *testing.T) {
 	if appended < 25 || appended > 32 {
 		t.Errorf("%d appends of 64 KiB accepted with 2 MiB of room", appended)
 	}
-	// Reads of what was acknowledged go on.
+	// Reads of what was acknowledged go on (readers see what is durable:
+	// wait for the sync round of the accepted appends).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := l.WaitDurable(ctx, int64(appended)); err != nil {
+		t.Fatalf("accepted appends never became durable: %v", err)
+	}
 	if res, err := l.Read(0, 1<<20, true); err != nil || len(res.Chunks) == 0 {
 		t.Fatalf("read on a log dir at its reserve: %v", err)
 	} else {
