@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -18,30 +19,49 @@ import (
 // powerCut cuts the power of brokers idx (indexes into c.procs): each is
 // stopped (SIGSTOP, so it sees no error), its loop-mounted file system is
 // shut down without flushing (faults.LoopDisk.PowerCut: every byte not
-// fsynced is gone), then it is killed and its file system unmounted.
-func (c *netCluster) powerCut(ctx context.Context, idx ...int) error {
+// fsynced is gone), then it is killed and its file system unmounted. It
+// returns the brokers whose power it cut, which powerOn brings back.
+//
+// A failure leaves no broker stopped: when one cannot be stopped (it
+// died: its log says why), no power is cut at all and the brokers already
+// stopped are resumed; a broker whose file system cannot be shut down is
+// resumed and the others' cuts go on (their disks are gone already).
+func (c *netCluster) powerCut(ctx context.Context, idx ...int) ([]int, error) {
 	if len(c.disks) != len(c.procs) {
-		return fmt.Errorf("power cuts need loop-mounted broker directories (netLayout.loopDisks)")
+		return nil, fmt.Errorf("power cuts need loop-mounted broker directories (netLayout.loopDisks)")
 	}
-	for _, i := range idx {
+	for k, i := range idx {
 		if err := c.procs[i].Pause(); err != nil {
-			return err
+			errs := []error{fmt.Errorf("power cut: cannot stop %s, no power cut: %w", c.procs[i].Name(), err)}
+			for _, j := range idx[:k] {
+				if rerr := c.procs[j].Resume(); rerr != nil {
+					errs = append(errs, fmt.Errorf("resume %s: %w", c.procs[j].Name(), rerr))
+				}
+			}
+			return nil, errors.Join(errs...)
 		}
 	}
+	var cut []int
+	var errs []error
 	for _, i := range idx {
 		if err := c.disks[i].PowerCut(); err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("power cut of %s: %w", c.procs[i].Name(), err))
+			if rerr := c.procs[i].Resume(); rerr != nil {
+				errs = append(errs, fmt.Errorf("resume %s: %w", c.procs[i].Name(), rerr))
+			}
+			continue
 		}
+		cut = append(cut, i)
 	}
-	for _, i := range idx {
+	for _, i := range cut {
 		if err := c.procs[i].Kill(ctx); err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("power cut: kill %s: %w", c.procs[i].Name(), err))
 		}
 		if err := c.disks[i].Unmount(); err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("power cut: unmount %s's disk: %w", c.procs[i].Name(), err))
 		}
 	}
-	return nil
+	return cut, errors.Join(errs...)
 }
 
 // powerOn mounts the file systems of brokers idx again (the journal is
@@ -93,13 +113,14 @@ var powerRows = []clusterFault{
 		// The leader loses power: what it had not fsynced is gone. With
 		// strata.durable.acks=true (the default) nothing acknowledged was
 		// only in its page cache.
-		var victim int
+		var cut []int
 		return faults.FuncFault{Label: "power cut of the leader of " + topic + "-0 (unsynced data dropped), power back",
-			InjectFn: func(ctx context.Context) error {
-				victim = c.leader(ctx, topic, logf)
+			InjectFn: func(ctx context.Context) (err error) {
+				victim := c.leader(ctx, topic, logf)
 				logf("power cut of %s", c.procs[victim].Name())
-				return c.powerCut(ctx, victim)
-			}, HealFn: func(ctx context.Context) error { return c.powerOn(ctx, victim) }}
+				cut, err = c.powerCut(ctx, victim)
+				return err
+			}, HealFn: func(ctx context.Context) error { return c.powerOn(ctx, cut...) }}
 	}},
 	{"power-cut-all", func(c *netCluster, topic string, logf func(string, ...any)) faults.Fault {
 		// Every node (brokers, controllers and their metadata-store
@@ -108,11 +129,13 @@ var powerRows = []clusterFault{
 		for i := range c.procs {
 			all = append(all, i)
 		}
+		var cut []int
 		return faults.FuncFault{Label: "power cut of every node at once (unsynced data dropped), power back",
-			InjectFn: func(ctx context.Context) error {
+			InjectFn: func(ctx context.Context) (err error) {
 				logf("power cut of every node")
-				return c.powerCut(ctx, all...)
-			}, HealFn: func(ctx context.Context) error { return c.powerOn(ctx, all...) }}
+				cut, err = c.powerCut(ctx, all...)
+				return err
+			}, HealFn: func(ctx context.Context) error { return c.powerOn(ctx, cut...) }}
 	}},
 }
 
