@@ -72,7 +72,7 @@ func (c *Coordinator) Load(ctx context.Context) error {
 		all[p] = int32(p)
 		c.parts[p].Store(partLoading)
 	}
-	return c.load(ctx, all)
+	return c.load(ctx, all, 0)
 }
 
 // LoadPartition makes this coordinator the coordinator of the groups of
@@ -90,18 +90,27 @@ func (c *Coordinator) LoadPartition(ctx context.Context, p int32) error {
 	if !c.parts[p].CompareAndSwap(partUnowned, partLoading) {
 		return nil
 	}
-	if err := c.load(ctx, []int32{p}); err != nil {
+	if l := c.store.Log(p); l != nil {
+		if err := l.Uncommitted(); err != nil {
+			c.parts[p].Store(partUnowned)
+			return fmt.Errorf("load __consumer_offsets-%d: %w", p, err)
+		}
+	}
+	if err := c.load(ctx, []int32{p}, loadCommitWait); err != nil {
 		c.parts[p].Store(partUnowned)
 		return err
 	}
 	return nil
 }
 
-// load replays partitions ps (each partLoading) and serves them.
-func (c *Coordinator) load(ctx context.Context, ps []int32) error {
+// load replays partitions ps (each partLoading), waits until each one's
+// high watermark covers what was replayed (at most commitWait each, 0:
+// as long as ctx lasts) and serves them.
+func (c *Coordinator) load(ctx context.Context, ps []int32, commitWait time.Duration) error {
 	start := time.Now()
 	r := newReplayer()
 	r.order = c.order.Load()
+	ends := make(map[int32]int64, len(ps))
 	for _, p := range ps {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -112,10 +121,22 @@ func (c *Coordinator) load(ctx context.Context, ps []int32) error {
 		if rp, ok := c.store.(Replayer); ok {
 			err = rp.Replay(p, fn)
 		} else if l := c.store.Log(p); l != nil {
-			err = replayLog(l, fn)
+			ends[p], err = replayLog(l, fn)
 		}
 		if err != nil {
 			return fmt.Errorf("load __consumer_offsets-%d: %w", p, err)
+		}
+	}
+	for _, p := range ps {
+		if l := c.store.Log(p); l != nil {
+			if err := l.WaitCommitted(ctx, ends[p], commitWait); err != nil {
+				return fmt.Errorf("load __consumer_offsets-%d: %w", p, err)
+			}
+		}
+		if c.cfg.Leads != nil && !c.cfg.Leads(p) {
+			// Leadership moved while loading: a follower's log may be
+			// cut back under what was replayed.
+			return fmt.Errorf("load __consumer_offsets-%d: no longer its leader: %w", p, kerr.NotCoordinator)
 		}
 	}
 	for {

@@ -324,8 +324,25 @@ type Replayer interface {
 	Replay(partition int32, fn func(batch []byte) error) error
 }
 
+// loadCommitWait bounds how long LoadPartition waits, after replaying a
+// partition, for its high watermark to reach what it replayed; past it
+// the load fails (storage.ErrUncommitted) and the broker tries again (the
+// partition's ISR cannot commit now, so no write would succeed either).
+//
+// A new leader loads its whole log (replayLog), but the records past the
+// high watermark are not committed: another replica elected before they
+// are replicated would not have them, and a coordinator serving them
+// would later roll back what it showed (an offset fetched, a generation).
+// Kafka's coordinator runtime likewise loads to the log end and serves
+// only the state as of the last committed offset
+// (CoordinatorLoaderImpl.processMemoryRecords, updateLastCommittedOffset);
+// Strata keeps the partition COORDINATOR_LOAD_IN_PROGRESS until all it
+// loaded is committed. The transaction coordinator follows the same rule.
+const loadCommitWait = 5 * time.Second
+
 // replayLog reads partition log l from its start to its end (past the
-// high watermark: a new leader loads all its log holds, as Kafka).
-func replayLog(l *storage.Log, fn func(batch []byte) error) error {
+// high watermark, see loadCommitWait) and returns the offset after the
+// last batch replayed.
+func replayLog(l *storage.Log, fn func(batch []byte) error) (end int64, err error) {
 	return l.ScanBatchesToEnd(func(b record.Batch) error { return fn(b) })
 }

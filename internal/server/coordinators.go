@@ -144,10 +144,12 @@ func (s *Server) followCoordinators(ctx context.Context) {
 		if err := c.waitAppliedRev(ctx, v.Rev); err != nil {
 			return
 		}
-		retry := s.syncCoordinators(ctx, v)
 		var again <-chan time.Time
-		if retry {
+		switch s.syncCoordinators(ctx, v) {
+		case retryLater:
 			again = time.After(time.Second)
+		case retrySoon:
+			again = time.After(uncommittedRetry)
 		}
 		select {
 		case <-ctx.Done():
@@ -158,10 +160,36 @@ func (s *Server) followCoordinators(ctx context.Context) {
 	}
 }
 
+// When syncCoordinators wants to be called again without a metadata change.
+type coordRetry int
+
+const (
+	retryNone  coordRetry = iota
+	retryLater            // a load failed: in a second
+	retrySoon             // a partition's log is not committed to its end yet (wins over retryLater)
+)
+
+// uncommittedRetry is how often a coordinator partition whose log is not
+// committed to its end yet is tried again: its high watermark reaches the
+// end as soon as the followers fetch (a replica fetch round), and
+// coordinator failover waits on it.
+const uncommittedRetry = 50 * time.Millisecond
+
 // syncCoordinators makes the coordinators serve exactly the coordinator
-// partitions this broker leads in v; it reports whether something failed
-// and should be tried again.
-func (s *Server) syncCoordinators(ctx context.Context, v *meta.View) (retry bool) {
+// partitions this broker leads in v; it reports whether something is
+// left to be tried again, and when. A partition whose log holds records
+// past its high watermark is loaded only once they are committed (the
+// coordinators serve no uncommitted state: group.loadCommitWait).
+func (s *Server) syncCoordinators(ctx context.Context, v *meta.View) (retry coordRetry) {
+	failed := func(what string, p int32, err error) {
+		if errors.Is(err, storage.ErrUncommitted) {
+			s.logger.Debug(what+": waiting for the partition's high watermark", "partition", p, "err", err)
+			retry = max(retry, retrySoon)
+			return
+		}
+		s.logger.Warn(what, "partition", p, "err", err)
+		retry = max(retry, retryLater)
+	}
 	me := s.broker.NodeID()
 	leads := func(topic string, n int32) map[int32]int32 {
 		t := v.Topics[topic]
@@ -199,8 +227,7 @@ func (s *Server) syncCoordinators(ctx context.Context, v *meta.View) (retry bool
 				continue
 			}
 			if err := g.LoadPartition(ctx, p); err != nil {
-				s.logger.Warn("load consumer groups", "partition", p, "err", err)
-				retry = true
+				failed("load consumer groups", p, err)
 			}
 		}
 	}
@@ -221,8 +248,7 @@ func (s *Server) syncCoordinators(ctx context.Context, v *meta.View) (retry bool
 				continue
 			}
 			if err := t.LoadPartition(ctx, p, epoch); err != nil {
-				s.logger.Warn("load transaction state", "partition", p, "err", err)
-				retry = true
+				failed("load transaction state", p, err)
 				continue
 			}
 			s.coord.txnEpochs[p] = epoch

@@ -158,7 +158,7 @@ func (d *testDeps) set(f func(d *testDeps)) {
 func (d *testDeps) records(p int32) []stateRecord {
 	d.t.Helper()
 	var out []stateRecord
-	err := replayLog(d.logs[p], func(b record.Batch) {
+	_, err := replayLog(d.logs[p], func(b record.Batch) {
 		if err := b.ForEachRecord(func(r *record.Record) error {
 			sr, ok, err := decodeStateRecord(r.Key, r.Value)
 			if err != nil || !ok {

@@ -102,7 +102,7 @@ func (c *Coordinator) Load(ctx context.Context) error {
 			}
 		}
 	}
-	return c.load(ctx, all, epochs, false)
+	return c.load(ctx, all, epochs, false, 0)
 }
 
 // LoadPartition makes this coordinator the coordinator of the
@@ -127,21 +127,29 @@ func (c *Coordinator) LoadPartition(ctx context.Context, p, coordinatorEpoch int
 	if !c.parts[p].CompareAndSwap(partUnowned, partLoading) {
 		return nil
 	}
+	if l := c.deps.StateLog(p); l != nil {
+		if err := l.Uncommitted(); err != nil {
+			c.parts[p].Store(partUnowned)
+			return fmt.Errorf("load __transaction_state-%d: %w", p, err)
+		}
+	}
 	epochs := make([]int32, c.cfg.NumPartitions)
 	epochs[p] = coordinatorEpoch
-	if err := c.load(ctx, []int32{p}, epochs, true); err != nil {
+	if err := c.load(ctx, []int32{p}, epochs, true, loadCommitWait); err != nil {
 		c.parts[p].Store(partUnowned)
 		return err
 	}
 	return nil
 }
 
-// load replays partitions ps (each partLoading) and serves them; the
-// unfinished transactions are completed inline, or in the background
-// with async.
-func (c *Coordinator) load(ctx context.Context, ps []int32, epochs []int32, async bool) error {
+// load replays partitions ps (each partLoading), waits until each one's
+// high watermark covers what was replayed (at most commitWait each, 0: as
+// long as ctx lasts) and serves them; the unfinished transactions are
+// completed inline, or in the background with async.
+func (c *Coordinator) load(ctx context.Context, ps []int32, epochs []int32, async bool, commitWait time.Duration) error {
 	start := time.Now()
 	r := newReplayer()
+	ends := make(map[int32]int64, len(ps))
 	for _, p := range ps {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -150,8 +158,22 @@ func (c *Coordinator) load(ctx context.Context, ps []int32, epochs []int32, asyn
 		if l == nil {
 			continue
 		}
-		if err := replayLog(l, r.applyBatch); err != nil {
+		end, err := replayLog(l, r.applyBatch)
+		if err != nil {
 			return fmt.Errorf("load __transaction_state-%d: %w", p, err)
+		}
+		ends[p] = end
+	}
+	for _, p := range ps {
+		if l := c.deps.StateLog(p); l != nil {
+			if err := l.WaitCommitted(ctx, ends[p], commitWait); err != nil {
+				return fmt.Errorf("load __transaction_state-%d: %w", p, err)
+			}
+		}
+		if c.cfg.Leads != nil && !c.cfg.Leads(p) {
+			// Leadership moved while loading: a follower's log may be
+			// cut back under what was replayed.
+			return fmt.Errorf("load __transaction_state-%d: no longer its leader: %w", p, kerr.NotCoordinator)
 		}
 	}
 	if r.skipped > 0 {

@@ -173,9 +173,16 @@ func (r *replayer) applyBatch(b record.Batch) {
 	}
 }
 
+// loadCommitWait bounds how long LoadPartition waits, after replaying a
+// partition, for its high watermark to reach what it replayed: the state
+// past the high watermark is not committed, so it is not served until it
+// is (the group coordinator's rule, internal/group loadCommitWait).
+const loadCommitWait = 5 * time.Second
+
 // replayLog reads partition log l from its start to its end (past the
-// high watermark: a new leader loads all its log holds, as Kafka) and
-// hands each batch to fn.
-func replayLog(l *storage.Log, fn func(b record.Batch)) error {
+// high watermark: a new leader loads all its log holds, as Kafka's
+// loaders), hands each batch to fn and returns the offset after the last
+// batch.
+func replayLog(l *storage.Log, fn func(b record.Batch)) (end int64, err error) {
 	return l.ScanBatchesToEnd(func(b record.Batch) error { fn(b); return nil })
 }
