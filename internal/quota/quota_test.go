@@ -3,6 +3,7 @@ package quota
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -254,6 +255,53 @@ func TestProducerHeldAtQuota(t *testing.T) {
 	if got < 0.9*quota || got > 1.1*quota {
 		t.Errorf("producer rate %.0f B/s, want %d ±10%%", got, quota)
 	}
+}
+
+// Every 30 s window of a producer that waits out each throttle (with a
+// random 1-30 ms between requests) holds 1 MB/s within ±10 % when the
+// rate is sampled over 2 x 1 s (the setting of the end-to-end
+// TestProducerQuotaHoldsRate). With Kafka's default 11 x 1 s the producer
+// sends up to ~10 s of quota at once each time the old samples expire
+// (about every 11 s), so a 30 s window holds two or three such bursts: its
+// rate depends on where it starts (logged, not asserted; 75-112 %).
+func TestProducerHeldAtQuotaSliding(t *testing.T) {
+	const quota = 1 << 20
+	rates := func(w Window) (lo, hi float64) {
+		m, clk := newManager()
+		m.cfg.Window = w
+		set(m, Produce, setq{Entity{User: u("p")}, quota})
+		start := clk.Now()
+		type send struct {
+			at time.Duration
+			n  int
+		}
+		var sends []send
+		rnd := rand.New(rand.NewPCG(1, 2))
+		for clk.Now().Sub(start) < 90*time.Second {
+			sends = append(sends, send{clk.Now().Sub(start), 64 << 10})
+			if ms := m.Record(Produce, "p", "c", 64<<10); ms > 0 {
+				clk.Advance(time.Duration(ms) * time.Millisecond)
+			}
+			clk.Advance(time.Millisecond + time.Duration(rnd.Int64N(int64(30*time.Millisecond))))
+		}
+		lo, hi = math.Inf(1), 0
+		for from := time.Duration(0); from <= 60*time.Second; from += 100 * time.Millisecond {
+			n := 0
+			for _, s := range sends {
+				if s.at >= from && s.at < from+30*time.Second {
+					n += s.n
+				}
+			}
+			r := float64(n) / 30 / quota
+			lo, hi = min(lo, r), max(hi, r)
+		}
+		return lo, hi
+	}
+	if lo, hi := rates(Window{Samples: 2, SizeMs: 1000}); lo < 0.9 || hi > 1.1 {
+		t.Errorf("2 x 1 s samples: 30 s windows at %.3f-%.3f of the quota, want within ±10 %%", lo, hi)
+	}
+	lo, hi := rates(DefaultWindow)
+	t.Logf("11 x 1 s samples: 30 s windows at %.3f-%.3f of the quota", lo, hi)
 }
 
 func TestAlterValidation(t *testing.T) {

@@ -154,13 +154,35 @@ func TestACLsAcrossBrokers(t *testing.T) {
 	if err := prod2.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("alice produces after the deletion: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 	}
+
+	// UNREGISTER_BROKER (64) Alter Cluster, the operations-table row that
+	// only a cluster serves (TestOperationsTable has the others): refused
+	// without ALTER on the cluster; with it, the request reaches the
+	// controller's check (broker 99 was never registered).
+	unregister := func() int16 {
+		req := kmsg.NewPtrUnregisterBrokerRequest()
+		req.BrokerID = 99
+		resp, err := req.RequestWith(ctx, onBroker(t, c.Brokers[0], "alice"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ErrorCode
+	}
+	if code := unregister(); code != kerr.ClusterAuthorizationFailed.Code {
+		t.Errorf("UNREGISTER_BROKER (64) without ALTER on the cluster: %v, want CLUSTER_AUTHORIZATION_FAILED", kerr.ErrorForCode(code))
+	}
+	mustACL(t, admin, kadm.NewACLs().Allow("User:alice").Clusters().Operations(kadm.OpAlter))
+	if code := unregister(); code != kerr.BrokerIDNotRegistered.Code {
+		t.Errorf("UNREGISTER_BROKER (64) with ALTER on the cluster: %v, want BROKER_ID_NOT_REGISTERED", kerr.ErrorForCode(code))
+	}
 }
 
 // Client quotas live in the cluster metadata and are enforced per broker,
 // as Kafka does: each broker measures the bytes it receives itself. A
 // quota set through broker 1 is described by broker 3; a producer over it
 // on one partition leader is throttled there, while the same user's first
-// produce to another broker is not (that broker has measured nothing).
+// produce to another broker is not (that broker has measured nothing);
+// the same burst is then throttled on each of the other two brokers.
 func TestQuotasPerBroker(t *testing.T) {
 	c := startSecureCluster(t)
 	ctx := ctxT(t)
@@ -225,8 +247,8 @@ func TestQuotasPerBroker(t *testing.T) {
 		}
 		return resp
 	}
-	// Wait until the leaders of partitions 0 and 1 hold the quota.
-	for _, p := range []int32{0, 1} {
+	// Wait until every leader holds the quota.
+	for _, p := range []int32{0, 1, 2} {
 		b := leaders[p]
 		eventually(t, fmt.Sprintf("broker %d holds the quota", b.NodeID), func() error {
 			d, err := kadm.NewClient(onBroker(t, b, "admin")).DescribeClientQuotas(ctx, false,
@@ -244,6 +266,12 @@ func TestQuotasPerBroker(t *testing.T) {
 	// A small produce to another broker: nothing measured there yet.
 	if resp := produce(1, 100); resp.ThrottleMillis != 0 {
 		t.Errorf("first produce on broker %d throttled %d ms: quotas are per broker", leaders[1].NodeID, resp.ThrottleMillis)
+	}
+	// The quota holds on every broker: each throttles the same burst.
+	for _, p := range []int32{1, 2} {
+		if resp := produce(p, 125<<10); resp.ThrottleMillis < 1000 {
+			t.Errorf("125 KiB at 10 KiB/s on broker %d: throttle_time_ms %d", leaders[p].NodeID, resp.ThrottleMillis)
+		}
 	}
 }
 

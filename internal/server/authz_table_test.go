@@ -567,6 +567,40 @@ func TestOperationsTable(t *testing.T) {
 		}
 	}
 
+	// Rows whose ACL Kafka's code does not ask for (Kafka 3.x KafkaApis).
+	// PRODUCE (0) IdempotentWrite Cluster: since KIP-679 an idempotent
+	// producer is authorized when it gets its producer id (the
+	// INIT_PRODUCER_ID rows above); its produce needs WRITE on the topic
+	// only, as any other.
+	setACLs(t, ctx, admin, []tableACL{onTopic(authz.OpWrite)})
+	idem := kmsg.NewPtrProduceRequest()
+	idem.Acks, idem.TimeoutMillis = -1, 5000
+	{
+		h := recordtest.NoProducer
+		h.BaseTimestamp = time.Now().UnixMilli()
+		h.ProducerID, h.ProducerEpoch, h.BaseSequence = 7, 0, 0
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "t1"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = recordtest.Batch(h, record.Record{Value: []byte("v")})
+		rt.Partitions = append(rt.Partitions, rp)
+		idem.Topics = append(idem.Topics, rt)
+	}
+	if code := send(idem).(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Errorf("PRODUCE (0) IdempotentWrite Cluster: an idempotent batch with WRITE on the topic alone: %v, want success (Kafka 3.x checks it at INIT_PRODUCER_ID)", kerr.ErrorForCode(code))
+	}
+	// WRITE_TXN_MARKERS (27) Alter Cluster: Kafka's handleWriteTxnMarkersRequest
+	// asks CLUSTER_ACTION only (the ClusterAction row above); ALTER on the
+	// cluster is not enough.
+	setACLs(t, ctx, admin, []tableACL{onCluster(authz.OpAlter)})
+	if code := writeMarkers(); code != clusterD {
+		t.Errorf("WRITE_TXN_MARKERS (27) Alter Cluster: %v with ALTER alone, want CLUSTER_AUTHORIZATION_FAILED (Kafka's code asks CLUSTER_ACTION)", kerr.ErrorForCode(code))
+	}
+	// SASL_HANDSHAKE (17), API_VERSIONS (18) and SASL_AUTHENTICATE (36) need
+	// no ACL: every connection of bob's above made them without one.
+	// UNREGISTER_BROKER (64) Alter Cluster is served by a cluster only:
+	// TestACLsAcrossBrokers checks it.
+
 	// LIST_TRANSACTIONS (66) Describe TransactionalId: ids the principal may
 	// not describe are left out (checked with a real transaction).
 	setACLs(t, ctx, admin, nil)

@@ -15,7 +15,8 @@ import (
 // Client quotas are set, described and removed with kadm (AlterClientQuotas
 // / DescribeClientQuotas); a producer over its producer_byte_rate gets
 // throttle_time_ms in the produce response and its connection is held that
-// long before its next request is handled.
+// long before its next request is handled; a consumer over its
+// consumer_byte_rate gets throttle_time_ms in the fetch response.
 func TestProducerQuotaThrottles(t *testing.T) {
 	tb := startSecure(t, map[string]string{"allow.everyone.if.no.acl.found": "true"})
 	ctx := ctxT(t)
@@ -80,6 +81,47 @@ func TestProducerQuotaThrottles(t *testing.T) {
 	described, err = admin.DescribeClientQuotas(ctx, false, nil)
 	if err != nil || len(described) != 0 {
 		t.Fatalf("after removal: %+v %v", described, err)
+	}
+
+	// consumer_byte_rate: bob reading the 125 KiB back at 10 KiB/s gets
+	// throttle_time_ms in his fetch response.
+	bob := kadm.ClientQuotaEntityComponent{Type: "user", Name: kadm.StringPtr("bob")}
+	if res, err := admin.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{bob},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 10240}},
+	}}); err != nil || res[0].Err != nil {
+		t.Fatalf("alter quotas: %+v %v", res, err)
+	}
+	tds, err := admin.ListTopics(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.ReplicaID, fetch.MaxBytes, fetch.SessionEpoch = -1, 1<<20, -1
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic, ft.TopicID = "q", tds["q"].ID
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	// Kafka's handleFetchRequest: a fetch is capped at what the quota window
+	// allows, and once over the quota the answer is an empty response with
+	// the throttle time (the bytes are not counted).
+	bobCl := as(tb, "bob")
+	for i := 0; ; i++ {
+		fresp, err := fetch.RequestWith(ctx, bobCl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fresp.ThrottleMillis > 0 {
+			if len(fresp.Topics) > 0 && len(fresp.Topics[0].Partitions) > 0 && len(fresp.Topics[0].Partitions[0].RecordBatches) > 0 {
+				t.Errorf("a throttled fetch response carries %d bytes of records", len(fresp.Topics[0].Partitions[0].RecordBatches))
+			}
+			break
+		}
+		if i == 5 {
+			t.Fatalf("%d fetches of q at a consumer_byte_rate of 10 KiB/s: never throttled", i+1)
+		}
 	}
 }
 
