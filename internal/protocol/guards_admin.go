@@ -73,34 +73,19 @@ func guardCreateTopics(s *Server, ctx context.Context, c *conn, kreq kmsg.Reques
 		rt.NumPartitions, rt.ReplicationFactor = -1, -1
 		denied[i] = &rt
 	}
-	rep := reply{msg: req.ResponseKind()}
-	if len(part.Topics) > 0 {
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
-		}
+	rep, err := nextIfAny(ctx, c, next, req, &part, len(part.Topics))
+	if err != nil || rep.msg == nil {
+		return rep, err
 	}
 	resp := rep.msg.(*kmsg.CreateTopicsResponse)
-	answered := resp.Topics
-	resp.Topics = make([]kmsg.CreateTopicsResponseTopic, 0, len(req.Topics))
-	j := 0
-	for i, t := range req.Topics {
-		if denied[i] != nil || j >= len(answered) {
-			if denied[i] != nil {
-				resp.Topics = append(resp.Topics, *denied[i])
-			}
-			continue
-		}
-		rt := answered[j]
-		j++
+	resp.Topics = inRequestOrder(denied, resp.Topics, func(i int, rt *kmsg.CreateTopicsResponseTopic) {
 		if rt.ErrorCode != 0 {
-			mq.Refund(permits(t))
+			mq.Refund(permits(req.Topics[i]))
 		} else if req.Version >= 5 && !c.allowed(authz.OpDescribeConfigs, authz.ResourceTopic, rt.Topic) {
 			rt.Configs, rt.ConfigErrorCode = nil, kerr.TopicAuthorizationFailed.Code
 			rt.NumPartitions, rt.ReplicationFactor = -1, -1
 		}
-		resp.Topics = append(resp.Topics, rt)
-	}
+	})
 	rep.throttleMs = mq.ThrottleMs()
 	return rep, nil
 }
@@ -176,30 +161,16 @@ func guardDeleteTopics(s *Server, ctx context.Context, c *conn, kreq kmsg.Reques
 			part.TopicNames = append(part.TopicNames, tg.name)
 		}
 	}
-	rep := reply{msg: req.ResponseKind()}
-	if len(part.Topics)+len(part.TopicNames) > 0 {
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
-		}
+	rep, err := nextIfAny(ctx, c, next, req, &part, len(part.Topics)+len(part.TopicNames))
+	if err != nil || rep.msg == nil {
+		return rep, err
 	}
 	resp := rep.msg.(*kmsg.DeleteTopicsResponse)
-	answered := resp.Topics
-	resp.Topics = nil
-	j := 0
-	for i, tg := range targets {
-		if denied[i] != nil {
-			resp.Topics = append(resp.Topics, *denied[i])
-			continue
+	resp.Topics = inRequestOrder(denied, resp.Topics, func(i int, rt *kmsg.DeleteTopicsResponseTopic) {
+		if rt.ErrorCode != 0 && targets[i].name != "" {
+			mq.Refund(permitsOf(targets[i].name))
 		}
-		if j < len(answered) {
-			if answered[j].ErrorCode != 0 && tg.name != "" {
-				mq.Refund(permitsOf(tg.name))
-			}
-			resp.Topics = append(resp.Topics, answered[j])
-			j++
-		}
-	}
+	})
 	rep.throttleMs = mq.ThrottleMs()
 	return rep, nil
 }
@@ -236,30 +207,16 @@ func guardCreatePartitions(s *Server, ctx context.Context, c *conn, kreq kmsg.Re
 		}
 		denied[i] = &rt
 	}
-	rep := reply{msg: req.ResponseKind()}
-	if len(part.Topics) > 0 {
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
-		}
+	rep, err := nextIfAny(ctx, c, next, req, &part, len(part.Topics))
+	if err != nil || rep.msg == nil {
+		return rep, err
 	}
 	resp := rep.msg.(*kmsg.CreatePartitionsResponse)
-	answered := resp.Topics
-	resp.Topics = nil
-	j := 0
-	for i, t := range req.Topics {
-		if denied[i] != nil {
-			resp.Topics = append(resp.Topics, *denied[i])
-			continue
+	resp.Topics = inRequestOrder(denied, resp.Topics, func(i int, rt *kmsg.CreatePartitionsResponseTopic) {
+		if rt.ErrorCode != 0 {
+			mq.Refund(permits(req.Topics[i]))
 		}
-		if j < len(answered) {
-			if answered[j].ErrorCode != 0 {
-				mq.Refund(permits(t))
-			}
-			resp.Topics = append(resp.Topics, answered[j])
-			j++
-		}
-	}
+	})
 	rep.throttleMs = mq.ThrottleMs()
 	return rep, nil
 }
@@ -346,6 +303,22 @@ func (c *conn) configAllowed(op authz.Operation, rt int8, name string) (int16, *
 	return 0, nil
 }
 
+// splitConfigs divides a config request's resources into those the
+// principal may op (configAllowed) and the refused ones' answers, made by
+// deny with the refusal's code and message.
+func splitConfigs[R, A any](c *conn, op authz.Operation, resources []R, key func(R) (kmsg.ConfigResourceType, string),
+	deny func(r R, code int16, msg *string) A) (allowed []R, denied []A) {
+	for _, r := range resources {
+		rt, name := key(r)
+		if code, msg := c.configAllowed(op, int8(rt), name); code != 0 {
+			denied = append(denied, deny(r, code, msg))
+		} else {
+			allowed = append(allowed, r)
+		}
+	}
+	return allowed, denied
+}
+
 // guardDescribeConfigs: DESCRIBE_CONFIGS on each resource.
 func guardDescribeConfigs(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
 	req := kreq.(*kmsg.DescribeConfigsRequest)
@@ -353,19 +326,17 @@ func guardDescribeConfigs(s *Server, ctx context.Context, c *conn, kreq kmsg.Req
 		return next(ctx, c, kreq)
 	}
 	part := *req
-	part.Resources = nil
 	var denied []kmsg.DescribeConfigsResponseResource
-	for _, r := range req.Resources {
-		code, msg := c.configAllowed(authz.OpDescribeConfigs, int8(r.ResourceType), r.ResourceName)
-		if code == 0 {
-			part.Resources = append(part.Resources, r)
-			continue
-		}
-		rr := kmsg.NewDescribeConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = r.ResourceType, r.ResourceName, code, msg
-		rr.Configs = []kmsg.DescribeConfigsResponseResourceConfig{}
-		denied = append(denied, rr)
-	}
+	part.Resources, denied = splitConfigs(c, authz.OpDescribeConfigs, req.Resources,
+		func(r kmsg.DescribeConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+			return r.ResourceType, r.ResourceName
+		},
+		func(r kmsg.DescribeConfigsRequestResource, code int16, msg *string) kmsg.DescribeConfigsResponseResource {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = r.ResourceType, r.ResourceName, code, msg
+			rr.Configs = []kmsg.DescribeConfigsResponseResourceConfig{}
+			return rr
+		})
 	return serveAllowed(ctx, c, next, kreq, &part, len(denied), len(part.Resources), func(r kmsg.Response) {
 		resp := r.(*kmsg.DescribeConfigsResponse)
 		resp.Resources = append(resp.Resources, denied...)
@@ -379,18 +350,16 @@ func guardAlterConfigs(s *Server, ctx context.Context, c *conn, kreq kmsg.Reques
 		return next(ctx, c, kreq)
 	}
 	part := *req
-	part.Resources = nil
 	var denied []kmsg.AlterConfigsResponseResource
-	for _, r := range req.Resources {
-		code, msg := c.configAllowed(authz.OpAlterConfigs, int8(r.ResourceType), r.ResourceName)
-		if code == 0 {
-			part.Resources = append(part.Resources, r)
-			continue
-		}
-		rr := kmsg.NewAlterConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = r.ResourceType, r.ResourceName, code, msg
-		denied = append(denied, rr)
-	}
+	part.Resources, denied = splitConfigs(c, authz.OpAlterConfigs, req.Resources,
+		func(r kmsg.AlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+			return r.ResourceType, r.ResourceName
+		},
+		func(r kmsg.AlterConfigsRequestResource, code int16, msg *string) kmsg.AlterConfigsResponseResource {
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = r.ResourceType, r.ResourceName, code, msg
+			return rr
+		})
 	return serveAllowed(ctx, c, next, kreq, &part, len(denied), len(part.Resources), func(r kmsg.Response) {
 		resp := r.(*kmsg.AlterConfigsResponse)
 		resp.Resources = append(resp.Resources, denied...)
@@ -404,18 +373,16 @@ func guardIncrementalAlterConfigs(s *Server, ctx context.Context, c *conn, kreq 
 		return next(ctx, c, kreq)
 	}
 	part := *req
-	part.Resources = nil
 	var denied []kmsg.IncrementalAlterConfigsResponseResource
-	for _, r := range req.Resources {
-		code, msg := c.configAllowed(authz.OpAlterConfigs, int8(r.ResourceType), r.ResourceName)
-		if code == 0 {
-			part.Resources = append(part.Resources, r)
-			continue
-		}
-		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = r.ResourceType, r.ResourceName, code, msg
-		denied = append(denied, rr)
-	}
+	part.Resources, denied = splitConfigs(c, authz.OpAlterConfigs, req.Resources,
+		func(r kmsg.IncrementalAlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+			return r.ResourceType, r.ResourceName
+		},
+		func(r kmsg.IncrementalAlterConfigsRequestResource, code int16, msg *string) kmsg.IncrementalAlterConfigsResponseResource {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = r.ResourceType, r.ResourceName, code, msg
+			return rr
+		})
 	return serveAllowed(ctx, c, next, kreq, &part, len(denied), len(part.Resources), func(r kmsg.Response) {
 		resp := r.(*kmsg.IncrementalAlterConfigsResponse)
 		resp.Resources = append(resp.Resources, denied...)
@@ -590,13 +557,42 @@ func serveAllowed(ctx context.Context, c *conn, next handlerFn, req, part kmsg.R
 	if denied == 0 {
 		return next(ctx, c, req)
 	}
-	rep := reply{msg: req.ResponseKind()}
-	if allowed > 0 {
-		var err error
-		if rep, err = next(ctx, c, part); err != nil || rep.msg == nil {
-			return rep, err
-		}
+	rep, err := nextIfAny(ctx, c, next, req, part, allowed)
+	if err != nil || rep.msg == nil {
+		return rep, err
 	}
 	addDenied(rep.msg)
 	return rep, nil
+}
+
+// nextIfAny hands the allowed part of a request to next when it holds any
+// resource (allowed > 0), and otherwise answers an empty response of the
+// request's kind, for the guard to add the denied resources' answers to.
+func nextIfAny(ctx context.Context, c *conn, next handlerFn, req, part kmsg.Request, allowed int) (reply, error) {
+	if allowed == 0 {
+		return reply{msg: req.ResponseKind()}, nil
+	}
+	return next(ctx, c, part)
+}
+
+// inRequestOrder merges the handler's answers (to the allowed resources,
+// in order) with the guard's (denied[i] for the request's i-th resource,
+// nil when it was allowed) back into the request's order. answered sees
+// each handler answer with its resource's index in the request, and may
+// change it.
+func inRequestOrder[A any](denied []*A, answers []A, answered func(i int, a *A)) []A {
+	out := make([]A, 0, len(denied))
+	j := 0
+	for i, d := range denied {
+		switch {
+		case d != nil:
+			out = append(out, *d)
+		case j < len(answers):
+			a := answers[j]
+			j++
+			answered(i, &a)
+			out = append(out, a)
+		}
+	}
+	return out
 }
