@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,31 +19,49 @@ import (
 )
 
 // BenchmarkAuthorizerOverhead measures what the authorizer costs produce
-// and fetch: two brokers in this process, identical (combined KRaft node,
-// SASL/PLAIN listener, strata.durable.acks=false so the disk's fsync
-// noise stays out) except that one runs the authorizer with 10,000 ACLs
-// (5,000 literal and 5,000 prefixed topic ACLs of 100 other users, plus
-// the bench user's own prefixed WRITE and READ) and the other none. The
-// bench user is no super user, so every produce and fetch is decided
-// against the ACLs. STRATA_BENCH_AUTHZ_AA=1 starts both without the
-// authorizer: the ratio's noise floor on the machine. Each op produces benchAuthzRecords 1 KiB records to each broker
-// and reads them back, alternating which broker goes first; the time
-// spent on each side is summed, and the ratio on/off is reported (100 =
-// no cost).
+// and fetch: three brokers in this process, identical (combined KRaft
+// node, SASL/PLAIN listener, strata.durable.acks=false so the disk's
+// fsync noise stays out) except that "on" runs the authorizer with 10,000
+// ACLs (5,000 literal and 5,000 prefixed topic ACLs of 100 other users,
+// plus the bench user's own prefixed WRITE and READ) and "off" and "off2"
+// run none. The bench user is no super user, so every produce and fetch
+// on "on" is decided against the ACLs.
 //
-// go test ./internal/server -run '^$' -bench AuthorizerOverhead -benchtime 40x -count 3
+// Each op is one round: benchAuthzRecords 1 KiB records produced with kgo
+// to each broker, then read back from each, the brokers' order rotating
+// from round to round (A/B/C, B/C/A, ...) so that load from elsewhere on a
+// shared machine falls on every side alike. Per round and side the wall
+// time and the process's CPU time (getrusage: the client and the broker
+// both run here, the two idle brokers cost next to nothing) are taken;
+// the reported figures are the MEDIAN over rounds of the per-round ratios
+// off/on (100 = no cost, below 100 = the authorizer costs), for wall-time
+// throughput and for CPU per byte, and the same for off2/off: the noise
+// floor of two identical brokers in the same run. STRATA_BENCH_AUTHZ_ROUNDS=1
+// logs every round's times.
+//
+// go test ./internal/server -run '^$' -bench AuthorizerOverhead -benchtime 30x
 func BenchmarkAuthorizerOverhead(b *testing.B) {
-	on := startBenchBroker(b, os.Getenv("STRATA_BENCH_AUTHZ_AA") == "")
-	off := startBenchBroker(b, false)
+	brokers := []*servertest.Broker{startBenchBroker(b, true), startBenchBroker(b, false), startBenchBroker(b, false)}
+	const on, off, off2 = 0, 1, 2
 	val := benchValue()
-	var prodOn, prodOff, fetchOn, fetchOff time.Duration
-	var offsets [2]int64
-	produce := func(addr string) time.Duration {
+	var offsets [3]int64
+	// cost is one side's wall and CPU time in one phase of a round.
+	type cost struct{ wall, cpu time.Duration }
+	timed := func(f func()) cost {
+		var r0, r1 syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
+		start := time.Now()
+		f()
+		wall := time.Since(start)
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
+		cpu := time.Duration(r1.Utime.Nano()+r1.Stime.Nano()-r0.Utime.Nano()-r0.Stime.Nano()) * time.Nanosecond
+		return cost{wall, cpu}
+	}
+	produce := func(addr string) {
 		cl := benchClient(b, addr, kgo.DefaultProduceTopic(benchAuthzTopic), kgo.RequiredAcks(kgo.AllISRAcks()),
 			kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedRecords(100000))
 		defer cl.Close()
 		ctx := context.Background()
-		start := time.Now()
 		var firstErr error
 		for range benchAuthzRecords {
 			cl.Produce(ctx, &kgo.Record{Value: val}, func(_ *kgo.Record, err error) {
@@ -53,14 +73,12 @@ func BenchmarkAuthorizerOverhead(b *testing.B) {
 		if err := cl.Flush(ctx); err != nil || firstErr != nil {
 			b.Fatal(err, firstErr)
 		}
-		return time.Since(start)
 	}
-	fetch := func(addr string, from int64) time.Duration {
+	fetch := func(addr string, from int64) {
 		cl := benchClient(b, addr, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
 			benchAuthzTopic: {0: kgo.NewOffset().At(from)}}))
 		defer cl.Close()
 		ctx := context.Background()
-		start := time.Now()
 		for got := 0; got < benchAuthzRecords; {
 			fs := cl.PollFetches(ctx)
 			if err := fs.Err(); err != nil {
@@ -68,47 +86,79 @@ func BenchmarkAuthorizerOverhead(b *testing.B) {
 			}
 			got += fs.NumRecords()
 		}
-		return time.Since(start)
 	}
 	// One untimed round on each (connections, metadata, the first
 	// segment's pages), then the timed ones.
-	for i, addr := range []string{on.Addr(), off.Addr()} {
-		produce(addr)
-		fetch(addr, 0)
+	for i, tb := range brokers {
+		produce(tb.Addr())
+		fetch(tb.Addr(), 0)
 		offsets[i] = benchAuthzRecords
 	}
-	b.SetBytes(2 * 2 * benchAuthzRecords * benchRecordSize)
+	var prod, fch [3][]cost
+	b.SetBytes(3 * 2 * benchAuthzRecords * benchRecordSize)
 	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		sides := []struct {
-			addr      string
-			prod, fch *time.Duration
-			offset    *int64
-		}{{on.Addr(), &prodOn, &fetchOn, &offsets[0]}, {off.Addr(), &prodOff, &fetchOff, &offsets[1]}}
-		if i%2 == 1 {
-			sides[0], sides[1] = sides[1], sides[0]
+	for round := 0; b.Loop(); round++ {
+		order := []int{on, off, off2}
+		for range round % 3 {
+			order = append(order[1:], order[0])
 		}
-		for _, s := range sides {
-			*s.prod += produce(s.addr)
+		for _, i := range order {
+			prod[i] = append(prod[i], timed(func() { produce(brokers[i].Addr()) }))
 		}
-		for _, s := range sides {
-			*s.fch += fetch(s.addr, *s.offset)
-			*s.offset += benchAuthzRecords
+		for _, i := range order {
+			fch[i] = append(fch[i], timed(func() { fetch(brokers[i].Addr(), offsets[i]) }))
+			offsets[i] += benchAuthzRecords
 		}
 	}
-	mb := func(d time.Duration) float64 {
-		return float64(b.N) * benchAuthzRecords * benchRecordSize / d.Seconds() / 1e6
+	b.StopTimer()
+	if os.Getenv("STRATA_BENCH_AUTHZ_ROUNDS") != "" {
+		for r := range prod[on] {
+			b.Logf("round %d: produce wall/cpu ms on %d/%d off %d/%d off2 %d/%d; fetch on %d/%d off %d/%d off2 %d/%d", r,
+				prod[on][r].wall.Milliseconds(), prod[on][r].cpu.Milliseconds(), prod[off][r].wall.Milliseconds(), prod[off][r].cpu.Milliseconds(),
+				prod[off2][r].wall.Milliseconds(), prod[off2][r].cpu.Milliseconds(),
+				fch[on][r].wall.Milliseconds(), fch[on][r].cpu.Milliseconds(), fch[off][r].wall.Milliseconds(), fch[off][r].cpu.Milliseconds(),
+				fch[off2][r].wall.Milliseconds(), fch[off2][r].cpu.Milliseconds())
+		}
 	}
-	b.ReportMetric(mb(prodOn), "produce-on-MB/s")
-	b.ReportMetric(mb(prodOff), "produce-off-MB/s")
-	b.ReportMetric(mb(fetchOn), "fetch-on-MB/s")
-	b.ReportMetric(mb(fetchOff), "fetch-off-MB/s")
-	b.ReportMetric(100*prodOff.Seconds()/prodOn.Seconds(), "produce-on/off-%")
-	b.ReportMetric(100*fetchOff.Seconds()/fetchOn.Seconds(), "fetch-on/off-%")
+	// medianRatio is the median over rounds of 100 x num/den, of wall or
+	// CPU time: den's time in the numerator, so 100 x (num's throughput /
+	// den's) for wall time and (den's CPU per byte / num's) for CPU.
+	medianRatio := func(cs [3][]cost, num, den int, cpu bool) float64 {
+		var rs []float64
+		for r := range cs[num] {
+			n, d := cs[num][r].wall, cs[den][r].wall
+			if cpu {
+				n, d = cs[num][r].cpu, cs[den][r].cpu
+			}
+			rs = append(rs, 100*d.Seconds()/n.Seconds())
+		}
+		slices.Sort(rs)
+		if len(rs)%2 == 1 {
+			return rs[len(rs)/2]
+		}
+		return (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2
+	}
+	for _, m := range []struct {
+		name     string
+		cs       [3][]cost
+		num, den int
+		cpu      bool
+	}{
+		{"produce-on/off-%", prod, on, off, false},
+		{"fetch-on/off-%", fch, on, off, false},
+		{"produce-cpu-on/off-%", prod, on, off, true},
+		{"fetch-cpu-on/off-%", fch, on, off, true},
+		{"produce-off2/off-%", prod, off2, off, false},
+		{"fetch-off2/off-%", fch, off2, off, false},
+		{"produce-cpu-off2/off-%", prod, off2, off, true},
+		{"fetch-cpu-off2/off-%", fch, off2, off, true},
+	} {
+		b.ReportMetric(medianRatio(m.cs, m.num, m.den, m.cpu), m.name)
+	}
 }
 
 const (
-	benchAuthzRecords = 4000
+	benchAuthzRecords = 30000
 	benchAuthzTopic   = "bench.authz"
 )
 
