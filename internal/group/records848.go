@@ -101,8 +101,6 @@ type consumerGroupMetadataValue struct {
 }
 
 func (v *consumerGroupMetadataValue) AppendTo(b []byte) []byte {
-	b = binary.BigEndian.AppendUint16(b, uint16(consumerRecordValueVersion))
-	b = binary.BigEndian.AppendUint32(b, uint32(v.Epoch))
 	var tags []tagged
 	if v.MetadataHash != 0 {
 		tags = append(tags, tagged{0, binary.BigEndian.AppendUint64(nil, uint64(v.MetadataHash))})
@@ -110,15 +108,14 @@ func (v *consumerGroupMetadataValue) AppendTo(b []byte) []byte {
 	if v.CreationTimeMs != -1 {
 		tags = append(tags, tagged{1, binary.BigEndian.AppendUint64(nil, uint64(v.CreationTimeMs))})
 	}
-	return appendTags(b, tags)
+	return appendValue(b, tags, func(b []byte) []byte {
+		return binary.BigEndian.AppendUint32(b, uint32(v.Epoch))
+	})
 }
 
 func (v *consumerGroupMetadataValue) ReadFrom(src []byte) error {
-	r := reader{b: src}
-	r.version()
-	v.Epoch = r.int32()
 	v.MetadataHash, v.CreationTimeMs = 0, -1
-	r.tags(func(tag uint32, data []byte) error {
+	known := func(tag uint32, data []byte) error {
 		if tag > 1 {
 			return nil
 		}
@@ -131,8 +128,10 @@ func (v *consumerGroupMetadataValue) ReadFrom(src []byte) error {
 			v.CreationTimeMs = int64(binary.BigEndian.Uint64(data))
 		}
 		return nil
+	}
+	return readValue(src, "ConsumerGroupMetadataValue", known, func(r *reader) {
+		v.Epoch = r.int32()
 	})
-	return r.done("ConsumerGroupMetadataValue")
 }
 
 // consumerTopicMetadata is ConsumerGroupPartitionMetadataValue.TopicMetadata.
@@ -159,53 +158,31 @@ type consumerPartitionMetadataValue struct {
 }
 
 func (v *consumerPartitionMetadataValue) AppendTo(b []byte) []byte {
-	b = binary.BigEndian.AppendUint16(b, uint16(consumerRecordValueVersion))
-	b = appendLen(b, len(v.Topics))
-	for _, t := range v.Topics {
-		b = append(b, t.TopicID[:]...)
-		b = appendCompactString(b, t.TopicName)
-		b = binary.BigEndian.AppendUint32(b, uint32(t.NumPartitions))
-		b = appendLen(b, len(t.PartitionMetadata))
-		for _, p := range t.PartitionMetadata {
-			b = binary.BigEndian.AppendUint32(b, uint32(p.Partition))
-			b = appendLen(b, len(p.Racks))
-			for _, r := range p.Racks {
-				b = appendCompactString(b, r)
-			}
-			b = appendTags(b, nil)
-		}
-		b = appendTags(b, nil)
-	}
-	return appendTags(b, nil)
+	return appendValue(b, nil, func(b []byte) []byte {
+		return appendStructs(b, v.Topics, func(b []byte, t consumerTopicMetadata) []byte {
+			b = append(b, t.TopicID[:]...)
+			b = appendCompactString(b, t.TopicName)
+			b = binary.BigEndian.AppendUint32(b, uint32(t.NumPartitions))
+			return appendStructs(b, t.PartitionMetadata, func(b []byte, p consumerPartitionRacks) []byte {
+				b = binary.BigEndian.AppendUint32(b, uint32(p.Partition))
+				return appendCompactStrings(b, p.Racks)
+			})
+		})
+	})
 }
 
 func (v *consumerPartitionMetadataValue) ReadFrom(src []byte) error {
-	r := reader{b: src}
-	r.version()
-	n := r.arrayLen(16 + 1 + 4 + 1 + 1)
-	v.Topics = make([]consumerTopicMetadata, 0, n)
-	for i := 0; i < n && r.err == nil; i++ {
-		var t consumerTopicMetadata
-		t.TopicID = r.uuid()
-		t.TopicName = r.compactString()
-		t.NumPartitions = r.int32()
-		np := r.arrayLen(4 + 1 + 1)
-		t.PartitionMetadata = make([]consumerPartitionRacks, 0, np)
-		for j := 0; j < np && r.err == nil; j++ {
-			p := consumerPartitionRacks{Partition: r.int32()}
-			nr := r.arrayLen(1)
-			p.Racks = make([]string, 0, nr)
-			for k := 0; k < nr && r.err == nil; k++ {
-				p.Racks = append(p.Racks, r.compactString())
-			}
-			r.tags(nil)
-			t.PartitionMetadata = append(t.PartitionMetadata, p)
-		}
-		r.tags(nil)
-		v.Topics = append(v.Topics, t)
-	}
-	r.tags(nil)
-	return r.done("ConsumerGroupPartitionMetadataValue")
+	return readValue(src, "ConsumerGroupPartitionMetadataValue", nil, func(r *reader) {
+		v.Topics = readStructs(r, 16+1+4+1+1, func(r *reader) (t consumerTopicMetadata) {
+			t.TopicID = r.uuid()
+			t.TopicName = r.compactString()
+			t.NumPartitions = r.int32()
+			t.PartitionMetadata = readStructs(r, 4+1+1, func(r *reader) consumerPartitionRacks {
+				return consumerPartitionRacks{Partition: r.int32(), Racks: r.compactStrings()}
+			})
+			return t
+		})
+	})
 }
 
 // consumerMemberMetadataValue is ConsumerGroupMemberMetadataValue v0: a
@@ -225,38 +202,29 @@ type consumerMemberMetadataValue struct {
 }
 
 func (v *consumerMemberMetadataValue) AppendTo(b []byte) []byte {
-	b = binary.BigEndian.AppendUint16(b, uint16(consumerRecordValueVersion))
-	b = appendCompactNullableString(b, v.InstanceID)
-	b = appendCompactNullableString(b, v.RackID)
-	b = appendCompactString(b, v.ClientID)
-	b = appendCompactString(b, v.ClientHost)
-	b = appendLen(b, len(v.SubscribedTopicNames))
-	for _, t := range v.SubscribedTopicNames {
-		b = appendCompactString(b, t)
-	}
-	b = appendCompactNullableString(b, v.SubscribedTopicRegex)
-	b = binary.BigEndian.AppendUint32(b, uint32(v.RebalanceTimeoutMs))
-	b = appendCompactNullableString(b, v.ServerAssignor)
-	return appendTags(b, nil)
+	return appendValue(b, nil, func(b []byte) []byte {
+		b = appendCompactNullableString(b, v.InstanceID)
+		b = appendCompactNullableString(b, v.RackID)
+		b = appendCompactString(b, v.ClientID)
+		b = appendCompactString(b, v.ClientHost)
+		b = appendCompactStrings(b, v.SubscribedTopicNames)
+		b = appendCompactNullableString(b, v.SubscribedTopicRegex)
+		b = binary.BigEndian.AppendUint32(b, uint32(v.RebalanceTimeoutMs))
+		return appendCompactNullableString(b, v.ServerAssignor)
+	})
 }
 
 func (v *consumerMemberMetadataValue) ReadFrom(src []byte) error {
-	r := reader{b: src}
-	r.version()
-	v.InstanceID = r.compactNullableString()
-	v.RackID = r.compactNullableString()
-	v.ClientID = r.compactString()
-	v.ClientHost = r.compactString()
-	n := r.arrayLen(1)
-	v.SubscribedTopicNames = make([]string, 0, n)
-	for i := 0; i < n && r.err == nil; i++ {
-		v.SubscribedTopicNames = append(v.SubscribedTopicNames, r.compactString())
-	}
-	v.SubscribedTopicRegex = r.compactNullableString()
-	v.RebalanceTimeoutMs = r.int32()
-	v.ServerAssignor = r.compactNullableString()
-	r.tags(nil)
-	return r.done("ConsumerGroupMemberMetadataValue")
+	return readValue(src, "ConsumerGroupMemberMetadataValue", nil, func(r *reader) {
+		v.InstanceID = r.compactNullableString()
+		v.RackID = r.compactNullableString()
+		v.ClientID = r.compactString()
+		v.ClientHost = r.compactString()
+		v.SubscribedTopicNames = r.compactStrings()
+		v.SubscribedTopicRegex = r.compactNullableString()
+		v.RebalanceTimeoutMs = r.int32()
+		v.ServerAssignor = r.compactNullableString()
+	})
 }
 
 // consumerTargetAssignmentMetadataValue is
@@ -266,17 +234,15 @@ type consumerTargetAssignmentMetadataValue struct {
 }
 
 func (v *consumerTargetAssignmentMetadataValue) AppendTo(b []byte) []byte {
-	b = binary.BigEndian.AppendUint16(b, uint16(consumerRecordValueVersion))
-	b = binary.BigEndian.AppendUint32(b, uint32(v.AssignmentEpoch))
-	return appendTags(b, nil)
+	return appendValue(b, nil, func(b []byte) []byte {
+		return binary.BigEndian.AppendUint32(b, uint32(v.AssignmentEpoch))
+	})
 }
 
 func (v *consumerTargetAssignmentMetadataValue) ReadFrom(src []byte) error {
-	r := reader{b: src}
-	r.version()
-	v.AssignmentEpoch = r.int32()
-	r.tags(nil)
-	return r.done("ConsumerGroupTargetAssignmentMetadataValue")
+	return readValue(src, "ConsumerGroupTargetAssignmentMetadataValue", nil, func(r *reader) {
+		v.AssignmentEpoch = r.int32()
+	})
 }
 
 // consumerTopicPartitions is a topic id with partitions, the element of
@@ -288,32 +254,26 @@ type consumerTopicPartitions struct {
 }
 
 func appendTopicPartitions(b []byte, ts []consumerTopicPartitions) []byte {
-	b = appendLen(b, len(ts))
-	for _, t := range ts {
+	return appendStructs(b, ts, func(b []byte, t consumerTopicPartitions) []byte {
 		b = append(b, t.TopicID[:]...)
 		b = appendLen(b, len(t.Partitions))
 		for _, p := range t.Partitions {
 			b = binary.BigEndian.AppendUint32(b, uint32(p))
 		}
-		b = appendTags(b, nil)
-	}
-	return b
+		return b
+	})
 }
 
 func (r *reader) topicPartitions() []consumerTopicPartitions {
-	n := r.arrayLen(16 + 1 + 1)
-	out := make([]consumerTopicPartitions, 0, n)
-	for i := 0; i < n && r.err == nil; i++ {
+	return readStructs(r, 16+1+1, func(r *reader) consumerTopicPartitions {
 		t := consumerTopicPartitions{TopicID: r.uuid()}
 		np := r.arrayLen(4)
 		t.Partitions = make([]int32, 0, np)
 		for j := 0; j < np && r.err == nil; j++ {
 			t.Partitions = append(t.Partitions, r.int32())
 		}
-		r.tags(nil)
-		out = append(out, t)
-	}
-	return out
+		return t
+	})
 }
 
 // consumerTargetMemberValue is ConsumerGroupTargetAssignmentMemberValue v0:
@@ -323,17 +283,15 @@ type consumerTargetMemberValue struct {
 }
 
 func (v *consumerTargetMemberValue) AppendTo(b []byte) []byte {
-	b = binary.BigEndian.AppendUint16(b, uint16(consumerRecordValueVersion))
-	b = appendTopicPartitions(b, v.TopicPartitions)
-	return appendTags(b, nil)
+	return appendValue(b, nil, func(b []byte) []byte {
+		return appendTopicPartitions(b, v.TopicPartitions)
+	})
 }
 
 func (v *consumerTargetMemberValue) ReadFrom(src []byte) error {
-	r := reader{b: src}
-	r.version()
-	v.TopicPartitions = r.topicPartitions()
-	r.tags(nil)
-	return r.done("ConsumerGroupTargetAssignmentMemberValue")
+	return readValue(src, "ConsumerGroupTargetAssignmentMemberValue", nil, func(r *reader) {
+		v.TopicPartitions = r.topicPartitions()
+	})
 }
 
 // consumerCurrentAssignmentValue is ConsumerGroupCurrentMemberAssignmentValue
@@ -347,25 +305,86 @@ type consumerCurrentAssignmentValue struct {
 }
 
 func (v *consumerCurrentAssignmentValue) AppendTo(b []byte) []byte {
-	b = binary.BigEndian.AppendUint16(b, uint16(consumerRecordValueVersion))
-	b = binary.BigEndian.AppendUint32(b, uint32(v.MemberEpoch))
-	b = binary.BigEndian.AppendUint32(b, uint32(v.PreviousMemberEpoch))
-	b = append(b, byte(v.State))
-	b = appendTopicPartitions(b, v.AssignedPartitions)
-	b = appendTopicPartitions(b, v.PartitionsPendingRevocation)
-	return appendTags(b, nil)
+	return appendValue(b, nil, func(b []byte) []byte {
+		b = binary.BigEndian.AppendUint32(b, uint32(v.MemberEpoch))
+		b = binary.BigEndian.AppendUint32(b, uint32(v.PreviousMemberEpoch))
+		b = append(b, byte(v.State))
+		b = appendTopicPartitions(b, v.AssignedPartitions)
+		return appendTopicPartitions(b, v.PartitionsPendingRevocation)
+	})
 }
 
 func (v *consumerCurrentAssignmentValue) ReadFrom(src []byte) error {
+	return readValue(src, "ConsumerGroupCurrentMemberAssignmentValue", nil, func(r *reader) {
+		v.MemberEpoch = r.int32()
+		v.PreviousMemberEpoch = r.int32()
+		v.State = r.int8()
+		v.AssignedPartitions = r.topicPartitions()
+		v.PartitionsPendingRevocation = r.topicPartitions()
+	})
+}
+
+// Value framing: every KIP-848 value is its version (an int16, always 0),
+// its fields and a tagged-field section.
+
+// appendValue appends a value: the version, what fields appends and the
+// tagged fields tags.
+func appendValue(b []byte, tags []tagged, fields func(b []byte) []byte) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(consumerRecordValueVersion))
+	b = fields(b)
+	return appendTags(b, tags)
+}
+
+// readValue decodes a value framed as appendValue writes it: fields reads
+// the fields, known receives the tagged fields (nil: skip them all), and
+// the error names the value what.
+func readValue(src []byte, what string, known func(tag uint32, data []byte) error, fields func(r *reader)) error {
 	r := reader{b: src}
 	r.version()
-	v.MemberEpoch = r.int32()
-	v.PreviousMemberEpoch = r.int32()
-	v.State = r.int8()
-	v.AssignedPartitions = r.topicPartitions()
-	v.PartitionsPendingRevocation = r.topicPartitions()
-	r.tags(nil)
-	return r.done("ConsumerGroupCurrentMemberAssignmentValue")
+	fields(&r)
+	r.tags(known)
+	return r.done(what)
+}
+
+// appendStructs appends a compact array of structs, each followed by its
+// (empty) tagged-field section.
+func appendStructs[T any](b []byte, xs []T, elem func(b []byte, x T) []byte) []byte {
+	b = appendLen(b, len(xs))
+	for _, x := range xs {
+		b = elem(b, x)
+		b = appendTags(b, nil)
+	}
+	return b
+}
+
+// readStructs reads a compact array of structs written by appendStructs;
+// min is the smallest encoding of one element.
+func readStructs[T any](r *reader, min int, elem func(r *reader) T) []T {
+	n := r.arrayLen(min)
+	out := make([]T, 0, n)
+	for i := 0; i < n && r.err == nil; i++ {
+		x := elem(r)
+		r.tags(nil)
+		out = append(out, x)
+	}
+	return out
+}
+
+func appendCompactStrings(b []byte, ss []string) []byte {
+	b = appendLen(b, len(ss))
+	for _, s := range ss {
+		b = appendCompactString(b, s)
+	}
+	return b
+}
+
+func (r *reader) compactStrings() []string {
+	n := r.arrayLen(1)
+	out := make([]string, 0, n)
+	for i := 0; i < n && r.err == nil; i++ {
+		out = append(out, r.compactString())
+	}
+	return out
 }
 
 // Encoding helpers (Kafka's protocol primitives).

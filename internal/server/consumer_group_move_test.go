@@ -77,13 +77,7 @@ func describeKIP848(ctx context.Context, adm *kadm.Client, group string) (string
 // happens (the group epoch does not move), committed offsets are intact
 // and nothing committed is read again.
 func TestClusterConsumerGroupMove(t *testing.T) {
-	c := startCluster(t, 3, map[string]string{"offsets.topic.num.partitions": "3",
-		"replica.lag.time.max.ms": "2000", "replica.fetch.wait.max.ms": "200"})
-	ctx := ctxT(t)
-	adm := kadm.NewClient(c.Client())
-	if _, err := adm.CreateTopic(ctx, 4, 3, nil, "data"); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, adm := moveCluster(t, 4)
 	const g = "kip848-move"
 	coord := coordinatorOf(t, c.Brokers[0].Addr(), 0, g)
 	prod := c.Client(kgo.DefaultProduceTopic("data"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
@@ -182,21 +176,7 @@ func TestClusterConsumerGroupMove(t *testing.T) {
 	consumed("the first 40 records", 40)
 	eventually(t, "the first 40 records committed", committedAtEnd(adm))
 
-	brokerByID(t, c, coord).Close()
-	var moved int32
-	eventually(t, "group coordinator moved", func() error {
-		for _, b := range c.Brokers {
-			if b.NodeID == coord {
-				continue
-			}
-			if n := coordinatorOf(t, b.Addr(), 0, g); n != coord {
-				moved = n
-				return nil
-			}
-			return fmt.Errorf("coordinator still %d", coord)
-		}
-		return nil
-	})
+	moved := stopCoordinator(t, c, coord, g)
 	after := kadm.NewClient(brokerByID(t, c, moved).Client())
 	eventually(t, "the group loaded on the new coordinator", func() error {
 		d, err := describeKIP848(ctx, after, g)

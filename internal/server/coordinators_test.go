@@ -46,6 +46,47 @@ func brokerByID(t *testing.T, c *servertest.Cluster, id int32) *servertest.Broke
 	return nil
 }
 
+// moveCluster starts three brokers for a coordinator move (three
+// partitions per internal topic, replicated three times; a stopped
+// follower leaves the ISR after 2 s; followers long-poll 200 ms) and
+// creates topic "data" with the given partitions, replicated three times.
+func moveCluster(t *testing.T, dataPartitions int32) (*servertest.Cluster, context.Context, *kadm.Client) {
+	t.Helper()
+	c := startCluster(t, 3, map[string]string{"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3",
+		"replica.lag.time.max.ms": "2000", "replica.fetch.wait.max.ms": "200"})
+	ctx := ctxT(t)
+	adm := kadm.NewClient(c.Client())
+	if _, err := adm.CreateTopic(ctx, dataPartitions, 3, nil, "data"); err != nil {
+		t.Fatal(err)
+	}
+	return c, ctx, adm
+}
+
+// stopCoordinator stops broker coord, the coordinator of group g, and
+// returns the broker the others name as g's coordinator once it moved.
+func stopCoordinator(t *testing.T, c *servertest.Cluster, coord int32, g string) int32 {
+	t.Helper()
+	brokerByID(t, c, coord).Close()
+	var moved int32
+	eventually(t, "group coordinator moved", func() error {
+		for _, b := range c.Brokers {
+			if b.NodeID == coord {
+				continue
+			}
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.Version, req.CoordinatorKeys = 4, []string{g}
+			co := request(t, b.Addr(), req).(*kmsg.FindCoordinatorResponse).Coordinators[0]
+			if co.ErrorCode != 0 || co.NodeID == coord {
+				return fmt.Errorf("coordinator %d, %v", co.NodeID, kerr.ErrorForCode(co.ErrorCode))
+			}
+			moved = co.NodeID
+			return nil
+		}
+		return nil
+	})
+	return moved
+}
+
 // TestClusterCoordinatorsFollowLeadership: on three brokers each group is
 // served by the leader of its __consumer_offsets partition only (the
 // others answer NOT_COORDINATOR, Kafka's rule), commits made there are
@@ -286,13 +327,7 @@ func readCommitted(t *testing.T, c *servertest.Cluster, topic string, want int) 
 // transactional producer commits its next transaction through the new
 // coordinator; every partition's last stable offset reaches its end.
 func TestClusterCoordinatorFailover(t *testing.T) {
-	c := startCluster(t, 3, map[string]string{"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3",
-		"replica.lag.time.max.ms": "2000", "replica.fetch.wait.max.ms": "200"})
-	ctx := ctxT(t)
-	adm := kadm.NewClient(c.Client())
-	if _, err := adm.CreateTopic(ctx, 3, 3, nil, "data"); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx, adm := moveCluster(t, 3)
 	const g = "failover-group"
 	coord := coordinatorOf(t, c.Brokers[0].Addr(), 0, g)
 	// A transactional id coordinated by the same broker: both move.
@@ -346,24 +381,7 @@ func TestClusterCoordinatorFailover(t *testing.T) {
 		t.Fatalf("offsets before: %v %v", err, before.Error())
 	}
 
-	brokerByID(t, c, coord).Close()
-	var moved int32
-	eventually(t, "group coordinator moved", func() error {
-		for _, b := range c.Brokers {
-			if b.NodeID == coord {
-				continue
-			}
-			req := kmsg.NewPtrFindCoordinatorRequest()
-			req.Version, req.CoordinatorKeys = 4, []string{g}
-			co := request(t, b.Addr(), req).(*kmsg.FindCoordinatorResponse).Coordinators[0]
-			if co.ErrorCode != 0 || co.NodeID == coord {
-				return fmt.Errorf("coordinator %d, %v", co.NodeID, kerr.ErrorForCode(co.ErrorCode))
-			}
-			moved = co.NodeID
-			return nil
-		}
-		return nil
-	})
+	moved := stopCoordinator(t, c, coord, g)
 	after := kadm.NewClient(brokerByID(t, c, moved).Client())
 	eventually(t, "offsets on the new coordinator", func() error {
 		got, err := after.FetchOffsets(ctx, g)
@@ -515,21 +533,7 @@ func TestClusterMarkersRetriedAcrossLeaderDown(t *testing.T) {
 		t.Fatalf("commit with the partition's leader down: %v", err)
 	}
 	b.Open()
-	eventually60 := func(what string, cond func() error) {
-		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			err := cond()
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %v", what, err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	eventually60("transaction completed after the leader came back", func() error {
+	eventuallyWithin(t, 90*time.Second, "transaction completed after the leader came back", func() error {
 		ds, err := adm.DescribeTransactions(ctx, txnID)
 		if err != nil {
 			return err
@@ -543,7 +547,7 @@ func TestClusterMarkersRetriedAcrossLeaderDown(t *testing.T) {
 		}
 		return nil
 	})
-	eventually60("last stable offset of t at its end", func() error {
+	eventuallyWithin(t, 90*time.Second, "last stable offset of t at its end", func() error {
 		ends, err := adm.ListEndOffsets(ctx, "t")
 		if err != nil {
 			return err
