@@ -17,6 +17,19 @@ import (
 	"github.com/strata-io/strata/internal/servertest"
 )
 
+// adminBroker starts an in-process broker with the product's defaults
+// and a franz-go client (with opts) and admin client on it; the client
+// is closed when b ends.
+func adminBroker(b *testing.B, opts ...kgo.Opt) (*servertest.Broker, *kgo.Client, *kadm.Client) {
+	tb := servertest.Start(b, servertest.Options{ProductDefaults: true})
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(tb.Addr())}, opts...)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cl.Close)
+	return tb, cl, kadm.NewClient(cl)
+}
+
 // BenchmarkCreateTopicManyPartitions is issue 18's CreateTopics row in
 // process: one CreateTopics request of STRATA_BENCH_PARTITIONS (1000)
 // partitions per iteration (a new topic each), timed from the client.
@@ -24,13 +37,7 @@ import (
 //	go test ./internal/server -run '^$' -bench CreateTopicManyPartitions -benchtime 5x
 func BenchmarkCreateTopicManyPartitions(b *testing.B) {
 	parts := int32(benchEnvInt("STRATA_BENCH_PARTITIONS", 1000))
-	tb := servertest.Start(b, servertest.Options{ProductDefaults: true})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tb.Addr()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	_, _, adm := adminBroker(b)
 	ctx := context.Background()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -51,13 +58,7 @@ func BenchmarkCreateTopicManyPartitions(b *testing.B) {
 func BenchmarkMetadataManyPartitions(b *testing.B) {
 	parts := int32(benchEnvInt("STRATA_BENCH_PARTITIONS", 1000))
 	topics := benchEnvInt("STRATA_BENCH_TOPICS", 10)
-	tb := servertest.Start(b, servertest.Options{ProductDefaults: true})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tb.Addr()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	_, cl, adm := adminBroker(b)
 	ctx := context.Background()
 	for i := range topics {
 		res, err := adm.CreateTopic(ctx, parts, 1, nil, fmt.Sprintf("md-%d", i))
@@ -100,12 +101,7 @@ func BenchmarkHeapManyPartitions(b *testing.B) {
 	if path == "" {
 		b.Skip("set STRATA_BENCH_HEAP to a path prefix for the heap profiles")
 	}
-	tb := servertest.Start(b, servertest.Options{ProductDefaults: true})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tb.Addr()), kgo.RequestTimeoutOverhead(5*time.Minute))
-	if err != nil {
-		b.Fatal(err)
-	}
-	adm := kadm.NewClient(cl)
+	tb, cl, adm := adminBroker(b, kgo.RequestTimeoutOverhead(5*time.Minute))
 	adm.SetTimeoutMillis(300000)
 	ctx := context.Background()
 	for i := range topics {

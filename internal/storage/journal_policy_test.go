@@ -184,7 +184,7 @@ func TestJournalCreationFailsCleanly(t *testing.T) {
 	fsys := vfs.NewCrashFS()
 	s, logs := openJournalDir(t, fsys, 8, 1<<20, false)
 	fsys.SetHook(func(op, name string) error {
-		if op == "write" && strings.Contains(name, journalFilePrefix+"1") {
+		if op == "truncate" && strings.Contains(name, journalFilePrefix+"1") {
 			return syscall.ENOSPC
 		}
 		return nil
