@@ -26,8 +26,20 @@ import (
 func BenchmarkProduceManyPartitions(b *testing.B) {
 	parts := int32(benchEnvInt("STRATA_BENCH_PARTITIONS", 1000))
 	secs := benchEnvInt("STRATA_BENCH_SECONDS", 5)
-	tb := servertest.Start(b, servertest.Options{ProductDefaults: true})
+	// Both topics are created first, as test/e2e's BenchmarkManyPartitions
+	// does (its topics exist minutes before the produce step): the first
+	// iteration's many-partition side then measures the first appends to
+	// existing, never written partitions, not the broker opening them.
+	tb, _, adm := adminBroker(b)
 	ctx := context.Background()
+	for _, t := range []struct {
+		name  string
+		parts int32
+	}{{"one", 1}, {"many", parts}} {
+		if res, err := adm.CreateTopic(ctx, t.parts, 1, nil, t.name); err != nil || res.Err != nil {
+			b.Fatalf("create %s: %v %v", t.name, err, res.Err)
+		}
+	}
 	cfg := func(topic string, partitions int32) bench.Config {
 		return bench.Config{Brokers: []string{tb.Addr()}, Topic: topic, Partitions: partitions, RecordSize: 512,
 			Duration: time.Duration(secs) * time.Second, Acks: "all"}
