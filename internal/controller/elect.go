@@ -216,6 +216,16 @@ func (s *State) Reconcile() []Decision {
 	return out
 }
 
+// NextLeader is the leader the controller's reconcile gives a partition
+// in state st with the live brokers of s: its current leader when nothing
+// calls for an election, meta.NoLeader when no replica can be elected
+// until other brokers return. A broker uses it to tell a partition whose
+// election is imminent from one that stays offline (server readiness).
+func (s *State) NextLeader(st meta.PartitionState, pol Policy) int32 {
+	ns, _, _ := rebuildEpochs(st, s.Live, func(id int32) bool { return s.Brokers[id].UncleanShutdown }, s.epochOf, pol)
+	return ns.Leader
+}
+
 // epochOf is a live broker's epoch (KIP-903), 0 when unknown or not live.
 func (s *State) epochOf(id int32) int64 { return s.Brokers[id].Epoch }
 

@@ -83,12 +83,20 @@ func (s *State) TopicNames() []string {
 // FromView builds a State from a metadata view; policy gives each topic's
 // election policy (from its configs and the broker defaults).
 func FromView(v *meta.View, policy func(*meta.Topic) Policy) *State {
-	s := &State{Brokers: make(map[int32]BrokerInfo, len(v.Brokers)), Topics: make(map[string]*TopicInfo, len(v.Topics))}
-	for id, b := range v.Brokers {
-		s.Brokers[id] = BrokerInfo{ID: id, Rack: b.Rack, UncleanShutdown: b.UncleanShutdown, Epoch: b.Epoch}
-	}
+	s := BrokersFromView(v)
+	s.Topics = make(map[string]*TopicInfo, len(v.Topics))
 	for name, t := range v.Topics {
 		s.Topics[name] = &TopicInfo{Name: name, ID: t.ID, Policy: policy(t), Parts: v.Parts[t.ID], Deleting: t.Deleting}
+	}
+	return s
+}
+
+// BrokersFromView builds a State of the view's live brokers only (no
+// topics): enough for NextLeader.
+func BrokersFromView(v *meta.View) *State {
+	s := &State{Brokers: make(map[int32]BrokerInfo, len(v.Brokers))}
+	for id, b := range v.Brokers {
+		s.Brokers[id] = BrokerInfo{ID: id, Rack: b.Rack, UncleanShutdown: b.UncleanShutdown, Epoch: b.Epoch}
 	}
 	return s
 }

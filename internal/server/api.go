@@ -75,10 +75,13 @@ type Server struct {
 	// listener's TLS and SASL client settings; interbroker.go).
 	ib config.InterBrokerClient
 
-	ready    atomic.Bool
-	stopping atomic.Bool
-	stopOnce sync.Once
-	stopErr  error
+	ready atomic.Bool
+	// leadersSeen: the node's partitions had their leaders once after
+	// the start (cluster_ready.go); readiness no longer looks.
+	leadersSeen atomic.Bool
+	stopping    atomic.Bool
+	stopOnce    sync.Once
+	stopErr     error
 }
 
 // Options are what a server takes beyond its configuration (tests).
@@ -154,8 +157,11 @@ func NewWithOptions(cfg *config.Broker, logger *slog.Logger, opts Options) (*Ser
 	progress := &broker.LoadProgress{}
 	if s.metrics != nil {
 		s.metrics.SetNotReadyDetail(func() string {
-			if s.ready.Load() || s.stopping.Load() {
+			if s.stopping.Load() {
 				return ""
+			}
+			if s.ready.Load() {
+				return s.leadersDetail()
 			}
 			if _, total := progress.Counts(); total == 0 {
 				return "starting"
@@ -426,8 +432,15 @@ func (s *Server) MetricsAddr() net.Addr {
 	return s.metrics.Addr()
 }
 
-// Ready reports whether logs are recovered and the listener is serving.
-func (s *Server) Ready() bool { return s.ready.Load() }
+// Ready reports whether logs are recovered, the listener is serving and,
+// on a cluster node, the partitions it holds have their leaders
+// (cluster_ready.go).
+func (s *Server) Ready() bool {
+	if !s.ready.Load() || s.stopping.Load() {
+		return false
+	}
+	return s.ctlOnly || s.leadersReady()
+}
 
 // Broker exposes the broker (tests and admin tools).
 func (s *Server) Broker() *broker.Broker { return s.broker }
