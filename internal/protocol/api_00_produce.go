@@ -144,8 +144,11 @@ func (s *Server) producePartition(req *kmsg.ProduceRequest, topic string, rp kms
 	res, err := p.AppendProduce(records, req.Acks, pid, verify)
 	if err != nil {
 		s.fillProduceError(sp, req.Version, err, res.RecordErrors)
-		if errCode(err) == kerr.UnknownServerError.Code {
+		switch errCode(err) {
+		case kerr.UnknownServerError.Code:
 			s.logger.Warn("produce failed", "topic", topic, "partition", rp.Partition, "err", err)
+		case kerr.KafkaStorageError.Code:
+			s.logStorageError(topic, rp.Partition, err)
 		}
 		return nil
 	}
@@ -161,6 +164,24 @@ func (s *Server) producePartition(req *kmsg.ProduceRequest, topic string, rp kms
 			s.fillProduceError(sp, req.Version, err, nil)
 		}
 	}
+}
+
+// storageErrorLogEvery bounds the log lines of KAFKA_STORAGE_ERROR
+// answers (a full disk refuses every append).
+const storageErrorLogEvery = 10 * time.Second
+
+// logStorageError logs why a produce was answered KAFKA_STORAGE_ERROR (at
+// most every storageErrorLogEvery): the client sees only the code (the
+// message too from Produce v8), and the cause — the free-space reserve
+// strata.log.min.free.bytes, a failed write — must be in the broker's log.
+func (s *Server) logStorageError(topic string, partition int32, err error) {
+	now := time.Now().UnixNano()
+	last := s.storageErrLogged.Load()
+	if now-last < int64(storageErrorLogEvery) || !s.storageErrLogged.CompareAndSwap(last, now) {
+		return
+	}
+	s.logger.Warn("produce answered KAFKA_STORAGE_ERROR", "topic", topic, "partition", partition, "err", err,
+		"next_log_in", storageErrorLogEvery)
 }
 
 // fillProduceError sets a partition's error, with per-record errors on v8+.

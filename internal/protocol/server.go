@@ -193,6 +193,9 @@ type Server struct {
 	sasl   bool
 	quotas *connQuotas
 	pool   *requestPool
+	// storageErrLogged is when a KAFKA_STORAGE_ERROR answer to a produce
+	// was last logged (unix nanoseconds; logStorageError).
+	storageErrLogged atomic.Int64
 }
 
 // New builds a server; Serve starts it on a listener the caller bound.

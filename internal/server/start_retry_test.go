@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/freeport"
@@ -60,9 +62,11 @@ func TestStartRetriesUntilQuorum(t *testing.T) {
 		go func() { ch <- started{srv, srv.Start()} }() // owner: this test; ends when Start returns
 		return ch
 	}
+	began := time.Now()
 	wait := func(what string, ch chan started) *server.Server {
 		t.Helper()
 		r := <-ch
+		t.Logf("%s started at %v", what, time.Since(began).Round(time.Millisecond))
 		if r.err != nil {
 			t.Fatalf("%s start: %v", what, r.err)
 		}
@@ -99,7 +103,17 @@ func TestStartRetriesUntilQuorum(t *testing.T) {
 	}
 	// Controller 2 returns on its directory: the quorum is back.
 	wait("controller 2 again", start(s2, quiet))
-	b := wait("broker", brokerCh)
+	var b *server.Server
+	select {
+	case r := <-brokerCh:
+		if r.err != nil {
+			t.Fatalf("broker start after the quorum came back: %v\n%s", r.err, blog.String())
+		}
+		b = r.srv
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("broker start still running 3 minutes after the quorum came back:\n%s", blog.String())
+	}
+	t.Logf("broker started at %v", time.Since(began).Round(time.Millisecond))
 	if b.BrokerEpoch() == 0 {
 		t.Fatal("the broker is not registered")
 	}
@@ -112,5 +126,46 @@ func TestStartRetriesUntilQuorum(t *testing.T) {
 	defer cancel()
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatalf("produce through the broker: %v", err)
+	}
+}
+
+// TestStorageErrorSaysWhy: a first produce refused by the free-space
+// reserve (strata.log.min.free.bytes above the disk's free space) answers
+// KAFKA_STORAGE_ERROR with a message naming the setting (Produce v8+), and
+// the broker's log says why: a client that shows only the code (older
+// Produce versions) leaves the operator the log.
+func TestStorageErrorSaysWhy(t *testing.T) {
+	var blog syncBuffer
+	b := servertest.Start(t, servertest.Options{
+		Settings: map[string]string{"strata.log.min.free.bytes": "9000000000000000000"},
+		Logger:   slog.New(slog.NewTextHandler(&blog, nil)),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if r, err := b.Admin().CreateTopic(ctx, 1, 1, nil, "full"); err != nil || r.Err != nil {
+		t.Fatalf("create: %v %v", err, r.Err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 30000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "full"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = testBatch(false)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, b.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("produce above the reserve: code %d, want KAFKA_STORAGE_ERROR", p.ErrorCode)
+	}
+	if p.ErrorMessage == nil || !strings.Contains(*p.ErrorMessage, "strata.log.min.free.bytes") {
+		t.Errorf("error message does not name the reserve: %v", p.ErrorMessage)
+	}
+	log := blog.String()
+	if !strings.Contains(log, "KAFKA_STORAGE_ERROR") || !strings.Contains(log, "strata.log.min.free.bytes") {
+		t.Errorf("the broker log does not say why the produce was refused:\n%s", log)
 	}
 }

@@ -134,8 +134,8 @@ func (r *Reserve) take(n int64) error {
 		}
 		r.room.Add(n)
 	}
-	return fmt.Errorf("log dir %s: writing %d bytes would leave less than strata.log.min.free.bytes (%d) free: %w",
-		r.dir, n, r.min, kerr.KafkaStorageError)
+	return fmt.Errorf("log dir %s has %d bytes free: writing %d more would leave less than strata.log.min.free.bytes (%d), the free space kept for the metadata store; free space on its disk (or lower strata.log.min.free.bytes): %w",
+		r.dir, max(r.room.Load()+r.min, 0), n, r.min, kerr.KafkaStorageError)
 }
 
 // noteWriteError measures again after a write that failed for lack of
