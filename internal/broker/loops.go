@@ -15,6 +15,15 @@ func (b *Broker) StartLoops() {
 	b.every(ctx, time.Duration(b.Config().Int64("strata.idle.roll.check.interval.ms"))*time.Millisecond, b.rollPass)
 	b.every(ctx, time.Second, b.flushPass)
 	b.every(ctx, time.Second, b.reservePass)
+	// Kafka's ReplicaManager.startHighWatermarkCheckPointThread: the high
+	// watermarks of replicated partitions, read back at the next start.
+	b.every(ctx, time.Duration(b.Config().Int64("replica.high.watermark.checkpoint.interval.ms"))*time.Millisecond, func(time.Time) {
+		for _, s := range b.syncers {
+			if err := s.WriteHighWatermarks(); err != nil {
+				b.logger.Warn("write high watermark checkpoint", "err", err)
+			}
+		}
+	})
 	if iv := b.Config().Int64("log.flush.offset.checkpoint.interval.ms"); iv > 0 {
 		b.every(ctx, time.Duration(iv)*time.Millisecond, func(time.Time) {
 			if err := b.writeCheckpoints(); err != nil {

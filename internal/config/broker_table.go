@@ -95,6 +95,8 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 		"Bytes a follower's fetch waits for before the leader answers (up to replica.fetch.wait.max.ms)."),
 	def("replica.fetch.wait.max.ms", TypeInt, "500", atLeast(0),
 		"Longest time the leader holds a follower's fetch waiting for replica.fetch.min.bytes; at most replica.lag.time.max.ms."),
+	def("replica.high.watermark.checkpoint.interval.ms", TypeLong, "5000", atLeast(1),
+		"How often each log dir's replication-offset-checkpoint (the high watermark of every replicated partition) is written; also at shutdown. A replica restarted after a crash exposes nothing past the high watermark found there until its leader tells it more is committed."),
 	def("replica.fetch.backoff.ms", TypeInt, "1000", atLeast(0),
 		"Pause before a follower fetches a partition again after a fetch error."),
 	// Replication throttles (KIP-73; Kafka's QuotaConfig.brokerQuotaConfigs

@@ -233,11 +233,23 @@ func (m *Manager) Replica(tp TP) *Replica {
 func (m *Manager) Apply(tp TP, log *storage.Log, st State, minISR int) *Replica {
 	m.mu.Lock()
 	r := m.replicas[tp]
-	if r == nil || r.log != log {
+	fresh := r == nil || r.log != log
+	if fresh {
 		r = &Replica{m: m, tp: tp, log: log, changed: make(chan struct{}), st: State{Leader: -1, LeaderEpoch: -1, PartitionEpoch: -1}}
 		m.replicas[tp] = r
 	}
 	m.mu.Unlock()
+	if fresh {
+		// Replication takes the log over from a high watermark known
+		// committed (its checkpointed one after a restart, Kafka's
+		// Partition.createLog), never from its own log end: a restarted
+		// replica may hold a tail the ISR never had. As a leader
+		// (NewLeader) only maybeIncrementHW moves it from there; as a
+		// follower only the leader's answers do.
+		r.mu.Lock()
+		log.StartReplication(m.durableHook(r))
+		r.mu.Unlock()
+	}
 	r.apply(st, minISR)
 	return r
 }

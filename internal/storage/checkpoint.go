@@ -18,6 +18,10 @@ const (
 	RecoveryPointFile  = "recovery-point-offset-checkpoint"
 	LogStartOffsetFile = "log-start-offset-checkpoint"
 	PartitionMetaFile  = "partition.metadata"
+	// ReplicationOffsetFile holds the high watermark of every replicated
+	// partition of a log dir (Kafka's ReplicaManager
+	// HighWatermarkFilename; see Log.StartReplication).
+	ReplicationOffsetFile = "replication-offset-checkpoint"
 )
 
 // CheckpointEntry is one line of an offset checkpoint file:

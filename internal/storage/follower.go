@@ -39,6 +39,46 @@ type replicated struct {
 	endCh chan struct{}
 }
 
+// StartReplication makes replication decide the log's high watermark (the
+// replica layer calls it when it takes the log over, before
+// SetHighWatermark) and returns the value it starts from, which is known
+// committed:
+//   - the high watermark the log already has under replication, or the one
+//     of the log dir's replication-offset-checkpoint found at Open (capped
+//     by the recovered end: Kafka's Partition.createLog);
+//   - the high watermark of a log that stopped being replicated in this
+//     incarnation (it was its only replica since);
+//   - otherwise the log start: a log without a checkpointed high
+//     watermark (killed before its first checkpoint, or written by a
+//     release without the file) cannot tell its committed records from an
+//     uncommitted tail, and its own fsynced end, taken at Open, moves back.
+//
+// onDurable is as for SetHighWatermark.
+func (l *Log) StartReplication(onDurable func(durableEnd int64)) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	back := false
+	if l.rep == nil {
+		hw := l.logStart
+		if l.hwTrusted {
+			hw = l.v.Load().hw
+		} else {
+			back = true
+			if old := l.v.Load().hw; old > hw {
+				l.logger.Info("replicated log without a checkpointed high watermark: nothing past its log start is known committed",
+					"log_start", hw, "log_end", l.mark.leo)
+			}
+		}
+		l.rep = &replicated{hw: hw}
+	}
+	if onDurable != nil {
+		l.rep.onDurable = onDurable
+	}
+	l.ck.track(l.key, l)
+	l.publishView(back)
+	return l.v.Load().hw
+}
+
 // SetHighWatermark makes replication decide the log's high watermark from
 // now on (the partition has replicas: Kafka's high watermark is the end of
 // what the ISR holds, not of what this log fsynced) and sets it to hw,
@@ -52,6 +92,7 @@ func (l *Log) SetHighWatermark(hw int64, onDurable func(durableEnd int64)) {
 	defer l.mu.Unlock()
 	if l.rep == nil {
 		l.rep = &replicated{}
+		l.ck.track(l.key, l)
 	}
 	l.rep.hw = hw
 	if onDurable != nil {
@@ -65,7 +106,11 @@ func (l *Log) SetHighWatermark(hw int64, onDurable func(durableEnd int64)) {
 func (l *Log) UnsetReplicated() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.rep != nil {
+		l.ck.untrack(l.key, l, -1)
+	}
 	l.rep = nil
+	l.hwTrusted = true
 	l.publish()
 }
 

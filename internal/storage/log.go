@@ -162,9 +162,14 @@ type Log struct {
 	txnFiles       map[int64]bool // bases with a .txnindex file (load only)
 	lsoPos         atomic.Pointer[lsoMark]
 	// rep is set while the high watermark is decided by replication
-	// (SetHighWatermark); nil: it follows the fsynced end (or the log end
-	// without durable acks). See follower.go.
+	// (StartReplication, SetHighWatermark), and from Open when the log
+	// dir's replication-offset-checkpoint has the log; nil: it follows the
+	// fsynced end (or the log end without durable acks). See follower.go.
 	rep *replicated
+	// hwTrusted: the log stopped being replicated in this incarnation
+	// (UnsetReplicated): its high watermark, its own fsynced end since,
+	// is committed, and replication starting again may keep it.
+	hwTrusted bool
 }
 
 // Dir returns the partition directory path.
@@ -273,9 +278,9 @@ func (l *Log) notifyHW() {
 // publish installs a new reader view from the writer state (under l.mu).
 func (l *Log) publish() { l.publishView(false) }
 
-// publishView installs the view; truncated allows the high watermark to
-// move back (TruncateTo).
-func (l *Log) publishView(truncated bool) {
+// publishView installs the view; back allows the high watermark to move
+// back (TruncateTo, StartReplication); otherwise it never does.
+func (l *Log) publishView(back bool) {
 	old := l.v.Load()
 	cfg := l.cfg.Load()
 	hw := l.synced
@@ -285,7 +290,7 @@ func (l *Log) publishView(truncated bool) {
 	if l.rep != nil {
 		hw = l.replicatedMark()
 	}
-	if old != nil && hw.leo < old.hw && !truncated {
+	if old != nil && hw.leo < old.hw && !back {
 		// Never move backwards (e.g. switching to Durable at run time).
 		hw = writeMark{leo: old.hw, base: old.hwBase, pos: old.hwPos}
 	}
@@ -366,6 +371,14 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 	}
 	l.lastFlush = l.now()
 	l.mu.Lock()
+	if hw := l.ck.get(ckReplication, l.key); hw >= 0 {
+		// Replicated when it last ran: its high watermark is the one
+		// checkpointed, capped by the recovered end (Kafka's
+		// Partition.createLog then UnifiedLog.updateHighWatermark), not
+		// its own end, which may hold records the ISR never had.
+		l.rep = &replicated{hw: hw}
+		l.ck.track(l.key, l)
+	}
 	l.publish()
 	l.checkInvariants(true)
 	if l.flushed == l.mark && len(l.closing) == 0 {
@@ -1256,6 +1269,15 @@ func (l *Log) close(deferSync bool) error {
 					errs = append(errs, l.ck.persist(ckRecovery, false))
 				}
 			}
+		}
+	}
+	if l.rep != nil {
+		// The high watermark of the close, written with the dir's
+		// checkpoints (Syncer.Close; Kafka checkpoints high watermarks
+		// at shutdown).
+		l.ck.untrack(l.key, l, l.v.Load().hw)
+		if !l.ownSyncer && l.syncer.isClosed() {
+			errs = append(errs, l.ck.persist(ckReplication, false))
 		}
 	}
 	l.closed = true

@@ -21,15 +21,25 @@ import (
 // advances, the recovery point after rolls and group-commit rounds that
 // completed a rolled segment, and both at Syncer.WriteCheckpoints (the
 // broker's log.flush.offset.checkpoint.interval.ms loop) and Syncer.Close.
+//
+// The third file, replication-offset-checkpoint, is Kafka's high watermark
+// checkpoint (ReplicaManager.checkpointHighWatermarks): the high watermark
+// of every replicated log of the dir, written every
+// replica.high.watermark.checkpoint.interval.ms (Syncer.WriteHighWatermarks)
+// and at shutdown, in the same format. Its values are read from the logs
+// when it is written (repl), not set at every change of a high watermark.
+// A replicated log reopens at the value found there (Open), so that a
+// restarted replica never takes its own log end for committed.
 
 // Checkpoint kinds.
 const (
 	ckRecovery = iota
 	ckLogStart
+	ckReplication
 	ckKinds
 )
 
-var ckNames = [ckKinds]string{RecoveryPointFile, LogStartOffsetFile}
+var ckNames = [ckKinds]string{RecoveryPointFile, LogStartOffsetFile, ReplicationOffsetFile}
 
 // tp is a topic partition.
 type tp struct {
@@ -49,10 +59,13 @@ type dirCheckpoints struct {
 	loadOnce sync.Once
 	loadErr  error
 
-	mu        sync.Mutex
-	ready     bool // files loaded without error
-	ents      [ckKinds]map[tp]int64
-	owned     map[tp]bool // partitions set or removed through this registry
+	mu    sync.Mutex
+	ready bool // files loaded without error
+	ents  [ckKinds]map[tp]int64
+	owned map[tp]bool // partitions set or removed through this registry
+	// repl are the logs whose high watermark replication decides: their
+	// ckReplication entries are refreshed from them at each write.
+	repl      map[tp]*Log
 	version   [ckKinds]uint64
 	urgent    [ckKinds]uint64 // version of the last change to write soon
 	persisted [ckKinds]uint64
@@ -71,7 +84,7 @@ type deferredPoint struct {
 }
 
 func newDirCheckpoints(fsys vfs.FS, dir string, logger *slog.Logger, merge bool) *dirCheckpoints {
-	c := &dirCheckpoints{fsys: fsys, dir: dir, logger: logger, merge: merge, owned: map[tp]bool{}}
+	c := &dirCheckpoints{fsys: fsys, dir: dir, logger: logger, merge: merge, owned: map[tp]bool{}, repl: map[tp]*Log{}}
 	for k := range c.ents {
 		c.ents[k] = map[tp]int64{}
 	}
@@ -226,6 +239,7 @@ func (c *dirCheckpoints) remove(key tp) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.owned[key] = true
+	delete(c.repl, key)
 	for k := range c.ents {
 		if _, ok := c.ents[k][key]; ok {
 			delete(c.ents[k], key)
@@ -251,6 +265,15 @@ func (c *dirCheckpoints) persist(kind int, force bool) error {
 	c.writeMu[kind].Lock()
 	defer c.writeMu[kind].Unlock()
 	c.mu.Lock()
+	if kind == ckReplication {
+		c.refreshLocked()
+		if c.version[kind] == 0 && len(c.ents[kind]) == 0 {
+			// No replicated log here, ever: no file (a single node's log
+			// dirs stay as they were).
+			c.mu.Unlock()
+			return nil
+		}
+	}
 	v := c.version[kind]
 	if !force && c.persisted[kind] >= v {
 		c.mu.Unlock()
@@ -296,7 +319,61 @@ func (c *dirCheckpoints) persist(kind int, force bool) error {
 	return nil
 }
 
-// persistAll writes both files (force: even when unchanged).
+// track makes l's high watermark the ckReplication entry of key from the
+// next write on (l's replication decides it).
+func (c *dirCheckpoints) track(key tp, l *Log) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.owned[key] = true
+	c.repl[key] = l
+}
+
+// untrack stops reading l's high watermark: its entry becomes hw (a log
+// closing), or goes (hw < 0: the log is no longer replicated).
+func (c *dirCheckpoints) untrack(key tp, l *Log, hw int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.repl[key] != l {
+		return
+	}
+	delete(c.repl, key)
+	c.owned[key] = true
+	if cur, ok := c.ents[ckReplication][key]; hw < 0 && ok {
+		delete(c.ents[ckReplication], key)
+		c.version[ckReplication]++
+	} else if hw >= 0 && (!ok || cur != hw) {
+		c.ents[ckReplication][key] = hw
+		c.version[ckReplication]++
+	}
+}
+
+// refreshLocked copies the tracked logs' high watermarks into the
+// ckReplication entries (under c.mu; a view load each, no log lock).
+func (c *dirCheckpoints) refreshLocked() {
+	for key, l := range c.repl {
+		hw := l.HighWatermark()
+		if cur, ok := c.ents[ckReplication][key]; !ok || cur != hw {
+			c.ents[ckReplication][key] = hw
+			c.version[ckReplication]++
+		}
+	}
+}
+
+// WriteHighWatermarks rewrites the replication-offset-checkpoint of every
+// log dir whose logs use this syncer when a replicated log's high
+// watermark changed since the last write (the broker calls it every
+// replica.high.watermark.checkpoint.interval.ms, as Kafka's ReplicaManager
+// schedules checkpointHighWatermarks; WriteCheckpoints and Close write it
+// too).
+func (s *Syncer) WriteHighWatermarks() error {
+	var errs []error
+	for _, c := range s.registries() {
+		errs = append(errs, c.persist(ckReplication, false))
+	}
+	return errors.Join(errs...)
+}
+
+// persistAll writes every file (force: even when unchanged).
 func (c *dirCheckpoints) persistAll(force bool) error {
 	var errs []error
 	for k := range ckNames {
