@@ -230,6 +230,13 @@ func (b *Broker) ApplyTopics(specs []TopicSpec) error {
 		t := b.Topic(specs[i].Name)
 		for _, p := range t.Partitions {
 			if l, ok := specs[i].Partitions[p.Index]; ok && p.Log != nil {
+				if len(l.Replicas) == 1 && p.repl.Load() == nil && p.Log.Replicated() {
+					// Replicated when it last ran (its log dir's
+					// replication-offset-checkpoint lists it), alone now:
+					// its own fsynced end is committed again, or its high
+					// watermark would stay at the checkpoint.
+					p.Log.UnsetReplicated()
+				}
 				if cur := p.Leadership(); cur.Leader != l.Leader || cur.LeaderEpoch != l.LeaderEpoch ||
 					!slices.Equal(cur.Replicas, l.Replicas) || !slices.Equal(cur.ISR, l.ISR) {
 					leads = append(leads, lead{p, l})

@@ -101,6 +101,15 @@ func (l *Log) SetHighWatermark(hw int64, onDurable func(durableEnd int64)) {
 	l.publish()
 }
 
+// Replicated reports whether replication decides the log's high watermark
+// (after StartReplication or SetHighWatermark, or from Open when the log
+// dir's replication-offset-checkpoint lists the log).
+func (l *Log) Replicated() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rep != nil
+}
+
 // UnsetReplicated returns the log to a high watermark that follows its own
 // fsynced end (a partition whose other replicas were removed).
 func (l *Log) UnsetReplicated() {

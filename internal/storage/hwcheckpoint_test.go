@@ -208,3 +208,41 @@ func openOn(t *testing.T, fsys vfs.FS) (*Log, *Syncer) {
 	}
 	return l, s
 }
+
+// TestReopenedReplicatedLogAloneAgain: a log the checkpoint lists whose
+// partition has this replica only now (reassigned while the broker was
+// down) returns to its own fsynced end with UnsetReplicated (the broker
+// does it for a single-replica partition), and leaves the file at the next
+// write; StartReplication after that keeps the high watermark it had.
+func TestReopenedReplicatedLogAloneAgain(t *testing.T) {
+	fsys := vfs.NewCrashFS()
+	l, s := replicatedLog(t, fsys, 90, 30)
+	if err := s.WriteHighWatermarks(); err != nil {
+		t.Fatal(err)
+	}
+	img := fsys.Crash()
+	l.Close()
+	s.Close()
+	l2, s2 := openOn(t, img)
+	defer func() { l2.Close(); s2.Close() }()
+	if !l2.Replicated() || l2.HighWatermark() != 30 {
+		t.Fatalf("reopened: replicated %v, high watermark %d", l2.Replicated(), l2.HighWatermark())
+	}
+	l2.UnsetReplicated()
+	if l2.Replicated() || l2.HighWatermark() != 90 {
+		t.Fatalf("alone: replicated %v, high watermark %d, want 90", l2.Replicated(), l2.HighWatermark())
+	}
+	if err := s2.WriteHighWatermarks(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := vfs.ReadFile(img, "/d/"+ReplicationOffsetFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != "0\n0\n" {
+		t.Fatalf("replication-offset-checkpoint still %q", data)
+	}
+	if hw := l2.StartReplication(nil); hw != 90 {
+		t.Fatalf("replicated again from %d, want the 90 it decided alone", hw)
+	}
+}
