@@ -137,22 +137,21 @@ func (g *group) heartbeatReq(memberID string, instanceID *string, generation int
 	if code != 0 {
 		return code
 	}
-	switch g.state {
-	case stateEmpty:
+	if g.state == stateEmpty {
 		return kerr.UnknownMemberID.Code
-	case stateCompletingRebalance:
-		g.heartbeat(m)
-		return 0
-	case statePreparingRebalance:
-		g.heartbeat(m)
-		return kerr.RebalanceInProgress.Code
-	default:
-		if generation != g.generation {
-			return kerr.IllegalGeneration.Code
-		}
-		g.heartbeat(m)
-		return 0
 	}
+	// Kafka's GroupCoordinator.validateHeartbeat checks the generation
+	// before the state: a heartbeat of another generation is
+	// ILLEGAL_GENERATION in every state, CompletingRebalance and
+	// PreparingRebalance included (and it does not keep the member alive).
+	if generation != g.generation {
+		return kerr.IllegalGeneration.Code
+	}
+	g.heartbeat(m)
+	if g.state == statePreparingRebalance {
+		return kerr.RebalanceInProgress.Code
+	}
+	return 0 // Stable, or CompletingRebalance (members may heartbeat once they have their JoinGroup answer)
 }
 
 // leaveMember identifies one member leaving.
