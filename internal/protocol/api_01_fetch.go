@@ -56,7 +56,7 @@ func (s *Server) handleFetch(ctx context.Context, c *conn, kreq kmsg.Request) (r
 	fl.readAll()
 	fr.addUnknownTopics(unknown) // after the planned slots, which index fr.topics
 	var moved []int
-	for fr.bytes < min(int64(req.MinBytes), maxBytes) && !fr.hasError && !fr.redirected && req.MaxWaitMillis > 0 {
+	for !fr.satisfied(int64(req.MinBytes), maxBytes) && !fr.hasError && !fr.redirected && req.MaxWaitMillis > 0 {
 		if fl.w == nil {
 			// A long poll after all: wait on every partition read (and
 			// read again those that moved since).
@@ -255,6 +255,10 @@ func (fl *fetchFill) reread(moved []int) {
 		}
 		fl.fr.bytes -= fp.size
 		fl.remaining += fp.size
+		fl.fr.readableBytes -= fp.readable
+		if fp.olderSegment {
+			fl.fr.olderSegments--
+		}
 		*fp = fetchPart{partition: fp.partition, hw: -1, lso: -1, logStart: -1, session: fp.session}
 		fl.s.readPartition(p, fl.parts[i], fl.fr, fp, &fl.remaining)
 	}
@@ -298,6 +302,11 @@ func (s *Server) readPartition(p *broker.Partition, rp *sessionPart, fr *fetchRe
 		return
 	}
 	fp.hw, fp.lso, fp.logStart = res.HighWatermark, min(res.LastStableOffset, res.HighWatermark), res.LogStartOffset
+	fp.olderSegment, fp.readable = res.OlderSegment, min(res.Readable, int64(rp.maxBytes))
+	fr.readableBytes += fp.readable
+	if fp.olderSegment {
+		fr.olderSegments++
+	}
 	if len(res.Chunks) > 0 {
 		// Kept only when it holds chunks to release: most partitions of a
 		// many-partition session have nothing new, and a heap copy per
@@ -346,13 +355,31 @@ type fetchReply struct {
 	// authorizer; security.go fetchAuth).
 	readable func(topic string) bool
 	// topicID names a topic by id in v13+ answers (KIP-516).
-	topicID  func(name string) [16]byte
-	topics   []fetchTopic
-	bytes    int64
-	hasError bool
+	topicID func(name string) [16]byte
+	topics  []fetchTopic
+	bytes   int64
+	// readableBytes sums the partitions' readable bytes (each at most
+	// its partition max bytes) and olderSegments counts the partitions
+	// read from a segment older than their high watermark's: Kafka's
+	// DelayedFetch measures a waiting fetch by these (satisfied).
+	readableBytes int64
+	olderSegments int
+	hasError      bool
 	// redirected: a partition names a preferred read replica, answered
 	// at once.
 	redirected bool
+}
+
+// satisfied reports whether a consumer's fetch is answered now rather than
+// waiting for more records. The bytes read (min bytes, capped by max bytes,
+// since a reply never exceeds it) is Kafka's first test in
+// ReplicaManager.fetchMessages; DelayedFetch.tryComplete then answers at
+// once when a partition is read from a segment older than the one holding
+// its high watermark ("fetching older segments"), or when the bytes
+// readable up to the high watermarks, each capped by its partition max
+// bytes, reach min bytes, whatever whole batches fit in the reply.
+func (fr *fetchReply) satisfied(minBytes, maxBytes int64) bool {
+	return fr.bytes >= min(minBytes, maxBytes) || fr.olderSegments > 0 || fr.readableBytes >= minBytes
 }
 
 type fetchTopic struct {
@@ -384,6 +411,10 @@ type fetchPart struct {
 	// preferred is the replica the consumer should fetch from (v11+
 	// preferred_read_replica, KIP-392); nil: -1.
 	preferred *int32
+	// olderSegment and readable: the read's storage.ReadResult fields,
+	// readable capped by the partition max bytes (fetchReply.satisfied).
+	olderSegment bool
+	readable     int64
 }
 
 // release releases every chunk held by the reply.

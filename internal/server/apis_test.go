@@ -244,3 +244,54 @@ func TestFetchSessions(t *testing.T) {
 		t.Errorf("closed session: %d", resp.ErrorCode)
 	}
 }
+
+// TestFetchMinBytesAsDelayedFetch: a consumer's fetch that cannot fill min
+// bytes with whole batches is still answered at once when Kafka's
+// DelayedFetch.tryComplete would complete it: the bytes readable up to the
+// high watermark (capped by the partition max bytes) reach min bytes, or
+// the fetch offset is in a segment older than the high watermark's
+// ("fetching older segments"). Before, Strata waited max wait there
+// (kafka-go's TestReaderReadCompactedMessage, min = max = 200 bytes over
+// 200-byte segments, paid it on every batch and timed out).
+func TestFetchMinBytesAsDelayedFetch(t *testing.T) {
+	tb := startBroker(t, "", nil)
+	ctx := ctxT(t)
+	small := "200"
+	if _, err := tb.Admin().CreateTopic(ctx, 1, 1, nil, "same"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Admin().CreateTopic(ctx, 1, 1, map[string]*string{"segment.bytes": &small}, "older"); err != nil {
+		t.Fatal(err)
+	}
+	value := make([]byte, 60)
+	for _, topic := range []string{"same", "older"} {
+		cl := tb.Client(kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
+		for i := 0; i < 3; i++ { // three batches of ~130 bytes
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	raw := tb.Client(fetchMax(12))
+	const maxWait = 30000 // a wait would be seen as >= 15 s even on a loaded machine
+	for _, c := range []struct {
+		name, topic               string
+		maxBytes, partMax, minBts int32
+	}{
+		// One batch fits in 200 bytes, two do not; 390 bytes are readable.
+		{"readable bytes reach min bytes", "same", 200, 200, 200},
+		// The read stops at its 200-byte segment's end, far below 1 MiB.
+		{"older segment", "older", 1 << 20, 1 << 20, 1 << 20},
+	} {
+		start := time.Now()
+		resp, err := fetchReq(c.topic, 0, c.maxBytes, c.partMax, c.minBts, maxWait).RequestWith(ctx, raw)
+		el := time.Since(start)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		if el >= maxWait/2*time.Millisecond || p.ErrorCode != 0 || len(p.RecordBatches) == 0 {
+			t.Errorf("%s: answered after %v (max wait %d ms), error %d, %d bytes", c.name, el, maxWait, p.ErrorCode, len(p.RecordBatches))
+		}
+	}
+}

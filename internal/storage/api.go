@@ -57,6 +57,14 @@ type ReadResult struct {
 	// LastStableOffset is the log's last stable offset when the read ran
 	// (min of the open transactions' first offsets and the high watermark).
 	LastStableOffset int64
+	// What a waiting fetch could read from here, as Kafka's
+	// DelayedFetch.tryComplete measures it: OlderSegment is set when the
+	// read starts in a segment older than the one holding the read's end
+	// (the high watermark; the last stable offset for ReadCommitted), and
+	// Readable is otherwise the bytes from the read's first batch to that
+	// end. Both are zero when the read is at the end.
+	OlderSegment bool
+	Readable     int64
 }
 
 // Release releases every chunk.

@@ -93,6 +93,10 @@ func (l *Log) read(v *view, offset, maxBytes int64, minOneBatch bool) (ReadResul
 			f.Release()
 			continue // compacted gap: the next segment holds the next batch
 		}
+		res.OlderSegment = s.base < v.hwBase
+		if !res.OlderSegment {
+			res.Readable = limit - start
+		}
 		if end <= start {
 			f.Release() // first batch larger than maxBytes and !minOneBatch
 			return res, nil
