@@ -16,15 +16,10 @@ import (
 	"github.com/strata-io/strata/internal/record"
 )
 
-// logTestBinary builds the strata binary into a temp dir.
+// logTestBinary is the strata binary the other CLI tests run (buildStrata).
 func logTestBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "strata")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return buildStrata(t)
 }
 
 // logTestRun runs bin and returns stdout, stderr and the exit status.

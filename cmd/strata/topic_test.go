@@ -40,9 +40,14 @@ var sharedBin struct {
 	out  []byte
 }
 
-// buildStrata returns the strata binary, building it on first use.
+// buildStrata returns the strata binary: STRATA_E2E_BIN (scripts/test.sh
+// builds it once for every package that runs the binary), or one built from
+// this package on first use.
 func buildStrata(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("STRATA_E2E_BIN"); bin != "" {
+		return bin
+	}
 	sharedBin.once.Do(func() {
 		sharedBin.path = filepath.Join(sharedBin.dir, "strata")
 		sharedBin.out, sharedBin.err = exec.Command("go", "build", "-o", sharedBin.path, ".").CombinedOutput()

@@ -140,20 +140,7 @@ func (c *cluster) setApplied(rev int64) {
 // waitApplied waits until the local replicas reflect the cache's current
 // view (after an administrative change this broker committed).
 func (c *cluster) waitApplied(ctx context.Context) error {
-	rev := c.cache.View().Rev
-	for {
-		c.appliedMu.Lock()
-		ch := c.appliedCh
-		c.appliedMu.Unlock()
-		if c.applied.Load() >= rev {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return meta.Retriable(ctx.Err())
-		}
-	}
+	return meta.Retriable(c.waitAppliedRev(ctx, c.cache.View().Rev))
 }
 
 // clusterAPI implements protocol.Cluster over the node's cluster membership.
