@@ -174,6 +174,41 @@ func (c *CrashFS) crash(keep func(int) int) *CrashFS {
 	return n
 }
 
+// Clone returns the file system as a process killed at this instant
+// (kill -9) leaves it to its next start: the page cache survives, so every
+// byte written and every directory entry made is there, synced or not. In
+// the copy they stay unsynced (a later Crash of it still drops them). The
+// receiver keeps working, as after Crash.
+func (c *CrashFS) Clone() *CrashFS {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := NewCrashFS()
+	n.now = c.now
+	n.free = c.free
+	for d := range c.dirs {
+		n.dirs[d] = true
+	}
+	copies := map[*inode]*inode{} // a file under two names (a rename not yet synced) stays one file
+	cp := func(ino *inode) *inode {
+		if x, ok := copies[ino]; ok {
+			return x
+		}
+		ino.mu.Lock()
+		x := &inode{data: append([]byte(nil), ino.data...), synced: append([]byte(nil), ino.synced...),
+			dirtyFrom: ino.dirtyFrom, mtime: ino.mtime}
+		ino.mu.Unlock()
+		copies[ino] = x
+		return x
+	}
+	for name, ino := range c.files {
+		n.files[name] = cp(ino)
+	}
+	for name, ino := range c.durable {
+		n.durable[name] = cp(ino)
+	}
+	return n
+}
+
 func clean(name string) string { return filepath.Clean(name) }
 
 type crashFile struct {

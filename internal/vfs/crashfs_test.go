@@ -134,3 +134,35 @@ func TestCrashFSSyncFS(t *testing.T) {
 		t.Fatal("OpenSyncFS of a missing dir")
 	}
 }
+
+// TestCrashFSClone: a kill -9 image keeps what was written, synced or not,
+// and a power cut of that image still drops what was never synced.
+func TestCrashFSClone(t *testing.T) {
+	c := NewCrashFS()
+	c.MkdirAll("/d", 0o755)
+	f, _ := c.OpenFile("/d/a", os.O_CREATE|os.O_RDWR, 0o644)
+	f.Write([]byte("hello"))
+	c.SyncDir("/d")
+	f.Sync()
+	f.Write([]byte(" world"))
+	g, _ := c.OpenFile("/d/b", os.O_CREATE|os.O_RDWR, 0o644) // entry never synced
+	g.Write([]byte("new"))
+	k := c.Clone()
+	if got, _ := readAll(t, k, "/d/a"); got != "hello world" {
+		t.Fatalf("clone holds %q, want everything written", got)
+	}
+	if got, _ := readAll(t, k, "/d/b"); got != "new" {
+		t.Fatalf("clone holds %q for the unsynced entry", got)
+	}
+	f.Write([]byte("!")) // the original goes on alone
+	if got, _ := readAll(t, k, "/d/a"); got != "hello world" {
+		t.Fatalf("a write to the original reached the clone: %q", got)
+	}
+	p := k.Crash()
+	if got, _ := readAll(t, p, "/d/a"); got != "hello" {
+		t.Fatalf("power cut of the clone kept %q, want the synced %q", got, "hello")
+	}
+	if _, err := readAll(t, p, "/d/b"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("power cut of the clone kept the unsynced entry: %v", err)
+	}
+}

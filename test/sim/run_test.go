@@ -33,10 +33,10 @@ func seedsFromEnv(def int) int {
 	return def
 }
 
-// runSeed plays one seed and fails t with its trace on a violation.
-func runSeed(t *testing.T, seed uint64) counts {
+// runSeed plays one seed and returns its counts and violation ("" for
+// none) with the run's last events.
+func runSeed(t *testing.T, seed uint64, p params) (counts, string) {
 	t.Helper()
-	p := paramsFor(seed)
 	s := newSim(seed, p)
 	s.fullTrace = os.Getenv("STRATA_SIM_TRACE") != ""
 	v := s.run()
@@ -46,36 +46,50 @@ func runSeed(t *testing.T, seed uint64) counts {
 		}
 	}
 	if v != "" {
-		t.Fatalf("seed %d (%+v): %s\nlast events:\n%s\nreplay: STRATA_SIM_SEED=%d go test ./test/sim -run TestSimulation -v",
+		v = fmt.Sprintf("seed %d (%+v): %s\nlast events:\n%s\nreplay: STRATA_SIM_SEED=%d go test ./test/sim -run TestSimulation -v",
 			seed, p, v, strings.Join(s.trace, "\n"), seed)
 	}
-	return s.c
+	return s.c, v
 }
 
 // TestSimulation plays many seeds (200; STRATA_SIM_SEEDS=N, 5000 with
-// STRATA_LONG=1; STRATA_SIM_SEED=S plays one) and fails on the first
-// violation of an invariant, printing the seed and its last events.
+// STRATA_LONG=1; STRATA_SIM_SEED=S plays one). It prints the last events
+// of the first seed that violates an invariant and lists every such seed.
 func TestSimulation(t *testing.T) {
 	if s := os.Getenv("STRATA_SIM_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := runSeed(t, seed)
+		c, v := runSeed(t, seed, paramsFor(seed))
+		if v != "" {
+			t.Fatal(v)
+		}
 		t.Logf("seed %d: %+v", seed, c)
 		return
 	}
 	n := seedsFromEnv(200)
 	var total counts
+	var bad []string
 	for seed := uint64(1); seed <= uint64(n); seed++ {
-		total.add(runSeed(t, seed))
+		c, v := runSeed(t, seed, paramsFor(seed))
+		total.add(c)
+		if v != "" {
+			if len(bad) == 0 {
+				t.Error(v)
+			}
+			bad = append(bad, strings.SplitN(v, "\n", 2)[0])
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("%d of %d seeds violate an invariant:\n%s", len(bad), n, strings.Join(bad, "\n"))
 	}
 	t.Logf("%d seeds, %s", n, total)
 }
 
 func (c counts) String() string {
-	return fmt.Sprintf("%d events, %d messages (%d dropped, %d duplicated), %d process deaths, %d power cuts, %d pauses, %d network cuts, %d quorum losses, %d records produced, %d acknowledged, %d leader elections, %d truncations",
-		c.events, c.msgs, c.dropped, c.duplicated, c.crashes, c.powerCuts, c.pauses, c.cuts, c.quorumLosses, c.produced, c.acked, c.elections, c.truncations)
+	return fmt.Sprintf("%d events, %d messages (%d dropped, %d duplicated), %d process deaths, %d power cuts, %d crashes of every broker at once, %d pauses, %d network cuts, %d quorum losses, %d records produced, %d acknowledged, %d read, %d leader elections, %d truncations",
+		c.events, c.msgs, c.dropped, c.duplicated, c.crashes, c.powerCuts, c.allCrashes, c.pauses, c.cuts, c.quorumLosses, c.produced, c.acked, c.reads, c.elections, c.truncations)
 }
 
 // TestSimulationDeterministic: the same seed replays the same run.
@@ -177,4 +191,81 @@ func TestSimulationRestartedFollowerLeavesISR(t *testing.T) {
 		t.Fatalf("no seed cut power while the follower held unsynced acknowledged records: the scenario tests nothing")
 	}
 	t.Logf("%d of 20 seeds dropped acknowledged records from the restarted follower", meaningful)
+}
+
+// TestSimulationRestartAll is the fault matrix's kill-all row (the
+// session-5 anomaly: acknowledged records lost, offsets read with two
+// values) as a fixed script over 20 seeds of network timing, for a kill
+// -9 of every broker and for a power cut of every broker (durable acks):
+// the leader is cut from its followers for 400 ms while produces go on,
+// so its log holds records the ISR does not (an uncommitted tail, fsynced
+// with durable acks); every broker then stops at once and all restart
+// together 200 ms later. Consumers read from every replica throughout.
+// Each broker reopens its log through storage.Open; before the
+// replication-offset checkpoint a reopened log took its recovered end as
+// its high watermark, so a restarted replica served (as a follower) or
+// led with the uncommitted tail as if committed, and a new leader then
+// wrote other records at those offsets.
+func TestSimulationRestartAll(t *testing.T) {
+	for _, power := range []bool{false, true} {
+		name := map[bool]string{false: "kill", true: "power-cut"}[power]
+		t.Run(name, func(t *testing.T) {
+			tails, exposed := 0, 0
+			for seed := uint64(1); seed <= 20; seed++ {
+				p := params{brokers: 3, minISR: 2, durable: power || seed%2 == 0, lagMs: 1000, sessionMs: 3000,
+					maxDelay: 3 + int64(seed%5), faultMs: 8000, quietMs: 8000}
+				s := newSim(seed, p)
+				var committed int64
+				s.at(3000, func() {
+					l := s.qs.Leader
+					if l < 0 {
+						return
+					}
+					var paths [][2]int32
+					for _, o := range s.ids {
+						if o != l {
+							paths = append(paths, [2]int32{l, o}, [2]int32{o, l})
+						}
+					}
+					for _, p := range paths {
+						s.cut[p]++
+					}
+					s.say("cut the leader %d from its followers", l)
+					s.at(s.now+400, func() {
+						ln := s.nodes[l]
+						if ln.up && ln.log.end() > ln.log.hw() {
+							tails++
+						}
+						committed = ln.log.hw()
+						s.say("every broker %s (leader %d: log end %d, high watermark %d)", map[bool]string{true: "loses power", false: "is killed"}[power], l, ln.log.end(), committed)
+						for _, id := range s.ids {
+							if n := s.nodes[id]; n.up {
+								s.crash(n, power)
+							}
+						}
+						for _, p := range paths {
+							s.cut[p]--
+						}
+						s.at(s.now+200, func() {
+							past := false
+							for _, id := range s.ids {
+								s.start(s.nodes[id])
+								past = past || s.nodes[id].log.hw() > committed
+							}
+							if past {
+								exposed++ // a log restarted past what was committed (before the fix)
+							}
+						})
+					})
+				})
+				if v := s.run(); v != "" {
+					t.Fatalf("seed %d: %s\nlast events:\n%s", seed, v, strings.Join(s.trace, "\n"))
+				}
+			}
+			if tails == 0 {
+				t.Fatalf("no seed stopped the brokers while the leader held an uncommitted tail: the scenario tests nothing")
+			}
+			t.Logf("%d of 20 seeds stopped every broker over an uncommitted tail; in %d a restarted log exposed records past the committed high watermark", tails, exposed)
+		})
+	}
 }

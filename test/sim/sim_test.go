@@ -14,7 +14,6 @@ import (
 	"github.com/strata-io/strata/internal/controller"
 	"github.com/strata-io/strata/internal/meta"
 	"github.com/strata-io/strata/internal/replica"
-	"github.com/strata-io/strata/internal/storage"
 )
 
 // Endpoints of the simulated network besides the brokers (1..n).
@@ -40,6 +39,9 @@ type params struct {
 	// leaderships at the same leader epoch (the controller never sees its
 	// registration gone).
 	restartKeepsEpoch bool
+	// checkpointMs is how often a broker writes its log dir's checkpoint
+	// files (storage.Syncer.WriteCheckpoints).
+	checkpointMs int64
 	// unsyncedPowerCuts: with Kafka's semantics (durable acks off) a
 	// follower may lose power too, dropping its unsynced tail (records it
 	// had fetched and the high watermark counted). Kafka promises those
@@ -56,6 +58,7 @@ type counts struct {
 	events, msgs, dropped, duplicated              int
 	crashes, powerCuts, pauses, cuts, quorumLosses int
 	produced, acked, elections, truncations        int
+	reads, allCrashes                              int
 }
 
 func (c *counts) add(o counts) {
@@ -72,56 +75,13 @@ func (c *counts) add(o counts) {
 	c.acked += o.acked
 	c.elections += o.elections
 	c.truncations += o.truncations
+	c.reads += o.reads
+	c.allCrashes += o.allCrashes
 }
 
 type entry struct {
 	id    string
 	epoch int32
-}
-
-// rlog is one replica's log: records, the fsynced prefix, the leader epoch
-// history (storage's rules through storage.EndOffsetFor) and the high
-// watermark.
-type rlog struct {
-	entries []entry
-	durable int
-	epochs  []storage.EpochEntry
-	hw      int64
-}
-
-func (m *rlog) end() int64 { return int64(len(m.entries)) }
-
-func (m *rlog) local() replica.Local {
-	return replica.Local{End: m.end(), Durable: int64(m.durable), Start: 0}
-}
-
-// assign is storage's epoch cache rule: only a newer epoch is added.
-func (m *rlog) assign(epoch int32, off int64) {
-	if n := len(m.epochs); n > 0 && epoch <= m.epochs[n-1].Epoch {
-		return
-	}
-	m.epochs = append(m.epochs, storage.EpochEntry{Epoch: epoch, StartOffset: off})
-}
-
-func (m *rlog) lookup(epoch int32) (int32, int64) {
-	return storage.EndOffsetFor(m.epochs, epoch, m.end())
-}
-
-func (m *rlog) latestEpoch() int32 {
-	if len(m.epochs) == 0 {
-		return replica.NoEpoch
-	}
-	return m.epochs[len(m.epochs)-1].Epoch
-}
-
-func (m *rlog) truncate(off int64) {
-	if off >= m.end() {
-		return
-	}
-	m.entries = m.entries[:off]
-	m.durable = min(m.durable, int(off))
-	m.hw = min(m.hw, off)
-	m.epochs = slices.DeleteFunc(m.epochs, func(e storage.EpochEntry) bool { return e.StartOffset >= off })
 }
 
 type pendingAck struct {
@@ -206,6 +166,8 @@ type sim struct {
 	nextReq  int
 	acked    map[int64]string // offset -> record acknowledged there
 	visible  map[int64]string // offset -> record once below the true leader's high watermark
+	reads    map[int64]string // offset -> record a consumer read there
+	maxRead  int64            // the highest offset read
 	leaderOf map[int32]int32  // leader epoch -> the broker that led it
 
 	c         counts
@@ -216,8 +178,11 @@ type sim struct {
 }
 
 func newSim(seed uint64, p params) *sim {
+	if p.checkpointMs == 0 {
+		p.checkpointMs = 5000
+	}
 	s := &sim{p: p, r: rand.New(rand.NewPCG(seed, 0x5eed)), nodes: map[int32]*node{}, leases: map[int32]lease{},
-		cut: map[[2]int32]int{}, acked: map[int64]string{}, visible: map[int64]string{}, leaderOf: map[int32]int32{},
+		cut: map[[2]int32]int{}, acked: map[int64]string{}, visible: map[int64]string{}, reads: map[int64]string{}, leaderOf: map[int32]int32{},
 		quorumUp: true, hash: 14695981039346656037}
 	for i := 1; i <= p.brokers; i++ {
 		id := int32(i)
@@ -234,6 +199,7 @@ func newSim(seed uint64, p params) *sim {
 	}
 	s.every(quorum, 0, 100, s.quorumTick)
 	s.every(client, 0, 20, s.produce)
+	s.every(client, 10, 25, s.consume)
 	s.every(quorum, 0, 250, s.nemesis)
 	return s
 }
@@ -247,6 +213,13 @@ func (s *sim) say(format string, args ...any) {
 	s.trace = append(s.trace, line)
 	if !s.fullTrace && len(s.trace) > 400 {
 		s.trace = s.trace[len(s.trace)-300:]
+	}
+}
+
+// must fails the run on a storage error (a broken simulated disk).
+func (s *sim) must(err error) {
+	if err != nil {
+		s.fail("storage: %v", err)
 	}
 }
 
@@ -358,6 +331,10 @@ func (s *sim) start(n *node) {
 	n.up, n.paused, n.deferred = true, false, nil
 	n.incarnation++
 	n.leader, n.acks, n.registered, n.fetchAt = nil, nil, false, -1
+	n.leaderHW, n.lastHW = 0, 0
+	if n.log.l == nil { // the first start; a restart opens the log at the crash (rlog.crash)
+		s.must(n.log.open())
+	}
 	n.seen = replica.State{Leader: -1, LeaderEpoch: -1, PartitionEpoch: -1}
 	n.seenRev = 0
 	s.register(n)
@@ -365,7 +342,8 @@ func (s *sim) start(n *node) {
 	s.every(n.id, 1+s.r.Int64N(100), 20+s.r.Int64N(80), func() { s.fsync(n) })
 	s.every(n.id, 1+s.r.Int64N(100), 100, func() { s.leaderTick(n) })
 	s.every(n.id, 1+s.r.Int64N(300), s.p.sessionMs/4, func() { s.heartbeat(n) })
-	s.say("%d: started (incarnation %d), log %d entries, %d fsynced", n.id, n.incarnation, n.log.end(), n.log.durable)
+	s.every(n.id, 1+s.r.Int64N(s.p.checkpointMs), s.p.checkpointMs, func() { s.must(n.log.checkpoint()) })
+	s.say("%d: started (incarnation %d), log %d entries, %d fsynced, high watermark %d", n.id, n.incarnation, n.log.end(), n.log.durable(), n.log.hw())
 }
 
 func (s *sim) register(n *node) {
@@ -439,6 +417,7 @@ func (s *sim) heartbeat(n *node) {
 // one no lease expires, and etcd's new leader extends every lease by a
 // full TTL when it returns).
 func (s *sim) quorumTick() {
+	s.checkISR()
 	if !s.quorumUp {
 		return
 	}
@@ -526,7 +505,7 @@ func (s *sim) applyMeta(n *node, qst meta.PartitionState, rev int64, brokers map
 			_, newEpoch, err := n.leader.Update(st, s.now)
 			if err == nil {
 				if newEpoch {
-					n.log.assign(st.LeaderEpoch, n.leader.EpochStart())
+					s.must(n.log.assign(st.LeaderEpoch))
 					s.becameLeader(n, st.LeaderEpoch)
 				}
 				n.seen = st
@@ -535,15 +514,17 @@ func (s *sim) applyMeta(n *node, qst meta.PartitionState, rev int64, brokers map
 			}
 			s.dropLeader(n, "update: "+code(err))
 		}
-		n.log.assign(st.LeaderEpoch, n.log.end())
+		s.must(n.log.assign(st.LeaderEpoch))
+		// The high watermark the log holds now (replica.Replica.Apply).
 		l, err := replica.NewLeader(replica.Config{Local: n.id, BrokerEpoch: n.epoch, MinISR: s.p.minISR,
-			LagTimeMaxMs: s.p.lagMs, Durable: s.p.durable}, st, brokers, n.log.local(), n.log.hw, s.now)
+			LagTimeMaxMs: s.p.lagMs, Durable: s.p.durable}, st, brokers, n.log.local(), n.log.hw(), s.now)
 		if err != nil {
 			s.say("%d: cannot lead: %v", n.id, err)
 			n.seen = st
 			return
 		}
 		n.leader, n.seen, n.lastHW, n.alterAt = l, st, l.HighWatermark(), 0
+		n.log.setHW(l.HighWatermark())
 		s.becameLeader(n, st.LeaderEpoch)
 		s.say("%d: leads at epoch %d from offset %d, hw %d", n.id, st.LeaderEpoch, l.EpochStart(), l.HighWatermark())
 		s.localChanged(n)
@@ -553,6 +534,7 @@ func (s *sim) applyMeta(n *node, qst meta.PartitionState, rev int64, brokers map
 		s.dropLeader(n, fmt.Sprintf("follows %d at epoch %d", st.Leader, st.LeaderEpoch))
 	}
 	n.seen = st
+	n.log.setHW(replica.FollowerHighWatermark(n.leaderHW, n.log.local(), s.p.durable))
 	n.fetchAt = -1 // a new leader: fetch from it now
 }
 
@@ -583,7 +565,7 @@ func (s *sim) localChanged(n *node) {
 		s.leaderHW(n)
 		return
 	}
-	n.log.hw = replica.FollowerHighWatermark(n.leaderHW, n.log.local(), s.p.durable)
+	n.log.setHW(replica.FollowerHighWatermark(n.leaderHW, n.log.local(), s.p.durable))
 }
 
 // leaderHW takes the Leader's high watermark into the log, checks it never
@@ -594,16 +576,16 @@ func (s *sim) leaderHW(n *node) {
 		s.fail("leader %d's high watermark went back from %d to %d at epoch %d", n.id, n.lastHW, hw, n.seen.LeaderEpoch)
 	}
 	n.lastHW = hw
-	n.log.hw = hw
+	n.log.setHW(hw)
 	s.settle(n)
 	s.checkHW()
 }
 
 func (s *sim) fsync(n *node) {
-	if n.log.durable == len(n.log.entries) {
+	if n.log.durable() == n.log.end() {
 		return
 	}
-	n.log.durable = len(n.log.entries)
+	s.must(n.log.flush())
 	s.localChanged(n)
 }
 
@@ -690,6 +672,10 @@ func (s *sim) fetch(n *node) {
 	})
 }
 
+// fetchMax bounds the records of one fetch answer (a few KiB: a small
+// replica.fetch.max.bytes, below the simulated segment size).
+const fetchMax = 100
+
 type fetchAnswer struct {
 	err      error
 	reset    *replica.Reset
@@ -722,7 +708,8 @@ func (s *sim) serveFetch(ln *node, from int32, brokerEpoch, off int64, lastEpoch
 	if err != nil {
 		return fetchAnswer{err: err}
 	}
-	got := slices.Clone(ln.log.entries[off:])
+	// At most fetchMax records an answer (replica.fetch.max.bytes).
+	got := slices.Clone(ln.log.entries[off:min(ln.log.end(), off+fetchMax)])
 	if res.HWChanged {
 		s.leaderHW(ln)
 	}
@@ -741,7 +728,7 @@ func (s *sim) fetched(n *node, lid int32, off int64, a fetchAnswer) {
 		if r.TruncateTo >= 0 && r.TruncateTo < n.log.end() {
 			s.say("%d: out of range at %d; truncates to %d", n.id, off, r.TruncateTo)
 			s.c.truncations++
-			n.log.truncate(r.TruncateTo)
+			s.must(n.log.truncate(r.TruncateTo))
 		}
 	case a.err != nil:
 	case a.div != nil:
@@ -749,15 +736,12 @@ func (s *sim) fetched(n *node, lid int32, off int64, a fetchAnswer) {
 		if tr.Offset < n.log.end() {
 			s.say("%d: diverging epoch %d ends at %d; truncates to %d", n.id, a.div.Epoch, a.div.EndOffset, tr.Offset)
 			s.c.truncations++
-			n.log.truncate(tr.Offset)
+			s.must(n.log.truncate(tr.Offset))
 		}
 	default:
-		for i, e := range a.entries {
-			n.log.assign(e.epoch, off+int64(i))
-			n.log.entries = append(n.log.entries, e)
-		}
+		s.must(n.log.appendFollower(a.entries))
 		n.leaderHW = a.hw
-		n.log.hw = replica.FollowerHighWatermark(a.hw, n.log.local(), s.p.durable)
+		n.log.setHW(replica.FollowerHighWatermark(a.hw, n.log.local(), s.p.durable))
 	}
 	s.checkHW()
 }
@@ -791,9 +775,7 @@ func (s *sim) produce() {
 			return
 		}
 		first := n.log.end()
-		for _, id := range ids {
-			n.log.entries = append(n.log.entries, entry{id: id, epoch: n.seen.LeaderEpoch})
-		}
+		s.must(n.log.appendLeader(ids, n.seen.LeaderEpoch))
 		n.acks = append(n.acks, pendingAck{req: req, first: first, last: n.log.end() - 1, ids: ids})
 		s.localChanged(n)
 	})
@@ -823,6 +805,9 @@ func (s *sim) answer(n *node, a pendingAck, err error) {
 			off := a.first + int64(i)
 			if prev, ok := s.acked[off]; ok && prev != id {
 				s.fail("offset %d acknowledged for %s and for %s", off, prev, id)
+			}
+			if r, ok := s.reads[off]; ok && r != id {
+				s.fail("offset %d acknowledged for %s but read as %s", off, id, r)
 			}
 			s.acked[off] = id
 			s.c.acked++
@@ -865,6 +850,12 @@ func (s *sim) checkTrueLeader() {
 			return
 		}
 	}
+	for off := int64(len(s.visible)); off <= s.maxRead; off++ {
+		if id, ok := s.reads[off]; ok && (off >= n.log.end() || n.log.entries[off].id != id) {
+			s.fail("%s, read at offset %d, missing from the leader %d (epoch %d, log end %d)", id, off, n.id, s.qs.LeaderEpoch, n.log.end())
+			return
+		}
+	}
 }
 
 // checkHW: the true leader's high watermark is never beyond the fsynced
@@ -887,7 +878,7 @@ func (s *sim) checkHW() {
 		}
 		end := m.log.end()
 		if s.p.durable {
-			end = int64(m.log.durable)
+			end = m.log.durable()
 		}
 		if hw > end {
 			s.say("leader %d followers %+v pending %v state %+v", n.id, n.leader.Followers(), n.leader.Pending(), n.leader.State())
@@ -895,11 +886,39 @@ func (s *sim) checkHW() {
 			return
 		}
 	}
+	need := min(s.p.minISR, len(s.qs.Replicas))
 	for off := int64(len(s.visible)); off < hw && off < n.log.end(); off++ {
 		if _, ok := s.visible[off]; !ok {
-			s.visible[off] = n.log.entries[off].id
+			id := n.log.entries[off].id
+			if r, ok := s.reads[off]; ok && r != id {
+				s.fail("offset %d read as %s, now %s below the leader %d's high watermark %d", off, r, id, n.id, hw)
+			}
+			// KIP-966: a record is committed once min.insync.replicas
+			// replicas hold it durably (with durable acks; without them a
+			// follower's power cut may take records the leader counted).
+			if held := s.holders(off, id); s.p.durable && held < need {
+				s.fail("leader %d's high watermark %d exposes %s at offset %d, held by %d replicas, below min.insync.replicas=%d", n.id, hw, id, off, held, s.p.minISR)
+			}
+			s.visible[off] = id
 		}
 	}
+}
+
+// holders counts the replicas whose log holds id at off (in its fsynced
+// part with durable acks).
+func (s *sim) holders(off int64, id string) int {
+	held := 0
+	for _, r := range s.ids {
+		m := s.nodes[r]
+		end := m.log.end()
+		if s.p.durable {
+			end = m.log.durable()
+		}
+		if off < end && m.log.entries[off].id == id {
+			held++
+		}
+	}
+	return held
 }
 
 // crash ends a broker's process; power also drops what it had not fsynced.
@@ -910,12 +929,14 @@ func (s *sim) crash(n *node, power bool) {
 	n.unclean = power
 	if power {
 		s.c.powerCuts++
-		n.log.entries = n.log.entries[:n.log.durable]
-		n.log.hw = min(n.log.hw, n.log.end())
-		n.log.epochs = slices.DeleteFunc(n.log.epochs, func(e storage.EpochEntry) bool { return e.StartOffset >= n.log.end() })
 	} else {
 		s.c.crashes++
 	}
+	// What the disk holds now is what the next start opens: the log is
+	// opened (crash recovery) at once, so a stopped broker's ISR checks
+	// see it; nothing touches the disk until the start.
+	n.log.crash(power)
+	s.must(n.log.open())
 	s.say("%d: %s; log %d entries", n.id, map[bool]string{true: "power cut", false: "killed"}[power], n.log.end())
 	s.checkTrueLeader()
 }
@@ -988,6 +1009,25 @@ func (s *sim) nemesis() {
 				s.cut[p]--
 			}
 		})
+	case k < 90: // every broker at once (the fault matrix's kill-all; power-cut-all with durable acks)
+		power := s.p.durable && s.r.IntN(2) == 0
+		if !slices.ContainsFunc(s.ids, func(id int32) bool { return s.nodes[id].up }) {
+			return
+		}
+		s.c.allCrashes++
+		s.say("every broker %s", map[bool]string{true: "loses power", false: "is killed"}[power])
+		for _, id := range s.ids {
+			if m := s.nodes[id]; m.up {
+				s.crash(m, power)
+			}
+		}
+		s.at(s.now+lasts, func() {
+			for _, id := range s.ids {
+				if m := s.nodes[id]; !m.up && s.faulting {
+					s.start(m)
+				}
+			}
+		})
 	default: // the metadata store loses its quorum
 		if !s.quorumUp {
 			return
@@ -996,6 +1036,74 @@ func (s *sim) nemesis() {
 		s.quorumUp = false
 		s.say("quorum lost for %d ms", lasts)
 		s.at(s.now+lasts, s.quorumBack)
+	}
+}
+
+// consumeWindow is how many records below a replica's high watermark a
+// consumer fetch reads.
+const consumeWindow = 20
+
+// consume is a consumer fetch from a random replica at the leader epoch
+// the client knows (the quorum's): the leader, or a follower (KIP-392:
+// Fetch v11+ reads from any replica, up to that replica's high watermark;
+// replica.Replica.CheckFollowerRead), answering the records just below its
+// log's high watermark. What it reads is checked (read).
+func (s *sim) consume() {
+	n := s.nodes[s.ids[s.r.IntN(len(s.ids))]]
+	epoch := s.qs.LeaderEpoch
+	s.send(client, n.id, "consumer-fetch", func() {
+		leads := n.leader != nil
+		follows := !leads && n.seen.Leader >= 0 && n.seen.Leader != n.id && slices.Contains(n.seen.Replicas, n.id)
+		if (!leads && !follows) || replica.CheckLeaderEpoch(epoch, n.seen.LeaderEpoch) != nil {
+			return
+		}
+		hw := n.log.hw()
+		from := max(0, hw-consumeWindow)
+		got := slices.Clone(n.log.entries[from:hw])
+		s.send(n.id, client, "consumer-answer", func() { s.read(n.id, leads, from, got) })
+	})
+}
+
+// read checks what a consumer read from broker id: one offset never reads
+// two values, nor a value other than the one acknowledged or once below
+// the true leader's high watermark there.
+func (s *sim) read(id int32, leader bool, from int64, es []entry) {
+	who := map[bool]string{true: "leader", false: "follower"}[leader]
+	for i, e := range es {
+		off := from + int64(i)
+		if prev, ok := s.reads[off]; ok && prev != e.id {
+			s.fail("offset %d read as %s, then as %s from the %s %d", off, prev, e.id, who, id)
+			return
+		}
+		if a, ok := s.acked[off]; ok && a != e.id {
+			s.fail("offset %d acknowledged for %s, read as %s from the %s %d", off, a, e.id, who, id)
+			return
+		}
+		if v, ok := s.visible[off]; ok && v != e.id {
+			s.fail("offset %d was %s below a leader's high watermark, read as %s from the %s %d", off, v, e.id, who, id)
+			return
+		}
+		s.reads[off] = e.id
+		s.maxRead = max(s.maxRead, off)
+		s.c.reads++
+	}
+}
+
+// checkISR: every acknowledged record is in the log of every member of
+// the committed ISR, at its offset (without durable acks a member that
+// lost power counts again once it is back in sync, as in checkHW).
+func (s *sim) checkISR() {
+	for _, r := range s.qs.ISR {
+		m := s.nodes[r]
+		if !s.p.durable && (!m.up || m.unclean || s.qs.StaleISRMember(r, m.epoch)) {
+			continue
+		}
+		for off, id := range s.acked {
+			if off >= m.log.end() || m.log.entries[off].id != id {
+				s.fail("acknowledged %s at offset %d missing from ISR member %d (log end %d, ISR %v)", id, off, r, m.log.end(), s.qs.ISR)
+				return
+			}
+		}
 	}
 }
 
