@@ -87,7 +87,8 @@ func (m *rlog) open() error {
 	m.l = l
 	m.entries, err = readEntries(l)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (log end %d, fsynced %d, high watermark %d, segments %+v; files:\n%s)",
+			err, l.LogEndOffset(), l.DurableEnd(), l.HighWatermark(), l.Segments(), m.fs)
 	}
 	if int64(len(m.entries)) != l.LogEndOffset() {
 		return fmt.Errorf("reopened log ends at %d but holds %d records", l.LogEndOffset(), len(m.entries))
@@ -215,9 +216,15 @@ func (m *rlog) setHW(hw int64) { m.l.SetHighWatermark(hw, nil) }
 
 func (m *rlog) flush() error { return m.l.Flush() }
 
-// checkpoint is the broker's periodic write of the log dir's checkpoint
-// files (storage.Syncer.WriteCheckpoints).
-func (m *rlog) checkpoint() error { return m.syncer.WriteCheckpoints() }
+// checkpoint is the broker's periodic write of its log dir's
+// replication-offset-checkpoint (storage.Syncer.WriteHighWatermarks, every
+// replica.high.watermark.checkpoint.interval.ms).
+func (m *rlog) checkpoint() error { return m.syncer.WriteHighWatermarks() }
+
+// startReplication is the replica layer taking the log over at a
+// broker's start (replica.Manager.Apply on a fresh replica): the high
+// watermark starts from what the log knows committed.
+func (m *rlog) startReplication() { m.l.StartReplication(nil) }
 
 func (m *rlog) local() replica.Local {
 	return replica.Local{End: m.end(), Durable: m.durable(), Start: m.l.LogStartOffset()}

@@ -39,8 +39,9 @@ type params struct {
 	// leaderships at the same leader epoch (the controller never sees its
 	// registration gone).
 	restartKeepsEpoch bool
-	// checkpointMs is how often a broker writes its log dir's checkpoint
-	// files (storage.Syncer.WriteCheckpoints).
+	// checkpointMs is how often a broker writes its log dir's high
+	// watermark checkpoint (replica.high.watermark.checkpoint.interval.ms,
+	// 5000 by default).
 	checkpointMs int64
 	// unsyncedPowerCuts: with Kafka's semantics (durable acks off) a
 	// follower may lose power too, dropping its unsynced tail (records it
@@ -335,6 +336,7 @@ func (s *sim) start(n *node) {
 	if n.log.l == nil { // the first start; a restart opens the log at the crash (rlog.crash)
 		s.must(n.log.open())
 	}
+	n.log.startReplication()
 	n.seen = replica.State{Leader: -1, LeaderEpoch: -1, PartitionEpoch: -1}
 	n.seenRev = 0
 	s.register(n)
