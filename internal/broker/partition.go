@@ -55,6 +55,17 @@ func (p *Partition) AppendProduce(records []byte, acks int16, pid int64, verify 
 	return p.appendNoWait(records, acks, true, guard)
 }
 
+// NeedsTxnVerification reports whether a transactional produce of
+// producer pid must be verified with its transaction coordinator before
+// it is appended here (pid has no transaction open in this partition,
+// KIP-890 part 1), and starts that verification: AppendProduce then
+// carries the same guard. The produce handler asks it for all the
+// partitions of a request first, to verify them with one request, as
+// Kafka's ReplicaManager collects them for AddPartitionsToTxnManager.
+func (p *Partition) NeedsTxnVerification(pid int64) bool {
+	return p.Log.StartTxnVerification(pid) != nil
+}
+
 func (p *Partition) appendNoWait(records []byte, acks int16, verifyTxn bool, guard *storage.VerificationGuard) (storage.AppendResult, error) {
 	ts := p.settings.Load()
 	lead := p.Leadership()

@@ -64,9 +64,13 @@ func (s *Server) handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) 
 	// Partitions are appended by at most maxProduceWorkers goroutines per
 	// request (the handler's own for one partition), whatever the number
 	// of partitions it names.
+	var verified map[TxnPartition]error
+	if req.TransactionID != nil && common == nil && len(jobs) > 1 {
+		verified = s.verifyTxnPartitions(*req.TransactionID, req)
+	}
 	durable := make([]func(context.Context), len(jobs))
 	run := func(i int) {
-		durable[i] = s.producePartition(req, jobs[i].topic, *jobs[i].rp, jobs[i].sp)
+		durable[i] = s.producePartition(req, jobs[i].topic, *jobs[i].rp, jobs[i].sp, verified)
 	}
 	if workers := min(len(jobs), maxProduceWorkers); workers <= 1 {
 		for i := range jobs {
@@ -111,10 +115,51 @@ func (s *Server) handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) 
 	return rep, nil
 }
 
-// producePartition appends one partition's records and fills its answer.
-// For acks=-1 it returns the durability wait, which fills in an error if
-// the fsync fails or times out.
-func (s *Server) producePartition(req *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition) func(context.Context) {
+// verifyTxnPartitions verifies together, with one call to the
+// transaction's coordinator, every partition of a transactional produce
+// whose producer has no transaction open there yet
+// (broker.Partition.NeedsTxnVerification), as Kafka's
+// ReplicaManager.appendRecords collects them for its
+// AddPartitionsToTxnManager (KIP-890 part 1). Each partition's append
+// takes its answer from the result; one not verified here is verified
+// alone (producePartition).
+func (s *Server) verifyTxnPartitions(txnID string, req *kmsg.ProduceRequest) map[TxnPartition]error {
+	type producer struct {
+		pid   int64
+		epoch int16
+	}
+	need := map[producer][]TxnPartition{}
+	for _, rt := range req.Topics {
+		for _, rp := range rt.Partitions {
+			pid, epoch, err := transactionalProducer(rp.Records)
+			if err != nil {
+				continue // refused by its append
+			}
+			p, err := s.leaderPartition(rt.Topic, rp.Partition, -1)
+			if err != nil || !p.NeedsTxnVerification(pid) {
+				continue
+			}
+			k := producer{pid, epoch}
+			need[k] = append(need[k], TxnPartition{Topic: rt.Topic, Partition: rp.Partition})
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	out := map[TxnPartition]error{}
+	for k, parts := range need {
+		for i, err := range s.cfg.Txn.VerifyProduce(txnID, k.pid, k.epoch, parts) {
+			out[parts[i]] = err
+		}
+	}
+	return out
+}
+
+// producePartition appends one partition's records and fills its answer;
+// verified holds the transaction verifications already done for the
+// request (verifyTxnPartitions). For acks=-1 it returns the durability
+// wait, which fills in an error if the fsync fails or times out.
+func (s *Server) producePartition(req *kmsg.ProduceRequest, topic string, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, verified map[TxnPartition]error) func(context.Context) {
 	p, err := s.leaderPartition(topic, rp.Partition, -1)
 	if err != nil {
 		s.fillProduceError(sp, req.Version, err, nil)
@@ -138,8 +183,13 @@ func (s *Server) producePartition(req *kmsg.ProduceRequest, topic string, rp kms
 			s.fillProduceError(sp, req.Version, err, nil)
 			return nil
 		}
-		txnID := *req.TransactionID
-		verify = func() error { return s.cfg.Txn.VerifyProduce(txnID, pid, epoch, topic, rp.Partition) }
+		txnID, tp := *req.TransactionID, TxnPartition{Topic: topic, Partition: rp.Partition}
+		verify = func() error {
+			if err, ok := verified[tp]; ok {
+				return err
+			}
+			return s.cfg.Txn.VerifyProduce(txnID, pid, epoch, []TxnPartition{tp})[0]
+		}
 	}
 	res, err := p.AppendProduce(records, req.Acks, pid, verify)
 	if err != nil {

@@ -48,11 +48,18 @@ type TxnHandler interface {
 	Handle(ctx context.Context, req kmsg.Request) (kmsg.Response, error)
 	// APIVersions lists the served keys with their [min, max] versions.
 	APIVersions() map[int16][2]int16
-	// VerifyProduce returns nil when topic/partition belongs to the
-	// ongoing transaction of transactionalID at producer id pid and
-	// epoch; otherwise an error wrapping the Kafka code
+	// VerifyProduce checks that each of parts belongs to the ongoing
+	// transaction of transactionalID at producer id pid and epoch, in one
+	// request to the transaction's coordinator: one error per partition,
+	// nil when it does, otherwise wrapping the Kafka code
 	// (INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, PRODUCER_FENCED, ...).
-	VerifyProduce(transactionalID string, pid int64, epoch int16, topic string, partition int32) error
+	VerifyProduce(transactionalID string, pid int64, epoch int16, parts []TxnPartition) []error
+}
+
+// TxnPartition is a partition a transactional produce writes to.
+type TxnPartition struct {
+	Topic     string
+	Partition int32
 }
 
 // Config configures a Server.

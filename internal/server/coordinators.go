@@ -61,6 +61,8 @@ type coordinatorRun struct {
 	// txnEpochs is the coordinator epoch each loaded __transaction_state
 	// partition was loaded at (only the follow loop touches it).
 	txnEpochs map[int32]int32
+	// verify batches produce verifications per coordinator broker.
+	verify *verifyBatcher
 }
 
 // startCoordinators starts following the leadership of the coordinator
@@ -83,7 +85,10 @@ func (s *Server) newCoordinatorDialer() {
 	s.coord = &coordinatorRun{dialer: &replica.KgoDialer{
 		Resolve: s.peerAddr,
 		Opts:    append([]kgo.Opt{kgo.ClientID(fmt.Sprintf("strata-coordinator-%d", s.broker.NodeID()))}, s.interBrokerOpts()...),
-	}}
+	}, verify: newVerifyBatcher()}
+	if err := s.reg.Register(s.coord.verify); err != nil {
+		s.logger.Warn("transaction verification metrics not registered", "err", err)
+	}
 }
 
 // stopCoordinators stops the leadership loop (before the cluster cache
@@ -528,69 +533,61 @@ func markerCode(err error) int16 {
 	return kerr.KafkaStorageError.Code
 }
 
-// verifyRemote verifies a transactional produce to a partition led here
-// with the coordinator of transactionalID on another broker: an
+// verifyRemote verifies transactional writes to partitions parts, led
+// here, with the coordinator of transactionalID on another broker: an
 // AddPartitionsToTxn v4 with VerifyOnly (KIP-890 part 1, Kafka's
-// AddPartitionsToTxnManager). The coordinator's answer is the producer's;
-// a coordinator that cannot be reached or is moving is the retriable
+// AddPartitionsToTxnManager), batched per coordinator broker
+// (verifyBatched). The coordinator's answers are the producer's; a
+// coordinator that cannot be reached or is moving is the retriable
 // NOT_ENOUGH_REPLICAS (verifyProduceError).
-func (s *Server) verifyRemote(ctx context.Context, transactionalID string, pid int64, epoch int16, topic string, partition int32) error {
+func (s *Server) verifyRemote(ctx context.Context, transactionalID string, pid int64, epoch int16, parts []txn.TopicPartition) []error {
+	all := func(err error) []error {
+		errs := make([]error, len(parts))
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
 	v := s.cluster.cache.View()
 	t := v.Topics[transactionTopic]
 	if t == nil || t.Partitions <= 0 {
-		return fmt.Errorf("no %s yet: %w", transactionTopic, kerr.CoordinatorNotAvailable)
+		return all(fmt.Errorf("no %s yet: %w", transactionTopic, kerr.CoordinatorNotAvailable))
 	}
 	_, part, ok := v.Partition(transactionTopic, txn.PartitionFor(transactionalID, t.Partitions))
 	if !ok || part.State.Leader < 0 || !v.Live(part.State.Leader) {
-		return fmt.Errorf("the coordinator of %s has no leader: %w", transactionalID, kerr.CoordinatorNotAvailable)
+		return all(fmt.Errorf("the coordinator of %s has no leader: %w", transactionalID, kerr.CoordinatorNotAvailable))
 	}
 	if part.State.Leader == s.broker.NodeID() {
 		// Ours, but not loaded yet (or just unloaded).
-		return s.txn.VerifyProduce(transactionalID, pid, epoch, txn.TopicPartition{Topic: topic, Partition: partition})
+		return s.verifyLocal(transactionalID, pid, epoch, parts)
 	}
-	req := kmsg.NewPtrAddPartitionsToTxnRequest()
-	req.Version = 4
-	tx := kmsg.NewAddPartitionsToTxnRequestTransaction()
-	tx.TransactionalID, tx.ProducerID, tx.ProducerEpoch, tx.VerifyOnly = transactionalID, pid, epoch, true
-	tt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
-	tt.Topic, tt.Partitions = topic, []int32{partition}
-	tx.Topics = append(tx.Topics, tt)
-	req.Transactions = append(req.Transactions, tx)
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	kresp, err := s.peerRequest(rctx, part.State.Leader, connVerify, req)
-	if err != nil {
-		return fmt.Errorf("verify with the coordinator of %s: %v: %w", transactionalID, err, kerr.CoordinatorNotAvailable)
-	}
-	resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
-	if e := kerr.ErrorForCode(resp.ErrorCode); e != nil {
-		return fmt.Errorf("verify with the coordinator of %s: %w", transactionalID, e)
-	}
-	for _, rt := range resp.Transactions {
-		for _, rtt := range rt.Topics {
-			for _, rp := range rtt.Partitions {
-				if rtt.Topic == topic && rp.Partition == partition {
-					if e := kerr.ErrorForCode(rp.ErrorCode); e != nil {
-						return fmt.Errorf("%s-%d in the transaction of %s: %w", topic, partition, transactionalID, e)
-					}
-					return nil
-				}
-			}
-		}
-	}
-	return fmt.Errorf("the coordinator of %s did not answer for %s-%d: %w", transactionalID, topic, partition, kerr.CoordinatorNotAvailable)
+	return s.verifyBatched(ctx, part.State.Leader, transactionalID, pid, epoch, parts)
 }
 
-// verifyTransaction checks a transactional write to topic-partition with
-// the transaction's coordinator, here or on another broker.
-func (s *Server) verifyTransaction(ctx context.Context, transactionalID string, pid int64, epoch int16, topic string, partition int32) error {
+// verifyLocal verifies parts with this broker's transaction coordinator.
+func (s *Server) verifyLocal(transactionalID string, pid int64, epoch int16, parts []txn.TopicPartition) []error {
+	errs := make([]error, len(parts))
+	for i, tp := range parts {
+		errs[i] = s.txn.VerifyProduce(transactionalID, pid, epoch, tp)
+	}
+	return errs
+}
+
+// verifyTransaction checks transactional writes to parts with the
+// transaction's coordinator, here or on another broker: one error per
+// partition.
+func (s *Server) verifyTransaction(ctx context.Context, transactionalID string, pid int64, epoch int16, parts []txn.TopicPartition) []error {
 	if s.txn == nil {
-		return fmt.Errorf("no transaction coordinator: %w", kerr.CoordinatorNotAvailable)
+		errs := make([]error, len(parts))
+		for i := range errs {
+			errs[i] = fmt.Errorf("no transaction coordinator: %w", kerr.CoordinatorNotAvailable)
+		}
+		return errs
 	}
 	if s.cluster == nil || s.txn.Owns(txn.PartitionFor(transactionalID, s.txnPartitions)) {
-		return s.txn.VerifyProduce(transactionalID, pid, epoch, txn.TopicPartition{Topic: topic, Partition: partition})
+		return s.verifyLocal(transactionalID, pid, epoch, parts)
 	}
-	return s.verifyRemote(ctx, transactionalID, pid, epoch, topic, partition)
+	return s.verifyRemote(ctx, transactionalID, pid, epoch, parts)
 }
 
 // groupPartitionOf is the __consumer_offsets partition of a group.

@@ -172,7 +172,8 @@ func TestClusterCoordinatorsFollowLeadership(t *testing.T) {
 // the committed records to another topic with its offsets committed in the
 // transaction (TxnOffsetCommit verified across brokers).
 func TestClusterTransactionsAcrossBrokers(t *testing.T) {
-	c := startCluster(t, 3, map[string]string{"offsets.topic.num.partitions": "6", "transaction.state.log.num.partitions": "3"})
+	c := startCluster(t, 3, map[string]string{"offsets.topic.num.partitions": "6", "transaction.state.log.num.partitions": "3",
+		"strata.metrics.listener": "127.0.0.1:0"})
 	ctx := ctxT(t)
 	adm := kadm.NewClient(c.Client())
 	for _, topic := range []string{"in", "out"} {
@@ -181,8 +182,10 @@ func TestClusterTransactionsAcrossBrokers(t *testing.T) {
 		}
 	}
 	const txnID = "etl-source"
+	// Flushed by hand: each round's records reach each leader in one
+	// produce request.
 	prod := c.Client(kgo.TransactionalID(txnID), kgo.DefaultProduceTopic("in"),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ManualFlushing())
 	defer prod.Close()
 	write := func(round int, commit bool) {
 		t.Helper()
@@ -219,6 +222,24 @@ func TestClusterTransactionsAcrossBrokers(t *testing.T) {
 		t.Fatalf("partitions of in led by %v, want all three brokers", leaders)
 	}
 	t.Logf("transaction coordinator: broker %d; partitions led by %v", coord, leaders)
+	// The other leaders verified each round's partitions with the
+	// coordinator in one AddPartitionsToTxn per produce request, not one
+	// per partition (Kafka's AddPartitionsToTxnManager).
+	var requests, verified float64
+	for _, b := range c.Brokers {
+		requests += metricValue(t, b, "strata_txn_verify_requests_total")
+		verified += metricValue(t, b, "strata_txn_verify_partitions_total")
+	}
+	remote := 0
+	for _, p := range md.Topics["in"].Partitions {
+		if p.Leader != coord {
+			remote++
+		}
+	}
+	t.Logf("verifications with the coordinator: %v partitions in %v requests (%d partitions led elsewhere, 3 rounds)", verified, requests, remote)
+	if verified < float64(3*remote) || requests >= verified {
+		t.Fatalf("%v partitions verified in %v requests, want at least %d in fewer requests", verified, requests, 3*remote)
+	}
 
 	// Every partition's last stable offset reaches its end.
 	eventually(t, "last stable offsets", func() error {

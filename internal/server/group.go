@@ -9,6 +9,7 @@ import (
 	"github.com/strata-io/strata/internal/broker"
 	"github.com/strata-io/strata/internal/group"
 	"github.com/strata-io/strata/internal/storage"
+	"github.com/strata-io/strata/internal/txn"
 )
 
 // offsetsTopic is Kafka's internal topic of group state.
@@ -80,7 +81,7 @@ func (o offsetsStore) synced(p *broker.Partition, res storage.AppendResult) func
 // partition was added to the producer's transaction (AddOffsetsToTxn),
 // with the transaction's coordinator here or on another broker.
 func (s *Server) verifyTxnOffsets(id string, pid int64, epoch int16, partition int32) error {
-	return s.verifyTransaction(context.Background(), id, pid, epoch, offsetsTopic, partition)
+	return s.verifyTransaction(context.Background(), id, pid, epoch, []txn.TopicPartition{{Topic: offsetsTopic, Partition: partition}})[0]
 }
 
 // Log returns a __consumer_offsets partition's log.

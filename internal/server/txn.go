@@ -101,8 +101,16 @@ func (t txnProtocol) APIVersions() map[int16][2]int16 { return t.c.APIVersions()
 
 // VerifyProduce verifies a transactional produce with the transaction's
 // coordinator, here or on another broker (KIP-890 part 1).
-func (t txnProtocol) VerifyProduce(id string, pid int64, epoch int16, topic string, partition int32) error {
-	return verifyProduceError(t.s.verifyTransaction(context.Background(), id, pid, epoch, topic, partition))
+func (t txnProtocol) VerifyProduce(id string, pid int64, epoch int16, parts []protocol.TxnPartition) []error {
+	tps := make([]txn.TopicPartition, len(parts))
+	for i, p := range parts {
+		tps[i] = txn.TopicPartition{Topic: p.Topic, Partition: p.Partition}
+	}
+	errs := t.s.verifyTransaction(context.Background(), id, pid, epoch, tps)
+	for i, err := range errs {
+		errs[i] = verifyProduceError(err)
+	}
+	return errs
 }
 
 // verifyProduceError maps the coordinator's answer to what Kafka's
