@@ -20,7 +20,7 @@ import (
 // TestReplicationThrottle: Kafka's replication throttles (KIP-73) on an
 // in-process three-broker cluster, as kafka-reassign-partitions --throttle
 // drives them through IncrementalAlterConfigs: a partition on brokers 1
-// and 2 (4 MiB of incompressible records) moves to 1, 2 and 3 with the topic's
+// and 2 (1 MiB of incompressible records) moves to 1, 2 and 3 with the topic's
 // leader.replication.throttled.replicas naming its current replicas and
 // follower.replication.throttled.replicas the added one. Run once with
 // follower.replication.throttled.rate on broker 3 (the follower skips the
@@ -49,7 +49,12 @@ func TestReplicationThrottle(t *testing.T) {
 }
 
 func throttledMove(t *testing.T, c *servertest.Cluster, side string) {
-	const rate = 100_000 // bytes/s: 4 MiB take 40 s or more at this rate
+	// 1 MiB take 40 s or more at this rate. The partition is kept small:
+	// filling it and moving it once unthrottled cost an fsync round trip
+	// per produce request or replica fetch (durable acks), which a loaded
+	// disk makes slow (with 4 MiB a loaded run once took 587 s; the phase
+	// times are logged).
+	const rate = 25_000 // bytes/s
 	topic := "throttled-" + side
 	// The broker that throttles: the follower being added, or the leader.
 	throttler := int32(3)
@@ -64,16 +69,18 @@ func throttledMove(t *testing.T, c *servertest.Cluster, side string) {
 	// about replica.fetch.max.bytes.
 	prod := c.Client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(48<<10))
-	const total = 4 << 20
+	const total = 1 << 20
 	recs := make([]*kgo.Record, total/(32<<10))
 	for i := range recs {
 		val := make([]byte, 32<<10)
 		rand.Read(val)
 		recs[i] = &kgo.Record{Value: val}
 	}
+	filling := time.Now()
 	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("%s side: %d bytes produced (acks=all) in %v", side, total, time.Since(filling))
 
 	adm := kadm.NewClient(c.Client())
 	rateName := side + ".replication.throttled.rate"
@@ -178,6 +185,7 @@ func throttledMove(t *testing.T, c *servertest.Cluster, side string) {
 	if err != nil {
 		t.Fatalf("delete %s: %v", rateName, err)
 	}
+	unthrottled := time.Now()
 	eventuallyWithin(t, 2*time.Minute, "the move completes once unthrottled", func() error {
 		l, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: {0: {}}})
 		if err != nil {
@@ -191,6 +199,7 @@ func throttledMove(t *testing.T, c *servertest.Cluster, side string) {
 		}
 		return nil
 	})
+	t.Logf("%s side: the move completed %v after the rate was removed", side, time.Since(unthrottled))
 	tres, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
 		{Op: kadm.DeleteConfig, Name: "leader.replication.throttled.replicas"},
 		{Op: kadm.DeleteConfig, Name: "follower.replication.throttled.replicas"},
