@@ -249,16 +249,12 @@ func guardFindCoordinator(s *Server, ctx context.Context, c *conn, kreq kmsg.Req
 	if len(part.CoordinatorKeys) == len(req.CoordinatorKeys) {
 		return next(ctx, c, kreq)
 	}
-	var answered []kmsg.FindCoordinatorResponseCoordinator
-	rep := reply{msg: req.ResponseKind()}
-	if len(part.CoordinatorKeys) > 0 {
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
-		}
-		answered = rep.msg.(*kmsg.FindCoordinatorResponse).Coordinators
+	rep, err := nextIfAny(ctx, c, next, req, &part, len(part.CoordinatorKeys))
+	if err != nil || rep.msg == nil {
+		return rep, err
 	}
 	resp := rep.msg.(*kmsg.FindCoordinatorResponse)
+	answered := resp.Coordinators
 	resp.Coordinators = nil
 	j := 0
 	for i, k := range req.CoordinatorKeys {
@@ -281,12 +277,9 @@ func guardDescribeGroups(s *Server, ctx context.Context, c *conn, kreq kmsg.Requ
 	part := *req
 	var denied []string
 	part.Groups, denied = split(req.Groups, func(g string) bool { return c.allowed(authz.OpDescribe, authz.ResourceGroup, g) })
-	rep := reply{msg: req.ResponseKind()}
-	if len(part.Groups) > 0 {
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
-		}
+	rep, err := nextIfAny(ctx, c, next, req, &part, len(part.Groups))
+	if err != nil || rep.msg == nil {
+		return rep, err
 	}
 	resp := rep.msg.(*kmsg.DescribeGroupsResponse)
 	if req.Version >= 3 && req.IncludeAuthorizedOperations {
@@ -311,12 +304,9 @@ func guardConsumerGroupDescribe(s *Server, ctx context.Context, c *conn, kreq km
 	part := *req
 	var denied []string
 	part.Groups, denied = split(req.Groups, func(g string) bool { return c.allowed(authz.OpDescribe, authz.ResourceGroup, g) })
-	rep := reply{msg: req.ResponseKind()}
-	if len(part.Groups) > 0 {
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
-		}
+	rep, err := nextIfAny(ctx, c, next, req, &part, len(part.Groups))
+	if err != nil || rep.msg == nil {
+		return rep, err
 	}
 	resp := rep.msg.(*kmsg.ConsumerGroupDescribeResponse)
 	if req.IncludeAuthorizedOperations {

@@ -181,12 +181,9 @@ func guardDescribeTransactions(s *Server, ctx context.Context, c *conn, kreq kms
 			denied[id] = true
 		}
 	}
-	rep := reply{msg: req.ResponseKind()}
-	if len(part.TransactionalIDs) > 0 {
-		var err error
-		if rep, err = next(ctx, c, &part); err != nil || rep.msg == nil {
-			return rep, err
-		}
+	rep, err := nextIfAny(ctx, c, next, req, &part, len(part.TransactionalIDs))
+	if err != nil || rep.msg == nil {
+		return rep, err
 	}
 	resp := rep.msg.(*kmsg.DescribeTransactionsResponse)
 	tf := c.topics(authz.OpDescribe)
