@@ -1,3 +1,9 @@
+// The broker-level tests are left out of the invariants build: under the
+// tag scripts/test.sh runs only the model test, and these would rebuild
+// every package above storage (servertest imports the whole broker).
+
+//go:build !invariants
+
 package cleaner_test
 
 import (
