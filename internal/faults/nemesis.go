@@ -72,6 +72,9 @@ type Nemesis struct {
 	Healthy, Faulty time.Duration
 	// Rounds bounds the faults injected (0: until ctx ends).
 	Rounds int
+	// Until, when set, bounds the faults by time: none is injected after
+	// it (the one in progress then is still healed).
+	Until time.Time
 	// Random picks faults at random (seeded) instead of in turn.
 	Random bool
 	Seed   uint64
@@ -96,7 +99,7 @@ func (n *Nemesis) Run(ctx context.Context) (int, error) {
 	rng := rand.New(rand.NewPCG(n.Seed, 0x6e656d))
 	done := 0
 	for n.Rounds == 0 || done < n.Rounds {
-		if !sleep(ctx, n.Healthy) {
+		if !sleep(ctx, n.Healthy) || (!n.Until.IsZero() && time.Now().After(n.Until)) {
 			break
 		}
 		f := n.Faults[done%len(n.Faults)]

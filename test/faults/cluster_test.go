@@ -421,7 +421,8 @@ var defaultRows = []string{"isolate-leader", "etcd-quorum-cut", "power-cut-all"}
 // are injected in turn, each for 6 s (past the 4 s broker session), with
 // 6 s of health between; then heals, drains and checks the history. The
 // default suite runs three rows once; STRATA_LONG=1 runs every row
-// (STRATA_FAULT_ROUNDS times, default 3).
+// (STRATA_FAULT_ROUNDS times, default 3; STRATA_FAULT_MINUTES=M stops
+// injecting after M minutes).
 func TestClusterFaultMatrix(t *testing.T) {
 	t.Parallel()
 	rows := map[string]bool{}
@@ -445,7 +446,12 @@ func TestClusterFaultMatrix(t *testing.T) {
 	} else {
 		t.Logf("the binary has no strata.log.min.free.bytes: no disk-full-combined row")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds*len(all))*30*time.Second+5*time.Minute)
+	// STRATA_FAULT_MINUTES=M bounds the faults by time as well: no fault
+	// starts after M minutes (the long run's hour, whatever a round takes
+	// on a loaded machine).
+	minutes := envInt("STRATA_FAULT_MINUTES", 0)
+	timeout := max(time.Duration(rounds*len(all))*30*time.Second, time.Duration(minutes)*time.Minute+10*time.Minute) + 5*time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	c := startNetClusterWith(t, ctx, netLayout{brokers: 3, loopDisks: true}, aclArgs...)
 	const topic = "matrix"
@@ -461,6 +467,9 @@ func TestClusterFaultMatrix(t *testing.T) {
 		t.Fatalf("no matrix row selected by STRATA_FAULT_ROWS")
 	}
 	nem := &faults.Nemesis{Faults: fs, Rounds: rounds * len(fs), Healthy: 6 * time.Second, Faulty: 6 * time.Second}
+	if minutes > 0 {
+		nem.Until = time.Now().Add(time.Duration(minutes) * time.Minute)
+	}
 	cfg := workload.Config{Brokers: c.addrs, Topic: topic, Partitions: 3, Producers: 2, TxnProducers: 1,
 		AssignConsumers: 1, Rate: 50, TxnTimeout: 10 * time.Second, Logf: t.Logf,
 		ClientOpts: []kgo.Opt{kgo.RecordDeliveryTimeout(60 * time.Second)}}
