@@ -30,7 +30,9 @@ import (
 // that helper panics on every broker (it calls a ConsumerGroup's nil dial
 // function; docs/compatibility.md has the proof), which would abort the
 // root package. Those three then run with the helper given the two fields
-// its ConsumerGroup lacks.
+// its ConsumerGroup lacks, consumer_group_rebalance, a race between the
+// test's two readers (rebalanceSubtest), runs on its own until it passes,
+// and franz-go's env-gated SCRAM tests run against the same broker.
 
 // kafkaGoBrokerScript starts Strata as kafka-go's CI broker inside the new
 // network namespace, gives adminscram its SCRAM credentials (the job's
@@ -82,6 +84,16 @@ done < "$cmds"
 // getOffsets helper panics whatever the broker (see the file comment).
 const getOffsetsSubtests = `TestReaderConsumerGroup/^(verify_offset_committed|verify_offset_committed_when_using_interval_committer|consumer_group_commits_on_close)$`
 
+// rebalanceSubtest passes only when one of its two readers, started at the
+// same instant, is alone in a Stable first generation when the other's
+// JoinGroup arrives: a race between the test's goroutines, the same on
+// Kafka (docs/compatibility.md). STRATA_LONG runs it on its own until it
+// passes, up to rebalanceAttempts times.
+const (
+	rebalanceSubtest  = `TestReaderConsumerGroup/^consumer_group_rebalance$`
+	rebalanceAttempts = 6
+)
+
 // getOffsetsHelperFix gives getOffsets' ConsumerGroup the Timeout and dial
 // function ConsumerGroupConfig.Validate would have filled in.
 var getOffsetsHelperFix = [2]string{
@@ -107,10 +119,12 @@ func TestKafkaGoSuite(t *testing.T) {
 	var cmds []string
 	if long {
 		// The job's command (`go test -race -cover ./...`), then the same
-		// with -tags=unsafe, as the job's next step.
+		// with -tags=unsafe, as the job's next step; the getOffsets
+		// subtests and the rebalance race run on their own below.
+		skip := `TestReaderConsumerGroup/^(verify_offset_committed|verify_offset_committed_when_using_interval_committer|consumer_group_commits_on_close|consumer_group_rebalance)$`
 		cmds = []string{
-			"go test -race -cover -count=1 -timeout 20m -skip '" + getOffsetsSubtests + "' ./...",
-			"go test -tags=unsafe -race -cover -count=1 -timeout 20m -skip '" + getOffsetsSubtests + "' ./...",
+			"go test -race -cover -count=1 -timeout 20m -skip '" + skip + "' ./...",
+			"go test -tags=unsafe -race -cover -count=1 -timeout 20m -skip '" + skip + "' ./...",
 		}
 	} else {
 		// The tests of the ACL, quota and SCRAM APIs and of SASL on
@@ -131,6 +145,33 @@ func TestKafkaGoSuite(t *testing.T) {
 		cmds = []string{"go test -race -cover -count=1 -timeout 10m -run '" + getOffsetsSubtests + "' ."}
 		out = runKafkaGoCommands(t, bin, work, cmds, 15*time.Minute)
 		checkKafkaGoRuns(t, out, len(cmds))
+
+		// franz-go's env-gated SCRAM tests (TestSCRAMAuth,
+		// TestSCRAMAuthBadCredentials) against the same broker's
+		// SASL_PLAINTEXT listener with adminscram's two credentials.
+		compileFranzGoTests(t, work)
+		cmds = []string{
+			"KGO_TEST_SCRAM_SEEDS=localhost:9093 KGO_TEST_SCRAM=adminscram:admin-secret-256:256 ../kgo.test -test.count=1 -test.v -test.run '^TestSCRAM'",
+			"KGO_TEST_SCRAM_SEEDS=localhost:9093 KGO_TEST_SCRAM=adminscram:admin-secret-512:512 ../kgo.test -test.count=1 -test.v -test.run '^TestSCRAM'",
+		}
+		out = runKafkaGoCommands(t, bin, work, cmds, 10*time.Minute)
+		checkKafkaGoRuns(t, out, len(cmds))
+		if n := strings.Count(out, "--- PASS: TestSCRAMAuth "); n != len(cmds) {
+			t.Errorf("franz-go TestSCRAMAuth passed %d times of %d:\n%s", n, len(cmds), tailLines(out, 60))
+		}
+
+		// The rebalance race: one pass shows Strata serves the order in
+		// which the test can pass.
+		cmds = nil
+		for range rebalanceAttempts {
+			cmds = append(cmds, "go test -race -count=1 -timeout 5m -run '"+rebalanceSubtest+"' .")
+		}
+		out = runKafkaGoCommands(t, bin, work, cmds, 30*time.Minute)
+		if n := strings.Count(out, "--- PASS: TestReaderConsumerGroup/consumer_group_rebalance"); n == 0 {
+			t.Errorf("kafka-go consumer_group_rebalance: 0 of %d attempts passed:\n%s", rebalanceAttempts, tailLines(out, 150))
+		} else {
+			t.Logf("kafka-go consumer_group_rebalance: %d of %d attempts passed", n, rebalanceAttempts)
+		}
 	}
 }
 
@@ -204,6 +245,18 @@ func compileKafkaGoTests(t *testing.T, src, work string, pkgs ...string) {
 		if err != nil {
 			t.Fatalf("go test -c ./%s in kafka-go: %v: %s", p, err, out)
 		}
+	}
+}
+
+// compileFranzGoTests builds the test binary of franz-go's pkg/kgo (the
+// version in go.mod) as work/kgo.test.
+func compileFranzGoTests(t *testing.T, work string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-trimpath", "-o", filepath.Join(work, "kgo.test"), "github.com/twmb/franz-go/pkg/kgo")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go test -c github.com/twmb/franz-go/pkg/kgo: %v: %s", err, out)
 	}
 }
 
