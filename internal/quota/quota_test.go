@@ -237,7 +237,9 @@ func TestMutationQuotaKafkaVector(t *testing.T) {
 
 // A 1 MB/s producer quota with Kafka's throttle holds a producer that
 // waits out every throttle to the quota: simulated for 30 s of the manual
-// clock with 16 KiB requests.
+// clock with 16 KiB requests, from the producer's first request. (Other
+// 30 s windows of the default sampling swing more: see
+// TestProducerHeldAtQuotaSliding.)
 func TestProducerHeldAtQuota(t *testing.T) {
 	m, clk := newManager()
 	const quota = 1 << 20
