@@ -3,9 +3,12 @@ package faults
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -282,4 +285,103 @@ func createTopics2(t *testing.T, ctx context.Context, admin *kadm.Client, partit
 			t.Fatalf("create %s: %v", topic, err)
 		}
 	}
+}
+
+// TestTxnVerifyCost measures (STRATA_LONG=1 only) the KIP-890 part 1
+// verification of transactions that write many partitions across brokers:
+// three nodes (internal topics RF=3), a data topic of 12 partitions at RF=1
+// spread over the three, and one transactional producer running 150
+// transactions of 12 records, one per partition, flushed together (each
+// leader gets one produce request per transaction, and two of the three
+// verify it with the coordinator on another broker). Logged: the produce
+// phase (Flush) and whole-transaction p50/p99, and the verification
+// requests the brokers sent (strata_txn_verify_*_total, 0 on binaries
+// before the batching). For docs/benchmarks.md; it asserts nothing about
+// time.
+func TestTxnVerifyCost(t *testing.T) {
+	if !long() {
+		t.Skip("a measurement: STRATA_LONG=1")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	metrics := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	procs := startReplicated(t, ctx, addrs, nil, metrics)
+	defer func() {
+		for _, p := range procs {
+			p.Stop()
+		}
+	}()
+	admin := newAdmin(t, addrs)
+	one := "1"
+	if r, err := admin.CreateTopic(ctx, 12, 1, map[string]*string{"min.insync.replicas": &one}, "verify"); err != nil || r.Err != nil {
+		t.Fatalf("create verify: %v %v", err, r.Err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.TransactionalID("verify-cost"), kgo.DefaultProduceTopic("verify"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ManualFlushing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var produce, whole []time.Duration
+	for i := 0; i < 150; i++ {
+		s := time.Now()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		var perr atomic.Value
+		for p := int32(0); p < 12; p++ {
+			cl.Produce(ctx, &kgo.Record{Partition: p, Value: []byte("x")}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					perr.Store(err)
+				}
+			})
+		}
+		if err := cl.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err, _ := perr.Load().(error); err != nil {
+			t.Fatalf("transaction %d: produce: %v", i, err)
+		}
+		if i >= 10 { // the first ones find coordinators and connections
+			produce = append(produce, time.Since(s))
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+		if i >= 10 {
+			whole = append(whole, time.Since(s))
+		}
+	}
+	slices.Sort(produce)
+	slices.Sort(whole)
+	q := func(ds []time.Duration, f float64) time.Duration { return ds[int(float64(len(ds)-1)*f)].Round(100 * time.Microsecond) }
+	var reqs, parts, served float64
+	for _, m := range metrics {
+		reqs += scrapeCounter(t, m, "strata_txn_verify_requests_total")
+		parts += scrapeCounter(t, m, "strata_txn_verify_partitions_total")
+		served += scrapeCounter(t, m, `strata_requests_total{api="AddPartitionsToTxn"}`)
+	}
+	t.Logf("140 transactions of 12 partitions: produce phase p50 %v p99 %v; whole transaction p50 %v p99 %v; "+
+		"AddPartitionsToTxn served %.0f (the client's and the brokers'); verifications sent: %.0f requests for %.0f partitions",
+		q(produce, 0.5), q(produce, 0.99), q(whole, 0.5), q(whole, 0.99), served, reqs, parts)
+}
+
+// scrapeCounter reads one unlabelled counter from a metrics listener, 0
+// when the binary does not export it.
+func scrapeCounter(t *testing.T, addr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }
