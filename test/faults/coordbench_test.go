@@ -355,7 +355,9 @@ func TestTxnVerifyCost(t *testing.T) {
 	}
 	slices.Sort(produce)
 	slices.Sort(whole)
-	q := func(ds []time.Duration, f float64) time.Duration { return ds[int(float64(len(ds)-1)*f)].Round(100 * time.Microsecond) }
+	q := func(ds []time.Duration, f float64) time.Duration {
+		return ds[int(float64(len(ds)-1)*f)].Round(100 * time.Microsecond)
+	}
 	var reqs, parts, served float64
 	for _, m := range metrics {
 		reqs += scrapeCounter(t, m, "strata_txn_verify_requests_total")
