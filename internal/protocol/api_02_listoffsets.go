@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -35,7 +36,13 @@ func (s *Server) handleListOffsets(_ context.Context, _ *conn, kreq kmsg.Request
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			off, ts, epoch, err := s.listOffset(rt.Topic, rp, req.IsolationLevel == 1, req.ReplicaID >= 0)
-			sp.ErrorCode = errCode(err)
+			if errors.Is(err, kerr.OffsetNotAvailable) && req.Version < 5 {
+				// OFFSET_NOT_AVAILABLE came with v5; older clients get
+				// LEADER_NOT_AVAILABLE (Kafka's KafkaApis), also retriable.
+				sp.ErrorCode = kerr.LeaderNotAvailable.Code
+			} else {
+				sp.ErrorCode = errCode(err)
+			}
 			sp.Offset, sp.Timestamp, sp.LeaderEpoch = off, ts, epoch
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -61,15 +68,32 @@ func (s *Server) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartiti
 	case readCommitted:
 		end = p.LastStableOffset()
 	}
+	// A client asking a new leader whose high watermark has not reached
+	// the start of its epoch (its followers have not fetched since the
+	// election, or it restarted with an uncommitted tail) cannot be told
+	// the end: it may be below one already served. Kafka's
+	// Partition.fetchOffsetForTimestamp answers OFFSET_NOT_AVAILABLE for
+	// the latest offset and for a timestamp found at or past the end (or
+	// not found); the earliest offset is answered.
+	var lagging error
+	if r := p.Replica(); r != nil && !fromReplica && r.HighWatermarkLagsEpochStart() {
+		lagging = fmt.Errorf("%s-%d: the high watermark %d lags the start of leader epoch %d: %w", topic, rp.Partition, p.HighWatermark(), leaderEpoch, kerr.OffsetNotAvailable)
+	}
 	switch rp.Timestamp {
 	case listEarliest:
 		return p.LogStartOffset(), -1, leaderEpoch, nil
 	case listLatest:
+		if lagging != nil {
+			return -1, -1, -1, lagging
+		}
 		return end, -1, leaderEpoch, nil
 	case listMaxTimestamp:
 		o, t, err := p.MaxTimestamp()
 		if err != nil {
 			return -1, -1, -1, err
+		}
+		if lagging != nil && (o < 0 || o >= end) {
+			return -1, -1, -1, lagging
 		}
 		return o, t, leaderEpoch, nil
 	}
@@ -81,7 +105,7 @@ func (s *Server) listOffset(topic string, rp kmsg.ListOffsetsRequestTopicPartiti
 		return -1, -1, -1, err
 	}
 	if !found || o >= end {
-		return -1, -1, -1, nil
+		return -1, -1, -1, lagging
 	}
 	return o, t, leaderEpoch, nil
 }

@@ -137,6 +137,9 @@ func TestRestartedLeaderHidesUncommittedTail(t *testing.T) {
 			if hw := l.HighWatermark(); hw != want {
 				t.Fatalf("restarted leader's high watermark %d, want %d (its log ends at %d with an uncommitted tail)", hw, want, l.LogEndOffset())
 			}
+			if !r.HighWatermarkLagsEpochStart() {
+				t.Fatal("the restarted leader's high watermark lags its epoch start (90), yet ListOffsets would answer")
+			}
 			// One follower holding everything is not the ISR.
 			fetch := func(id int32, epoch int64, off int64) {
 				ans, err := r.ServeFetch(replica.FetchPart{Replica: id, BrokerEpoch: epoch, CurrentLeaderEpoch: 4, FetchOffset: off,
@@ -157,6 +160,9 @@ func TestRestartedLeaderHidesUncommittedTail(t *testing.T) {
 			fetch(3, 30, reopenEnd)
 			if hw := l.HighWatermark(); hw != reopenEnd {
 				t.Fatalf("high watermark %d, want %d once the ISR holds the tail", hw, reopenEnd)
+			}
+			if r.HighWatermarkLagsEpochStart() {
+				t.Fatal("high watermark at the epoch start, still reported lagging")
 			}
 		})
 	}

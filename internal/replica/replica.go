@@ -129,6 +129,20 @@ func (r *Replica) CheckAppend(acks int16) (int32, error) {
 	return r.st.LeaderEpoch, nil
 }
 
+// HighWatermarkLagsEpochStart reports whether this broker leads the
+// partition with a high watermark still below the start offset of its
+// leader epoch (a new leader whose followers have not yet shown it holds
+// its predecessor's records committed). Kafka's
+// Partition.fetchOffsetForTimestamp then refuses a client's ListOffsets
+// for the latest offset (and a timestamp found at or past the high
+// watermark) with OFFSET_NOT_AVAILABLE: the end it would answer may lie
+// below one already served.
+func (r *Replica) HighWatermarkLagsEpochStart() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leader != nil && r.leader.EpochStart() > r.leader.HighWatermark()
+}
+
 // Appended tells the leader its log grew (after any local append: client
 // produce, transaction marker, coordinator write).
 func (r *Replica) Appended() {
