@@ -98,17 +98,20 @@ type node struct {
 	deferred    []func() // events that reached it while paused
 	epoch       int64    // broker epoch of its registration (0: none yet)
 	registered  bool
-	unclean     bool // its last stop lost unsynced records
-	log         rlog
-	seen        replica.State
-	seenRev     int64
-	brokers     map[int32]replica.Broker
-	leader      *replica.Leader
-	leaderHW    int64 // of the last fetch response
-	lastHW      int64 // the Leader's high watermark last seen (monotone per Leader)
-	fetchAt     int64 // when the fetch in flight was sent (-1: none)
-	alterAt     int64 // when the ISR change in flight was last sent
-	acks        []pendingAck
+	// unclean: a stop lost unsynced records and the broker has not been
+	// back in the ISR since (its log may miss acknowledged records); it
+	// registers so (KIP-966 unclean shutdown: it leaves the ELR).
+	unclean  bool
+	log      rlog
+	seen     replica.State
+	seenRev  int64
+	brokers  map[int32]replica.Broker
+	leader   *replica.Leader
+	leaderHW int64 // of the last fetch response
+	lastHW   int64 // the Leader's high watermark last seen (monotone per Leader)
+	fetchAt  int64 // when the fetch in flight was sent (-1: none)
+	alterAt  int64 // when the ISR change in flight was last sent
+	acks     []pendingAck
 }
 
 type event struct {
@@ -470,6 +473,11 @@ func (s *sim) write(st meta.PartitionState, why string) {
 	}
 	if st.LeaderEpoch != s.qs.LeaderEpoch {
 		s.c.elections++
+	}
+	for _, id := range st.ISR {
+		if !slices.Contains(s.qs.ISR, id) && s.nodes[id].up {
+			s.nodes[id].unclean = false // caught up again: its log holds what is committed
+		}
 	}
 	s.qs = st
 	s.rev++
@@ -928,7 +936,10 @@ func (s *sim) crash(n *node, power bool) {
 	n.up = false
 	n.incarnation++
 	n.leader, n.acks = nil, nil
-	n.unclean = power
+	// A power cut's loss stays until the broker is back in the ISR: a kill
+	// of a later incarnation does not make its log whole again (Kafka
+	// counts every restart without a clean shutdown as unclean).
+	n.unclean = n.unclean || power
 	if power {
 		s.c.powerCuts++
 	} else {
