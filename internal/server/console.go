@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/console"
+	"github.com/strata-io/strata/internal/meta"
 )
 
 // mountConsole builds the web console and serves it at / on the HTTP
@@ -57,8 +59,9 @@ func (s *Server) mountConsole(host string, port int32) error {
 
 // consolePeer connects the console to another broker, given as addr, its
 // address on this node's first listener (the console's in-process
-// connections are on that listener, so Metadata advertises the brokers
-// there). The connection goes to that broker's endpoint on the
+// connections are on that listener, so this node's Metadata advertises the
+// brokers there) or on another listener (a peer asked over the inter-broker
+// connection advertises the brokers on that listener). The connection goes to that broker's endpoint on the
 // inter-broker listener with the inter-broker TLS and SASL credentials,
 // as the replica fetchers' and the coordinators' connections do
 // (dialInterBroker), whatever the listeners' security protocols. The
@@ -75,7 +78,7 @@ func (s *Server) consolePeer(ctx context.Context, addr string, as console.Actor)
 	}
 	id, ok := s.brokerAt(addr)
 	if !ok {
-		return nil, fmt.Errorf("console: no registered broker has the address %s on listener %s", addr, s.lns[0].cfg.Name)
+		return nil, fmt.Errorf("console: no registered broker has the address %s", addr)
 	}
 	target, ok := s.peerAddr(id)
 	if !ok {
@@ -88,8 +91,8 @@ func (s *Server) consolePeer(ctx context.Context, addr string, as console.Actor)
 	return nc, nil
 }
 
-// brokerAt is the registered broker whose endpoint on this node's first
-// listener is addr (host:port).
+// brokerAt is the registered broker with an endpoint at addr (host:port):
+// on this node's first listener, else on any listener.
 func (s *Server) brokerAt(addr string) (int32, bool) {
 	if s.cluster == nil || s.cluster.cache == nil {
 		return 0, false
@@ -98,8 +101,14 @@ func (s *Server) brokerAt(addr string) (int32, bool) {
 	if v == nil {
 		return 0, false
 	}
+	at := func(e meta.Endpoint) bool { return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))) == addr }
 	for id, b := range v.Brokers {
-		if e, ok := b.Listener(s.lns[0].cfg.Name); ok && net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))) == addr {
+		if e, ok := b.Listener(s.lns[0].cfg.Name); ok && at(e) {
+			return id, true
+		}
+	}
+	for id, b := range v.Brokers {
+		if slices.ContainsFunc(b.Listeners, at) {
 			return id, true
 		}
 	}
