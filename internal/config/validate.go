@@ -107,20 +107,6 @@ func zeroOrAtLeast(min int64) check {
 	}
 }
 
-// between accepts integers in [min, max].
-func between(min, max int64) check {
-	return check{
-		allowed: fmt.Sprintf("[%d,...,%d]", min, max),
-		reason: func(v string) string {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			if n < min || n > max {
-				return fmt.Sprintf("must be between %d and %d", min, max)
-			}
-			return ""
-		},
-	}
-}
-
 // floatBetween accepts doubles in [min, max].
 func floatBetween(min, max float64) check {
 	return check{

@@ -92,13 +92,6 @@ func (p *clients) evictLocked(now time.Time) {
 	}
 }
 
-// users returns how many clients are open.
-func (p *clients) users() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.m)
-}
-
 // close closes every client; get fails afterwards.
 func (p *clients) close() {
 	p.mu.Lock()

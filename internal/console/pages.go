@@ -213,17 +213,6 @@ func fmtTimeP(t *time.Time) string {
 	return fmtTime(*t)
 }
 
-func fmtAgo(t time.Time) string {
-	if t.IsZero() {
-		return "—"
-	}
-	d := time.Since(t).Round(time.Second)
-	if d < 0 {
-		return "in " + (-d).String()
-	}
-	return d.String() + " ago"
-}
-
 func fmtIDs(ids []int32) string {
 	if len(ids) == 0 {
 		return "—"

@@ -195,11 +195,8 @@ type Server struct {
 	closing  atomic.Bool
 	sendfile sendfileStats
 	frames   framePool // recyclable frame buffers of this server's connections
-	// sasl is set when some listener is SASL (the SASL keys are in the
-	// handler table; conn.supported filters them per listener).
-	sasl   bool
-	quotas *connQuotas
-	pool   *requestPool
+	quotas   *connQuotas
+	pool     *requestPool
 	// storageErrLogged is when a KAFKA_STORAGE_ERROR answer to a produce
 	// was last logged (unix nanoseconds; logStorageError).
 	storageErrLogged atomic.Int64

@@ -48,14 +48,6 @@ func (ix *offsetIndex) add(rel int32, pos int32) []byte {
 	return e[:]
 }
 
-func (ix *offsetIndex) lastRel() (int32, bool) {
-	b := ix.snapshot()
-	if len(b) == 0 {
-		return 0, false
-	}
-	return int32(binary.BigEndian.Uint32(b[len(b)-8:])), true
-}
-
 // lookupOffsetIndex returns the largest entry whose offset <= target as
 // (relative offset, position), or (0, 0) when none. It does not allocate.
 func lookupOffsetIndex(buf []byte, rel int64) (int32, int32) {

@@ -267,7 +267,6 @@ func TestDiskFull(t *testing.T) {
 		}
 		if last = c; c == 0 {
 			acked = append(acked, ackedBatch{base, next})
-			next += 4
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
