@@ -51,7 +51,7 @@ func (d *Driver) Run(ctx context.Context) {
 		}
 		d.dropStaleCandidacy(ctx, sess)
 		el := concurrency.NewElection(sess, d.Store.Keys().Controller())
-		if err := el.Campaign(ctx, strconv.Itoa(int(d.NodeID))); err != nil {
+		if err := d.campaign(ctx, el); err != nil {
 			sess.Close()
 			d.sleep(ctx, 200*time.Millisecond)
 			continue
@@ -69,6 +69,38 @@ func (d *Driver) Run(ctx context.Context) {
 		_ = el.Resign(rctx)
 		cancel()
 		sess.Close()
+	}
+}
+
+// campaignGiveUp bounds how long Run waits, once ctx has ended, for an
+// interrupted campaign to withdraw its candidacy.
+const campaignGiveUp = 2 * time.Second
+
+// campaign runs etcd's Election.Campaign until it wins or ctx ends. When
+// ctx ends during the wait for the earlier candidates, etcd's Campaign
+// withdraws the candidacy with the store client's own context (not ctx):
+// without a quorum (the other controllers stopped first, as the last
+// controller of a cluster stopped node by node) that call would block until
+// the client closes, and the client closes only after Run returned (the
+// node's shutdown waited forever, then exited at --shutdown-timeout without
+// its clean-shutdown marker). So Run waits for the withdrawal at most
+// campaignGiveUp; the campaign's goroutine ends when the withdrawal does
+// or, at the latest, when the store client closes (cluster.close, right
+// after Run). The candidacy key is on the session's lease: it lapses with
+// it, and a restart deletes it (dropStaleCandidacy).
+func (d *Driver) campaign(ctx context.Context, el *concurrency.Election) error {
+	won := make(chan error, 1)
+	go func() { won <- el.Campaign(ctx, strconv.Itoa(int(d.NodeID))) }() // owner: campaign; ends as above
+	select {
+	case err := <-won:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-won:
+		return err
+	case <-time.After(campaignGiveUp):
+		return ctx.Err()
 	}
 }
 
