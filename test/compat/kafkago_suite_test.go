@@ -30,9 +30,9 @@ import (
 // that helper panics on every broker (it calls a ConsumerGroup's nil dial
 // function; docs/compatibility.md has the proof), which would abort the
 // root package. Those three then run with the helper given the two fields
-// its ConsumerGroup lacks, consumer_group_rebalance, a race between the
-// test's two readers (rebalanceSubtest), runs on its own until it passes,
-// and franz-go's env-gated SCRAM tests run against the same broker.
+// its ConsumerGroup lacks, and franz-go's env-gated SCRAM tests run against
+// the same broker. consumer_group_rebalance is skipped too: it cannot pass
+// on any broker but by a race between its own two readers (below).
 
 // kafkaGoBrokerScript starts Strata as kafka-go's CI broker inside the new
 // network namespace, gives adminscram its SCRAM credentials (the job's
@@ -84,16 +84,6 @@ done < "$cmds"
 // getOffsets helper panics whatever the broker (see the file comment).
 const getOffsetsSubtests = `TestReaderConsumerGroup/^(verify_offset_committed|verify_offset_committed_when_using_interval_committer|consumer_group_commits_on_close)$`
 
-// rebalanceSubtest passes only when one of its two readers, started at the
-// same instant, is alone in a Stable first generation when the other's
-// JoinGroup arrives: a race between the test's goroutines, the same on
-// Kafka (docs/compatibility.md). STRATA_LONG runs it on its own until it
-// passes, up to rebalanceAttempts times.
-const (
-	rebalanceSubtest  = `TestReaderConsumerGroup/^consumer_group_rebalance$`
-	rebalanceAttempts = 6
-)
-
 // getOffsetsHelperFix gives getOffsets' ConsumerGroup the Timeout and dial
 // function ConsumerGroupConfig.Validate would have filled in.
 var getOffsetsHelperFix = [2]string{
@@ -120,7 +110,14 @@ func TestKafkaGoSuite(t *testing.T) {
 	if long {
 		// The job's command (`go test -race -cover ./...`), then the same
 		// with -tags=unsafe, as the job's next step; the getOffsets
-		// subtests and the rebalance race run on their own below.
+		// subtests run on their own below.
+		// consumer_group_rebalance is skipped: it cannot pass on a
+		// broker that splits its 3 partitions between its 2 readers, Kafka
+		// included: its function was written for 2 partitions (const partitions =
+		// 2, "each reader should have a partition to itself", 12 records each) but
+		// its table entry creates 3 (8 records each), so the reader given one
+		// partition never reaches 12. It passes only by a race between the test's
+		// two readers (docs/compatibility.md has the trace and Kafka's code path).
 		skip := `TestReaderConsumerGroup/^(verify_offset_committed|verify_offset_committed_when_using_interval_committer|consumer_group_commits_on_close|consumer_group_rebalance)$`
 		cmds = []string{
 			"go test -race -cover -count=1 -timeout 20m -skip '" + skip + "' ./...",
@@ -158,19 +155,6 @@ func TestKafkaGoSuite(t *testing.T) {
 		checkKafkaGoRuns(t, out, len(cmds))
 		if n := strings.Count(out, "--- PASS: TestSCRAMAuth "); n != len(cmds) {
 			t.Errorf("franz-go TestSCRAMAuth passed %d times of %d:\n%s", n, len(cmds), tailLines(out, 60))
-		}
-
-		// The rebalance race: one pass shows Strata serves the order in
-		// which the test can pass.
-		cmds = nil
-		for range rebalanceAttempts {
-			cmds = append(cmds, "go test -race -count=1 -timeout 5m -run '"+rebalanceSubtest+"' .")
-		}
-		out = runKafkaGoCommands(t, bin, work, cmds, 30*time.Minute)
-		if n := strings.Count(out, "--- PASS: TestReaderConsumerGroup/consumer_group_rebalance"); n == 0 {
-			t.Errorf("kafka-go consumer_group_rebalance: 0 of %d attempts passed:\n%s", rebalanceAttempts, tailLines(out, 150))
-		} else {
-			t.Logf("kafka-go consumer_group_rebalance: %d of %d attempts passed", n, rebalanceAttempts)
 		}
 	}
 }
@@ -305,7 +289,7 @@ func checkKafkaGoRuns(t *testing.T, out string, n int) {
 		}
 	}
 	if !t.Failed() {
-		t.Logf("kafka-go: %d runs passed (%d tests)", n, strings.Count(out, "--- PASS"))
+		t.Logf("kafka-go: %d runs passed (%d packages ok, %d tests and subtests reported passing)", n, len(regexp.MustCompile(`(?m)^ok\s`).FindAllString(out, -1)), strings.Count(out, "--- PASS"))
 	}
 }
 
