@@ -43,7 +43,7 @@ func TestMetadataWritesOnFullDisk(t *testing.T) {
 		t.Fatalf("commit before the disk fills: %v %v", err, r.Error())
 	}
 	var code int16
-	for i := 0; i < 400 && code == 0; i++ {
+	for i := 0; i < fillRequests && code == 0; i++ {
 		c, _, err := rawProduce(ctx, cl, "fill", 0, [][]byte{bigValue(4 * i), bigValue(4*i + 1), bigValue(4*i + 2), bigValue(4*i + 3)})
 		if err != nil {
 			t.Fatalf("produce: %v", err)

@@ -28,7 +28,7 @@ func TestShutdownOnFullDisk(t *testing.T) {
 	}
 	defer cl.Close()
 	acked := map[int64][]byte{}
-	for i := 0; i < 400; i++ {
+	for i := 0; i < 4*fillRequests; i++ {
 		v := bigValue(i)
 		code, base, err := rawProduce(ctx, cl, "fill", 0, [][]byte{v})
 		if err != nil {
