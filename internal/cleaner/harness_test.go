@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"testing"
 	"time"
 
 	"github.com/strata-io/strata/internal/clock"
@@ -247,24 +246,6 @@ func mustTempDir(t fatalf) string {
 		t.Fatalf("tempdir: %v", err)
 	}
 	return d
-}
-
-// requireStorage skips the test while storage is still the contract stub
-// (its functions panic).
-func requireStorage(t *testing.T) {
-	t.Helper()
-	ok := func() (ok bool) {
-		defer func() {
-			if recover() != nil {
-				ok = false
-			}
-		}()
-		storage.DefaultConfig()
-		return true
-	}()
-	if !ok {
-		t.Skip("storage not implemented yet")
-	}
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -29,7 +29,6 @@ func testCleanerCfg() Config {
 }
 
 func TestTombstoneLifecycle(t *testing.T) {
-	requireStorage(t)
 	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
 	defer h.close()
 	mustAppend(t, h, kv{[]byte("a"), []byte("1")}, kv{[]byte("b"), []byte("1")})
@@ -92,7 +91,6 @@ func mustAppend(t *testing.T, h *harness, kvs ...kv) {
 // TestTinyMapMakesProgress: a map holding 3 keys cleans 100 distinct keys
 // in several rounds, each advancing the checkpoint, never stalling.
 func TestTinyMapMakesProgress(t *testing.T) {
-	requireStorage(t)
 	ccfg := testCleanerCfg()
 	ccfg.DedupeBufferSize = 24 * 4
 	h := newHarness(t, t.TempDir(), compactCfg(), ccfg, nil, nil)
@@ -132,7 +130,6 @@ func TestTinyMapMakesProgress(t *testing.T) {
 }
 
 func TestCheckpointPersistsAcrossRestart(t *testing.T) {
-	requireStorage(t)
 	dir := t.TempDir()
 	h := newHarness(t, dir, compactCfg(), testCleanerCfg(), nil, nil)
 	defer func() { h.close() }()
@@ -158,7 +155,6 @@ func TestCheckpointPersistsAcrossRestart(t *testing.T) {
 }
 
 func TestBackgroundSelectionAndMetrics(t *testing.T) {
-	requireStorage(t)
 	cfg := compactCfg()
 	cfg.MinCleanableDirtyRatio = 0.5
 	reg := prometheus.NewRegistry()
@@ -214,7 +210,6 @@ func TestBackgroundSelectionAndMetrics(t *testing.T) {
 }
 
 func TestHTTPAdmin(t *testing.T) {
-	requireStorage(t)
 	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
 	defer h.close()
 	for i := 0; i < 10; i++ {
@@ -261,7 +256,6 @@ func TestHTTPAdmin(t *testing.T) {
 // TestFailureIsRetriedAndReported: a round that panics is recovered,
 // counted, reported in Status with the reason, and retried (not parked).
 func TestFailureIsRetriedAndReported(t *testing.T) {
-	requireStorage(t)
 	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
 	defer h.close()
 	for i := 0; i < 10; i++ {
@@ -309,7 +303,6 @@ func counterValue(c prometheus.Counter) float64 {
 // restart (with and without a clean shutdown) the producer continues its
 // sequence without OUT_OF_ORDER_SEQUENCE_NUMBER.
 func TestIdempotentProducerSurvivesCompaction(t *testing.T) {
-	requireStorage(t)
 	for _, cleanShutdown := range []bool{true, false} {
 		h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
 		p := producer{id: 77, epoch: 3, seq: 0}
@@ -349,7 +342,6 @@ func TestIdempotentProducerSurvivesCompaction(t *testing.T) {
 // TestFetchInCompactedGap: a read at an offset that was compacted away
 // returns the next surviving batch, without error.
 func TestFetchInCompactedGap(t *testing.T) {
-	requireStorage(t)
 	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
 	defer h.close()
 	for i := 0; i < 5; i++ {
@@ -386,7 +378,6 @@ func TestFetchInCompactedGap(t *testing.T) {
 // TestFlipDeleteToCompact: a topic switched from delete to compact is
 // compacted from the next round; its old null-key records are dropped.
 func TestFlipDeleteToCompact(t *testing.T) {
-	requireStorage(t)
 	cfg := compactCfg()
 	cfg.Compact, cfg.Delete = false, true
 	h := newHarness(t, t.TempDir(), cfg, testCleanerCfg(), nil, nil)
@@ -420,7 +411,6 @@ func TestFlipDeleteToCompact(t *testing.T) {
 // TestRetentionRaceAbortsWithoutFailure: retention removing a segment
 // while a round cleans it aborts the round; that is not a failure.
 func TestRetentionRaceAbortsWithoutFailure(t *testing.T) {
-	requireStorage(t)
 	cfg := compactCfg()
 	cfg.Delete = true
 	h := newHarness(t, t.TempDir(), cfg, testCleanerCfg(), nil, nil)
@@ -491,7 +481,6 @@ func TestNewConfig(t *testing.T) {
 // TestPartitionLogDir: one cleaner serves partitions of several log dirs,
 // keeping each dir's progress in that dir's checkpoint file.
 func TestPartitionLogDir(t *testing.T) {
-	requireStorage(t)
 	dir1, dir2 := t.TempDir(), t.TempDir()
 	h := newHarness(t, dir2, compactCfg(), testCleanerCfg(), nil, nil)
 	defer h.close()
@@ -528,7 +517,6 @@ func TestPartitionLogDir(t *testing.T) {
 // TestReaderSurvivesSwap: a fetch that holds chunks of the old segments
 // keeps reading the old bytes after the cleaner swapped them out.
 func TestReaderSurvivesSwap(t *testing.T) {
-	requireStorage(t)
 	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
 	defer h.close()
 	for i := 0; i < 20; i++ {
@@ -572,7 +560,6 @@ func TestReaderSurvivesSwap(t *testing.T) {
 // TestConcurrentProduceAndClean appends from one goroutine while the
 // cleaner runs back-to-back rounds, then checks the latest-value view.
 func TestConcurrentProduceAndClean(t *testing.T) {
-	requireStorage(t)
 	cfg := compactCfg()
 	cfg.SegmentBytes = 16 << 10 // roll often so there is always something to clean
 	h := newHarness(t, t.TempDir(), cfg, testCleanerCfg(), nil, nil)
@@ -613,7 +600,6 @@ func TestConcurrentProduceAndClean(t *testing.T) {
 // TestCorruptBatchFailsRound: a batch whose CRC does not match fails the
 // round (reported, retried later) and the log is left as it was.
 func TestCorruptBatchFailsRound(t *testing.T) {
-	requireStorage(t)
 	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
 	defer h.close()
 	for i := 0; i < 10; i++ {

@@ -29,7 +29,6 @@ type modelRec struct {
 // timestamps), that no aborted record is left below the cleaned offset,
 // and that the idempotent and transactional producers can keep producing.
 func TestCleanerModel(t *testing.T) {
-	requireStorage(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		dir := mustTempDir(rt)
 		defer os.RemoveAll(dir)

@@ -61,7 +61,6 @@ func markerOffsets(batches []record.Batch) []int64 {
 // value), offsets are never renumbered, markers stay while their data
 // does, and both producers keep producing after compaction and restarts.
 func TestTransactionalCompaction(t *testing.T) {
-	requireStorage(t)
 	for _, cleanShutdown := range []bool{true, false} {
 		h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
 		mustAppend(t, h, kv{s("a"), s("1")}, kv{s("b"), s("1")}) // 0, 1
@@ -145,7 +144,6 @@ func TestTransactionalCompaction(t *testing.T) {
 // left, its COMMIT marker gets a delete horizon and a round after the
 // horizon removes it; the marker of a transaction with data stays.
 func TestCommitMarkerRemoval(t *testing.T) {
-	requireStorage(t)
 	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
 	defer h.close()
 	p := producer{id: 601, epoch: 0, seq: 0, txn: true}
@@ -204,7 +202,6 @@ func TestCommitMarkerRemoval(t *testing.T) {
 // cleanable range at the segment holding its first offset; once it ends,
 // the rest is cleaned.
 func TestNeverCleanPastLastStableOffset(t *testing.T) {
-	requireStorage(t)
 	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
 	defer h.close()
 	mustAppend(t, h, kv{s("k"), s("0")}) // 0
