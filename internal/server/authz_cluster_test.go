@@ -105,8 +105,22 @@ func TestACLsAcrossBrokers(t *testing.T) {
 		}
 	}
 
-	mustACL(t, admin, kadm.NewACLs().Allow("User:alice").Topics("t").Operations(kadm.OpWrite))
-	// Broker 1 answered after applying it: enforced there at once.
+	// CreateAcls sent to broker 1 itself (kadm would send it to any broker
+	// the client knows): broker 1 answered after applying it, so it is
+	// enforced there at once.
+	create := kmsg.NewPtrCreateACLsRequest()
+	cr := kmsg.NewCreateACLsRequestCreation()
+	cr.ResourceType, cr.ResourceName, cr.ResourcePatternType = kmsg.ACLResourceTypeTopic, "t", kmsg.ACLResourcePatternTypeLiteral
+	cr.Principal, cr.Host = "User:alice", "*"
+	cr.Operation, cr.PermissionType = kmsg.ACLOperationWrite, kmsg.ACLPermissionTypeAllow
+	create.Creations = append(create.Creations, cr)
+	resp, err := onBroker(t, c.Brokers[0], "admin").SeedBrokers()[0].Request(ctx, create)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(resp.(*kmsg.CreateACLsResponse).Results[0].ErrorCode); err != nil {
+		t.Fatalf("create ACL through broker 1: %v", err)
+	}
 	if ok, err := describes(t, c.Brokers[0], "alice", "t"); !ok {
 		t.Fatalf("broker 1 right after CreateAcls: alice does not see t (%v)", err)
 	}
