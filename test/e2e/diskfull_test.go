@@ -68,20 +68,33 @@ func resizeTmpfs(t *testing.T, dir string, room int64) {
 // startOnSmallDisk mounts a tmpfs at dir, starts a broker on it (a
 // one-node cluster: zero configuration) and shrinks the tmpfs so that the
 // data plane has room bytes before it reaches the free-space reserve.
+//
+// A broker measures its free space once a second (storage.Reserve), so a
+// disk shrunk under it is seen up to a second late, and a fast fill in
+// that second would write past the room into the reserve (which is there
+// to absorb exactly that; only a test's byte count would depend on the
+// sampling). So the shrink goes first below the reserve, until the broker
+// logs that it saw that, then up to the room, until it logs that writes
+// resume: from then on its room is the one the test set.
 func startOnSmallDisk(t *testing.T, dir string, room int64, flags ...string) *proc {
 	t.Helper()
 	mountTmpfs(t, dir, smallDiskStart)
 	p := startBroker(t, dir, flags...)
+	from := len(p.Lines())
+	resizeTmpfs(t, dir, -(1 << 20))
+	waitLine(t, p, from, reserveLowMsg)
+	from = len(p.Lines())
 	resizeTmpfs(t, dir, room)
+	waitLine(t, p, from, reserveResumeMsg)
 	return p
 }
 
 // fillRequests bounds a test's produce requests that fill the data plane's
-// room (4 x 32 KiB each: 256 MiB). The broker measures free space with
-// statfs once a second, so a fill overshoots the room, into the reserve,
-// by what it writes until the next measurement: 15-44 MB past 4 MiB of
-// room on a tmpfs at load 20, and more when the measurement is late (400
-// requests, 51 MB, once ended without a refusal).
+// room (4 x 32 KiB each: 256 MiB), far above it: the broker knows the
+// room before the fill starts (startOnSmallDisk) and refuses once it is
+// taken, after 31 requests for 4 MiB. (Before startOnSmallDisk waited for
+// the broker's measurement, a fill overshot the room by what it wrote
+// until the next once-a-second statfs: 15-52 MB seen at load 20.)
 const fillRequests = 2000
 
 // bigValue is fill record i: 32 KiB derived from i.
@@ -149,6 +162,12 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("broker accepted %d MiB with 4 MiB of room above the reserve without an error", next*32>>10)
 	}
 	t.Logf("disk full after %d acknowledged batches (%d KiB): produce error %d %v", len(acked), len(acked)*128, code, kerr.ErrorForCode(code))
+	// The broker measured the small disk before the fill (startOnSmallDisk)
+	// and every append takes its size from that room: no more than the 4
+	// MiB above the reserve can have been acknowledged.
+	if len(acked)*128<<10 > 4<<20 {
+		t.Errorf("broker acknowledged %d KiB of fill with 4 MiB of room above the reserve: appends wrote into the reserve", len(acked)*128)
+	}
 	if code != kerr.KafkaStorageError.Code {
 		t.Errorf("produce on a full disk returned error %d (%v), want %d KAFKA_STORAGE_ERROR", code, kerr.ErrorForCode(code), kerr.KafkaStorageError.Code)
 	}

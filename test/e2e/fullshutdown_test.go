@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -28,16 +29,19 @@ func TestShutdownOnFullDisk(t *testing.T) {
 	}
 	defer cl.Close()
 	acked := map[int64][]byte{}
-	for i := 0; i < 4*fillRequests; i++ {
+	var refused int16
+	for i := 0; i < 4*fillRequests && refused == 0; i++ {
 		v := bigValue(i)
 		code, base, err := rawProduce(ctx, cl, "fill", 0, [][]byte{v})
 		if err != nil {
 			t.Fatalf("produce: %v", err)
 		}
-		if code != 0 {
-			break
+		if refused = code; code == 0 {
+			acked[base] = v
 		}
-		acked[base] = v
+	}
+	if refused != kerr.KafkaStorageError.Code {
+		t.Fatalf("filling 4 MiB of room ended with error %d (%v), want KAFKA_STORAGE_ERROR", refused, kerr.ErrorForCode(refused))
 	}
 	code := p.Term()
 	_, markerErr := os.Stat(filepath.Join(dir, cleanMarker))

@@ -124,6 +124,7 @@ func TestGroupWritesOnFullDisk(t *testing.T) {
 	dir := t.TempDir()
 	small := []string{"--offsets.topic.num.partitions", "1", "--transaction.state.log.num.partitions", "1"}
 	p := startOnSmallDisk(t, dir, 8<<20, small...)
+	started := len(p.Lines()) // the broker has room from here
 	g := dialGroup(t, p.Kafka)
 	// A cluster creates __consumer_offsets at the first FindCoordinator
 	// and leads it once the metadata says so: wait for that first.
@@ -144,8 +145,8 @@ func TestGroupWritesOnFullDisk(t *testing.T) {
 	}
 	fillDisk(t, dir)
 	// The broker measures its free space every second: wait until it saw
-	// the disk full.
-	waitLine(t, p, reserveLowMsg)
+	// the disk full (it logs that once until there is room again).
+	waitLine(t, p, started, reserveLowMsg)
 
 	// The static member restarts: its new member id cannot be stored.
 	if j2 := g.staticJoin("full-g", inst); j2.ErrorCode != kerr.NotCoordinator.Code {
@@ -190,12 +191,17 @@ func TestGroupWritesOnFullDisk(t *testing.T) {
 // reserve (strata.log.min.free.bytes).
 const reserveLowMsg = "log dir is below its free-space reserve"
 
-// waitLine waits until p has logged a line containing s.
-func waitLine(t *testing.T, p *proc, s string) {
+// reserveResumeMsg is logged when a log dir found below its reserve has
+// room above it again.
+const reserveResumeMsg = "log dir has room above its free-space reserve again"
+
+// waitLine waits until p has logged a line containing s, after its
+// first from lines (len(p.Lines()) before what should make p log it).
+func waitLine(t *testing.T, p *proc, from int, s string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		for _, l := range p.Lines() {
+		for _, l := range p.Lines()[from:] {
 			if strings.Contains(l, s) {
 				return
 			}
