@@ -263,14 +263,16 @@ func (b *Broker) load(progress *LoadProgress) error {
 	}()
 	err = forEach(b.ioThreads(), jobs, func(j job) error {
 		defer progress.loaded.Add(1)
-		return b.openPartition(j.t, j.p, clean[j.p.baseDir])
+		return b.openPartition(j.t, j.p, clean[j.p.baseDir], true)
 	})
 	close(stop)
 	logged.Wait()
 	if err != nil {
 		return err
 	}
-	// Every log replayed what the journal held for it: void it.
+	// Every log replayed what the journal held for it: StartJournal makes
+	// what the opens recovered durable with one SyncFS per log dir (they
+	// were opened with DeferSync), then voids the journal.
 	for _, d := range b.dirs {
 		if err := b.syncers[d.path].StartJournal(); err != nil {
 			return fmt.Errorf("log dir %s: %w", d.path, err)
@@ -350,12 +352,18 @@ func (b *Broker) logRecoveryPlan(clean map[string]bool, perDir map[string]int) {
 }
 
 // openPartition opens one partition's log with its resolved config.
-func (b *Broker) openPartition(t *Topic, p *Partition, cleanShutdown bool) error {
+// startup is set only by the broker's start (loadLogs), whose
+// StartJournal follows every open: the log's recovery fsyncs are then
+// deferred to one SyncFS of the log dir (storage.Options.DeferSync).
+// Logs opened at runtime keep their own fsyncs.
+func (b *Broker) openPartition(t *Topic, p *Partition, cleanShutdown, startup bool) error {
 	cfg, ts, err := resolveConfig(b.Config(), t.Configs, b.durableAcks)
 	if err != nil {
 		return fmt.Errorf("topic %s: %w", t.Name, err)
 	}
-	l, err := storage.Open(p.Dir(), t.ID, cfg, cleanShutdown, b.storageOptions(p.baseDir))
+	opts := b.storageOptions(p.baseDir)
+	opts.DeferSync = startup
+	l, err := storage.Open(p.Dir(), t.ID, cfg, cleanShutdown, opts)
 	if err != nil {
 		return fmt.Errorf("open partition %s-%d: %w", t.Name, p.Index, err)
 	}

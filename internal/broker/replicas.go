@@ -195,7 +195,7 @@ func (b *Broker) ApplyTopics(specs []TopicSpec) error {
 	if err := forEach(b.ioThreads(), jobs, func(j job) error {
 		err := b.removeStale(j.p.Dir())
 		if err == nil {
-			err = b.openPartition(j.t, j.p, true)
+			err = b.openPartition(j.t, j.p, true, false)
 		}
 		if err != nil {
 			failMu.Lock()

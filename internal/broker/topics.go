@@ -393,7 +393,7 @@ func (b *Broker) createLogs(ts []*Topic, parts []*Partition) map[*Topic]error {
 		t := topic[p.Topic]
 		err := b.removeStale(p.Dir())
 		if err == nil {
-			err = b.openPartition(t, p, true)
+			err = b.openPartition(t, p, true, false)
 		}
 		if err != nil {
 			mu.Lock()

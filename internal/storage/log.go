@@ -38,6 +38,16 @@ type Options struct {
 	// nil: none): appends, cleaner output and segment preallocation stop
 	// before the disk's free space falls below it.
 	Reserve *Reserve
+	// DeferSync is for a broker opening all its logs at startup, before
+	// its Syncer's StartJournal voids the log dir's journal: what recovery
+	// makes durable (bytes past the recovery point, a cut tail, the
+	// directory's entries) is not fsynced per log; StartJournal makes the
+	// whole dir durable with one SyncFS first and only then moves these
+	// logs' recovery points to their ends and voids the journal. A crash
+	// before that recovers the logs again, the journal still whole. Needs
+	// a shared Syncer (ignored without one); logs opened at runtime (new
+	// partitions, reassignments) must not set it.
+	DeferSync bool
 }
 
 // view is an immutable snapshot of what readers may see. A new view is
@@ -110,10 +120,13 @@ type Log struct {
 	recoveryPoint atomic.Int64 // flushed.leo
 	cuts          uint64       // truncations so far (TruncateTo, TruncateFullyAndStartAt); see markFlushed
 	ckptRecovery  int64        // recovery point last set in the log dir checkpoint
-	ps            *producerState
-	epochs        epochCache
-	recEpochs     []EpochEntry // epochs seen by recovery (load only)
-	dirty         bool         // active segment has unsynced bytes
+	// deferSync: opened with Options.DeferSync; recovery fsyncs nothing,
+	// the Syncer's StartJournal makes the dir durable (one SyncFS).
+	deferSync bool
+	ps        *producerState
+	epochs    epochCache
+	recEpochs []EpochEntry // epochs seen by recovery (load only)
+	dirty     bool         // active segment has unsynced bytes
 	// changed: what a clean start reads (the producer snapshot at the log
 	// end, the active segment's index files) is out of date on disk, so
 	// Close must write it; a log that only served reads since it opened
@@ -354,6 +367,7 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 		l.ownSyncer = true
 	} else {
 		l.syncer = opts.Syncer
+		l.deferSync = opts.DeferSync
 	}
 	l.key = tp{topic, part}
 	ck, err := l.syncer.checkpoints(l.fsys, filepath.Dir(filepath.Clean(dir)), opts.Logger, l.ownSyncer)
@@ -522,7 +536,7 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	act := l.active
 	l.mark = writeMark{leo: leo, base: act.base, pos: act.size.Load()}
 	l.setSynced(l.mark, true)
-	if dirChanged {
+	if dirChanged && !l.deferSync {
 		if err := l.fsys.SyncDir(l.dir); err != nil {
 			return err
 		}
@@ -534,11 +548,24 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	// it was lost) must go at once, or a later crash would trust bytes
 	// written after this start without checking them.
 	l.ckptRecovery = rp
-	if rp > leo {
+	switch {
+	case rp > leo:
 		if err := l.setRecoveryPoint(leo, true); err != nil {
 			return err
 		}
-	} else if rp != leo {
+		if l.deferSync && (dirChanged || l.changed) {
+			l.syncer.deferRecoveryPoint(l.ck, l.key, leo)
+		}
+	case l.deferSync && (rp != leo || dirChanged || l.changed):
+		// Nothing recovery wrote was fsynced: the checkpoint entry moves
+		// to leo only after StartJournal's SyncFS of the dir (the
+		// registry keeps the old, lower value until then, so a checkpoint
+		// written meanwhile by another log never claims these bytes
+		// durable). The log is not served before StartJournal, so its own
+		// marks may already say leo.
+		l.ckptRecovery = leo
+		l.syncer.deferRecoveryPoint(l.ck, l.key, leo)
+	case rp != leo:
 		l.ckptRecovery = leo
 		l.ck.set(ckRecovery, l.key, leo, false)
 	}

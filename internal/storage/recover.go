@@ -178,9 +178,11 @@ scan:
 			return 0, false, false, fmt.Errorf("truncate segment %d: %w", s.base, err)
 		}
 	}
-	if past {
+	if past && !l.deferSync {
 		// Bytes past the recovery point may still be only in the page
-		// cache (a process crash): make them durable before serving them.
+		// cache (a process crash): make them durable before serving them
+		// (with deferSync: StartJournal's SyncFS of the dir, before the
+		// journal is voided and before the broker serves).
 		if err := f.Sync(); err != nil {
 			return 0, false, false, fmt.Errorf("fsync segment %d: %w", s.base, err)
 		}

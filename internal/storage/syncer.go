@@ -68,8 +68,22 @@ func (s *Syncer) OpenJournal(fsys vfs.FS, dir string, fileBytes int64) error {
 }
 
 // StartJournal ends the recovery of the journal's log dir (every log is
-// open): what the journal held is voided and rounds may use it.
+// open): what the journal held is voided and rounds may use it. Logs
+// opened with Options.DeferSync fsynced nothing of their recovery; first
+// one SyncFS per log dir makes it all durable and moves their recovery
+// points to their ends (Syncer.Close's trick at shutdown).
+//
+// Order (durability): every recovered segment byte, cut tail, rebuilt
+// index and journal replay written into a segment must be durable BEFORE
+// the journal that could replay it is voided; voided first, a power cut
+// would lose acknowledged records that only the journal still held. A
+// failed SyncFS therefore leaves the journal whole and fails the start.
 func (s *Syncer) StartJournal() error {
+	for _, c := range s.registries() {
+		if err := c.applyDeferred(); err != nil {
+			return err
+		}
+	}
 	if s.jrnl == nil {
 		return nil
 	}
