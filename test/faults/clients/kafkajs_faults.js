@@ -44,8 +44,16 @@ function onStop (fn) {
 
 // member commits each record after printing it and prints each commit the
 // coordinator acknowledged; a failed commit is printed and the member goes
-// on (kafkajs rejoins by itself).
+// on (kafkajs rejoins by itself), except for repeated NOT_COORDINATOR (16):
+// kafkajs's OffsetManager keeps the coordinator it had at the last
+// SyncGroup and only reconnects to that node id, never asking
+// FindCoordinator again (kafkajs issue #1152), so once the coordinator
+// moved and the old node is back, every commit of that member gets
+// NOT_COORDINATOR forever (Kafka answers the same). An application's
+// supervisor restarts such a member: the member exits and the test's
+// supervisor starts a new one, which finds the coordinator.
 async function member (op) {
+  let notCoordinator = 0
   const consumer = client(op).consumer({ groupId: op.group, sessionTimeout: 10000, heartbeatInterval: 500, maxWaitTimeInMs: 200 })
   onStop(async () => {
     try { await consumer.disconnect() } catch (e) {}
@@ -69,8 +77,14 @@ async function member (op) {
       try {
         await consumer.commitOffsets([{ topic: op.topic, partition, offset: String(offset + 1) }])
         emit({ event: 'committed', partition, offset: offset + 1 })
+        notCoordinator = 0
       } catch (e) {
-        emit({ event: 'error', error_code: kafkaCode(e), error: 'commit: ' + describe(e) })
+        const code = kafkaCode(e)
+        emit({ event: 'error', error_code: code, error: 'commit: ' + describe(e) })
+        if (code === 16 && ++notCoordinator >= 2) {
+          emit({ event: 'exit', error_code: code, error: 'commits keep going to a node that is no longer the coordinator (kafkajs #1152): restart the member' })
+          process.exit(1)
+        }
       }
     }
   })
