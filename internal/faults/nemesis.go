@@ -72,9 +72,10 @@ type Nemesis struct {
 	Healthy, Faulty time.Duration
 	// Rounds bounds the faults injected (0: until ctx ends).
 	Rounds int
-	// Until, when set, bounds the faults by time: none is injected after
-	// it (the one in progress then is still healed).
-	Until time.Time
+	// For, when set, bounds the faults by time: no fault is injected once
+	// For has passed since the first injection (the one in progress then
+	// is still healed), so the faults span at least For.
+	For time.Duration
 	// Random picks faults at random (seeded) instead of in turn.
 	Random bool
 	Seed   uint64
@@ -98,9 +99,13 @@ func (n *Nemesis) Run(ctx context.Context) (int, error) {
 	}
 	rng := rand.New(rand.NewPCG(n.Seed, 0x6e656d))
 	done := 0
+	var first time.Time
 	for n.Rounds == 0 || done < n.Rounds {
-		if !sleep(ctx, n.Healthy) || (!n.Until.IsZero() && time.Now().After(n.Until)) {
+		if !sleep(ctx, n.Healthy) || (n.For > 0 && done > 0 && time.Since(first) >= n.For) {
 			break
+		}
+		if done == 0 {
+			first = time.Now()
 		}
 		f := n.Faults[done%len(n.Faults)]
 		if n.Random {

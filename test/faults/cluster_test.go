@@ -447,8 +447,8 @@ func TestClusterFaultMatrix(t *testing.T) {
 		t.Logf("the binary has no strata.log.min.free.bytes: no disk-full-combined row")
 	}
 	// STRATA_FAULT_MINUTES=M bounds the faults by time as well: no fault
-	// starts after M minutes (the long run's hour, whatever a round takes
-	// on a loaded machine).
+	// starts once M minutes have passed since the first (the long run's
+	// hour, whatever a round takes on a loaded machine).
 	minutes := envInt("STRATA_FAULT_MINUTES", 0)
 	timeout := max(time.Duration(rounds*len(all))*30*time.Second, time.Duration(minutes)*time.Minute+10*time.Minute) + 5*time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -467,9 +467,7 @@ func TestClusterFaultMatrix(t *testing.T) {
 		t.Fatalf("no matrix row selected by STRATA_FAULT_ROWS")
 	}
 	nem := &faults.Nemesis{Faults: fs, Rounds: rounds * len(fs), Healthy: 6 * time.Second, Faulty: 6 * time.Second}
-	if minutes > 0 {
-		nem.Until = time.Now().Add(time.Duration(minutes) * time.Minute)
-	}
+	nem.For = time.Duration(minutes) * time.Minute // 0: no bound
 	cfg := workload.Config{Brokers: c.addrs, Topic: topic, Partitions: 3, Producers: 2, TxnProducers: 1,
 		AssignConsumers: 1, Rate: 50, TxnTimeout: 10 * time.Second, Logf: t.Logf,
 		ClientOpts: []kgo.Opt{kgo.RecordDeliveryTimeout(60 * time.Second)}}
