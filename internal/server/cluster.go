@@ -211,6 +211,19 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 	if err != nil {
 		return fail(err)
 	}
+	// Serve only once the local view holds this registration (its epoch is
+	// the registration's revision): until then a restarted broker's
+	// Metadata answers could name its previous incarnation's endpoints, and
+	// a client dialled the dead address (e2e TestDiskFull, "connection
+	// refused" right after a restart). Kafka's broker likewise catches up
+	// with the metadata log past its registration before it is unfenced
+	// (KIP-631, BrokerLifecycleManager).
+	wctx, wcancel := context.WithTimeout(ctx, startRetryFor)
+	_, err = c.cache.WaitRev(wctx, epoch)
+	wcancel()
+	if err != nil {
+		return fail(fmt.Errorf("wait for the cluster metadata to show this broker's registration: %w", err))
+	}
 	c.reg.Store(&registration{session: sess, epoch: epoch})
 	kctx, kcancel := context.WithCancel(context.Background())
 	c.regStop, c.regDone = kcancel, make(chan struct{})
