@@ -31,11 +31,15 @@ type Broker struct {
 	nodeID      int32
 	clusterID   string
 	durableAcks bool
-	dirs        []*logDir
-	syncers     map[string]*storage.Syncer
-	reserves    map[string]*storage.Reserve // per log dir; nil entries: none
-	files       *storage.FileCache          // open segment files of every log (strata.log.max.open.files)
-	fs          vfs.FS
+	// uncleanShutdown: the previous run did not shut down cleanly, held
+	// logs, and acknowledged without fsyncing (strata.durable.acks=false),
+	// so its logs may miss acknowledged records (UncleanShutdown).
+	uncleanShutdown bool
+	dirs            []*logDir
+	syncers         map[string]*storage.Syncer
+	reserves        map[string]*storage.Reserve // per log dir; nil entries: none
+	files           *storage.FileCache          // open segment files of every log (strata.log.max.open.files)
+	fs              vfs.FS
 
 	// adminMu serialises metadata changes and writes; it is never held
 	// over slow disk work (opening or deleting partition logs), which runs
@@ -232,6 +236,11 @@ func (b *Broker) load(progress *LoadProgress) error {
 	}
 	b.logRecoveryPlan(clean, perDir)
 	for _, d := range b.dirs {
+		if !clean[d.path] && perDir[d.path] > 0 && !b.durableAcks {
+			b.uncleanShutdown = true
+		}
+	}
+	for _, d := range b.dirs {
 		if perDir[d.path] == 0 {
 			clean[d.path] = true // nothing in it to recover
 		}
@@ -383,6 +392,15 @@ func (b *Broker) storageOptions(dir string) storage.Options {
 		ProducerIDExpiration: time.Duration(b.Config().Int64("producer.id.expiration.ms")) * time.Millisecond,
 	}
 }
+
+// UncleanShutdown reports whether this run started from logs that a
+// previous run left without a clean shutdown while it acknowledged
+// records it had not fsynced (strata.durable.acks=false): they may miss
+// acknowledged records. The broker registers with it, and the controller
+// keeps such a broker out of the eligible leader replicas (KIP-966's
+// handleBrokerUncleanShutdown). With fsynced acks it is always false:
+// recovery keeps everything acknowledged.
+func (b *Broker) UncleanShutdown() bool { return b.uncleanShutdown }
 
 // NodeID is this broker's node id.
 func (b *Broker) NodeID() int32 { return b.nodeID }

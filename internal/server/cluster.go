@@ -324,7 +324,7 @@ func (s *Server) register(ctx context.Context, c *cluster, sess *meta.Session, h
 	abs, _ := filepath.Abs(s.cfg.List("log.dirs")[0])
 	b := meta.Broker{ID: int32(s.cfg.Int("node.id")), Incarnation: strconv.FormatInt(time.Now().UnixNano(), 36),
 		DirectoryID: machine + ":" + abs, Rack: s.cfg.Get("broker.rack"), Controller: s.cfg.HasRole(config.RoleController),
-		Listeners: s.endpoints()}
+		Listeners: s.endpoints(), UncleanShutdown: s.broker.UncleanShutdown()}
 	deadline := time.Now().Add(sess.TTL() + time.Second)
 	retryDeadline := time.Now().Add(startRetryFor)
 	for {
