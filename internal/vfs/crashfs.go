@@ -141,15 +141,22 @@ func (c *CrashFS) Crash() *CrashFS { return c.crash(nil) }
 // as a torn write at power loss would.
 func (c *CrashFS) CrashTorn(keep func(unsynced int) int) *CrashFS { return c.crash(keep) }
 
-func (c *CrashFS) crash(keep func(int) int) *CrashFS {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// emptyCopyLocked returns a new file system with c's clock, free space
+// and directories but no files; c.mu is held.
+func (c *CrashFS) emptyCopyLocked() *CrashFS {
 	n := NewCrashFS()
 	n.now = c.now
 	n.free = c.free
 	for d := range c.dirs {
 		n.dirs[d] = true
 	}
+	return n
+}
+
+func (c *CrashFS) crash(keep func(int) int) *CrashFS {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.emptyCopyLocked()
 	for name, ino := range c.durable {
 		ino.mu.Lock()
 		data := append([]byte(nil), ino.synced...)
@@ -182,12 +189,7 @@ func (c *CrashFS) crash(keep func(int) int) *CrashFS {
 func (c *CrashFS) Clone() *CrashFS {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := NewCrashFS()
-	n.now = c.now
-	n.free = c.free
-	for d := range c.dirs {
-		n.dirs[d] = true
-	}
+	n := c.emptyCopyLocked()
 	copies := map[*inode]*inode{} // a file under two names (a rename not yet synced) stays one file
 	cp := func(ino *inode) *inode {
 		if x, ok := copies[ino]; ok {
