@@ -242,27 +242,7 @@ func TestJournalCrashDuringCreation(t *testing.T) {
 			}
 			return nil
 		})
-		s.roundMu.Lock()
-		ress := make([]AppendResult, parts)
-		bs := make([][]byte, parts)
-		for p, l := range logs {
-			bs[p] = mkBatch(t, 2, "second", 1)
-			res, err := l.Append(bs[p], AppendOptions{LeaderEpoch: 1})
-			if err != nil {
-				bs[p] = nil // the injected failure: not acknowledged
-			}
-			ress[p] = res
-		}
-		s.roundMu.Unlock()
-		for p, l := range logs {
-			if bs[p] != nil && l.WaitDurable(context.Background(), ress[p].LastOffset+1) == nil {
-				mu.Lock()
-				if img == nil {
-					acked[p] = append(acked[p], ackedBatch{ress[p].BaseOffset, bs[p]})
-				}
-				mu.Unlock()
-			}
-		}
+		appendRound(t, s, logs, "second", &mu, &img, acked)
 		fsys.SetHook(nil)
 		if crashAt < 0 && s.JournalStats().Rounds == 0 {
 			t.Fatalf("the round did not use the journal: %+v", s.JournalStats())
@@ -284,4 +264,33 @@ func TestJournalCrashDuringCreation(t *testing.T) {
 		closeAll(t, s2, logs2)
 	}
 	t.Logf("%d steps", steps)
+}
+
+// appendRound appends one batch of value to every log in a single sync
+// round of s and records in acked each batch that became durable before
+// the power cut (*img still nil, read under mu); a batch whose append
+// failed (the injected failure) was never acknowledged.
+func appendRound(t *testing.T, s *Syncer, logs []*Log, value string, mu *sync.Mutex, img **vfs.CrashFS, acked map[int][]ackedBatch) {
+	t.Helper()
+	s.roundMu.Lock()
+	ress := make([]AppendResult, len(logs))
+	bs := make([][]byte, len(logs))
+	for p, l := range logs {
+		bs[p] = mkBatch(t, 2, value, 1)
+		res, err := l.Append(bs[p], AppendOptions{LeaderEpoch: 1})
+		if err != nil {
+			bs[p] = nil
+		}
+		ress[p] = res
+	}
+	s.roundMu.Unlock()
+	for p, l := range logs {
+		if bs[p] != nil && l.WaitDurable(context.Background(), ress[p].LastOffset+1) == nil {
+			mu.Lock()
+			if *img == nil {
+				acked[p] = append(acked[p], ackedBatch{ress[p].BaseOffset, bs[p]})
+			}
+			mu.Unlock()
+		}
+	}
 }

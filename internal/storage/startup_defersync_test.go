@@ -111,27 +111,7 @@ func TestStartupDeferSyncCrashAtEveryStep(t *testing.T) {
 				s, logs, err := openDeferred(fsys, parts)
 				if err == nil {
 					// The first new round.
-					s.roundMu.Lock()
-					ress := make([]AppendResult, parts)
-					bs := make([][]byte, parts)
-					for p, l := range logs {
-						bs[p] = mkBatch(t, 2, "new", 1)
-						res, err := l.Append(bs[p], AppendOptions{LeaderEpoch: 1})
-						if err != nil {
-							bs[p] = nil // the injected failure: not acknowledged
-						}
-						ress[p] = res
-					}
-					s.roundMu.Unlock()
-					for p, l := range logs {
-						if bs[p] != nil && l.WaitDurable(context.Background(), ress[p].LastOffset+1) == nil {
-							mu.Lock()
-							if img == nil {
-								acked[p] = append(acked[p], ackedBatch{ress[p].BaseOffset, bs[p]})
-							}
-							mu.Unlock()
-						}
-					}
+					appendRound(t, s, logs, "new", &mu, &img, acked)
 				}
 				fsys.SetHook(nil)
 				if crashAt < 0 && err != nil {
