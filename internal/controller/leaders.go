@@ -177,10 +177,17 @@ type ElectionResult struct {
 // nil means every partition (Kafka then leaves ELECTION_NOT_NEEDED out of
 // the answer). It returns once this broker's view holds the changes.
 func (a *Admin) ElectLeaders(ctx context.Context, typ int8, parts map[string][]int32) ([]ElectionResult, error) {
+	// Decided on a view synced with the store, as Kafka's controller
+	// decides on its committed state: a topic created through another
+	// broker just before is known (this broker's watch may not have
+	// delivered it yet, and the answer was UNKNOWN_TOPIC_OR_PARTITION).
+	v, err := a.Cache.Sync(ctx)
+	if err != nil {
+		return nil, err
+	}
 	all := parts == nil
 	if all {
 		parts = map[string][]int32{}
-		v := a.Cache.View()
 		for _, name := range v.TopicNames() {
 			for i := range v.Parts[v.Topics[name].ID] {
 				parts[name] = append(parts[name], int32(i))
