@@ -282,6 +282,7 @@ func (c *Coordinator) removeGroup(g *group) {
 	}
 	stopTimer(g.joinTimer)
 	g.joinSeq++
+	g.clearPendingSync()
 	g.stopConsumerTimers()
 	g.setState(stateDead)
 	c.mu.Lock()

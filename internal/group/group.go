@@ -130,8 +130,14 @@ type group struct {
 	// generation wait for the write.
 	syncingGen int32
 
-	joinTimer      Timer
-	joinSeq        uint64
+	joinTimer Timer
+	joinSeq   uint64
+	// pendingSync holds the members of the current generation that have
+	// not sent their SyncGroup yet; syncTimer removes them when the
+	// rebalance timeout passes (Kafka's pendingSyncMembers, KIP-814 era).
+	pendingSync    map[string]bool
+	syncTimer      Timer
+	syncSeq        uint64
 	initialDelay   bool // the initial-rebalance-delay window is open
 	newMemberAdded bool
 
@@ -176,14 +182,15 @@ type env struct {
 
 func newGroup(id string, e *env) *group {
 	return &group{
-		env:       e,
-		id:        id,
-		state:     stateEmpty,
-		stateTime: e.clock.Now(),
-		members:   map[string]*member{},
-		static:    map[string]string{},
-		pending:   map[string]Timer{},
-		offsets:   map[tp]offset{},
+		env:         e,
+		id:          id,
+		state:       stateEmpty,
+		stateTime:   e.clock.Now(),
+		members:     map[string]*member{},
+		static:      map[string]string{},
+		pending:     map[string]Timer{},
+		pendingSync: map[string]bool{},
+		offsets:     map[tp]offset{},
 	}
 }
 

@@ -116,6 +116,13 @@ func (g *group) replaceStatic(oldID, newID string, p joinParams) (*joinResult, <
 	}
 	oldLeader := g.leader
 	delete(g.members, oldID)
+	if g.pendingSync[oldID] {
+		// Kafka's replaceStaticMember leaves the old id in
+		// pendingSyncMembers, so the expiry then rebalances whatever the
+		// new member does; here the new member inherits the duty to sync.
+		delete(g.pendingSync, oldID)
+		g.pendingSync[newID] = true
+	}
 	m.id = newID
 	m.clientID, m.clientHost = p.clientID, p.clientHost
 	m.sessionTimeout, m.rebalanceTimeout = p.sessionTimeout, p.rebalanceTimeout
@@ -240,6 +247,7 @@ func (g *group) prepareRebalance() {
 	if g.state == stateCompletingRebalance {
 		g.failSyncs(kerr.RebalanceInProgress.Code)
 	}
+	g.clearPendingSync()
 	fromEmpty := g.state == stateEmpty
 	g.setState(statePreparingRebalance)
 	stopTimer(g.joinTimer)
@@ -313,6 +321,7 @@ func (g *group) completeJoin() {
 		}
 	}
 	if len(g.members) == 0 {
+		g.clearPendingSync()
 		g.generation++
 		g.protocol = ""
 		g.leader = ""
@@ -351,6 +360,7 @@ func (g *group) completeJoin() {
 	if g.env.rebalanced != nil {
 		g.env.rebalanced()
 	}
+	g.schedulePendingSync()
 	for _, m := range g.members {
 		m.assignment = nil
 		if m.joinCh == nil {
@@ -405,6 +415,7 @@ func (g *group) removeMember(m *member) {
 	stopTimer(m.hbTimer)
 	m.hbSeq++
 	delete(g.members, m.id)
+	delete(g.pendingSync, m.id)
 	if m.instanceID != nil && g.static[*m.instanceID] == m.id {
 		delete(g.static, *m.instanceID)
 	}
@@ -436,4 +447,59 @@ func (g *group) removeMembers(ms []*member) {
 	case statePreparingRebalance:
 		g.maybeCompleteJoin()
 	}
+}
+
+// schedulePendingSync marks every member of the generation that just
+// completed its join as owing a SyncGroup and arms the deadline: Kafka's
+// GroupMetadataManager.completeClassicGroupJoin adds each member to the
+// group's pendingSyncMembers and schedulePendingSync expires them after
+// the group's rebalance timeout (the largest of its members').
+func (g *group) schedulePendingSync() {
+	g.clearPendingSync()
+	for id := range g.members {
+		g.pendingSync[id] = true
+	}
+	seq, gen := g.syncSeq, g.generation
+	g.syncTimer = g.after(g.rebalanceTimeout(), func() { g.expirePendingSync(seq, gen) })
+}
+
+// clearPendingSync forgets the members owing a SyncGroup and stops their
+// deadline (Kafka's removeSyncExpiration, run when a rebalance starts and,
+// through initNextGeneration, when a generation ends).
+func (g *group) clearPendingSync() {
+	clear(g.pendingSync)
+	stopTimer(g.syncTimer)
+	g.syncTimer = nil
+	g.syncSeq++
+}
+
+// synced notes that member id sent its SyncGroup; the deadline stops once
+// every member has (Kafka's removePendingSyncMember).
+func (g *group) synced(id string) {
+	delete(g.pendingSync, id)
+	if len(g.pendingSync) == 0 {
+		stopTimer(g.syncTimer)
+		g.syncTimer = nil
+		g.syncSeq++
+	}
+}
+
+// expirePendingSync removes the members of generation gen that sent no
+// SyncGroup within the rebalance timeout and rebalances, as Kafka's
+// expirePendingSync: only while the group is still CompletingRebalance or
+// Stable in that generation (prepareRebalance cancels it otherwise).
+// Static members are removed too: Kafka makes no exception for them here.
+func (g *group) expirePendingSync(seq uint64, gen int32) {
+	if seq != g.syncSeq || gen != g.generation || len(g.pendingSync) == 0 {
+		return
+	}
+	if g.state != stateCompletingRebalance && g.state != stateStable {
+		return
+	}
+	for id := range g.pendingSync {
+		if m := g.members[id]; m != nil {
+			g.removeMember(m)
+		}
+	}
+	g.prepareRebalance()
 }

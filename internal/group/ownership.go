@@ -256,6 +256,7 @@ func (c *Coordinator) UnloadPartition(p int32) {
 func (g *group) unload() {
 	stopTimer(g.joinTimer)
 	g.joinSeq++
+	g.clearPendingSync()
 	g.stopConsumerTimers()
 	for id, t := range g.pending {
 		stopTimer(t)

@@ -59,6 +59,7 @@ func (g *group) sync(p syncParams) (res *syncResult, wait <-chan syncResult, lea
 		}
 		m.syncCh = make(chan syncResult, 1)
 		g.heartbeat(m)
+		g.synced(m.id)
 		if m.id == g.leader {
 			for id, mm := range g.members {
 				mm.assignment = p.assignments[id]
@@ -68,6 +69,7 @@ func (g *group) sync(p syncParams) (res *syncResult, wait <-chan syncResult, lea
 		return nil, m.syncCh, false
 	case stateStable:
 		g.heartbeat(m)
+		g.synced(m.id)
 		if g.syncingGen == g.generation {
 			// The assignment is in the log, not yet durable: answer
 			// once it is (finishSync).

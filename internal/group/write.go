@@ -206,6 +206,7 @@ func (c *Coordinator) reload(g *group, code int16) {
 	stopTimer(g.joinTimer)
 	g.joinTimer = nil
 	g.joinSeq++
+	g.clearPendingSync()
 	g.initialDelay, g.newMemberAdded = false, false
 	g.members = map[string]*member{}
 	g.static = map[string]string{}
