@@ -488,7 +488,10 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	if !cleanShutdown {
 		var changed bool
 		l.recFull = max(rp, 0) <= l.segs[0].base
-		leo, changed, err = l.recover(max(rp, 0))
+		// Gaps between segments past the recovery point are lost tails
+		// (recover), unless a compacted log has no recovery point entry.
+		gapsLost := rp >= 0 || !l.cfg.Load().Compact
+		leo, changed, err = l.recover(max(rp, 0), gapsLost)
 		if err != nil {
 			return err
 		}
@@ -509,7 +512,7 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 			}
 			if wrote {
 				rebuild := l.rebuildTxnFrom
-				if leo, _, err = l.recover(from); err != nil {
+				if leo, _, err = l.recover(from, gapsLost); err != nil {
 					return err
 				}
 				l.rebuildTxnFrom = min(rebuild, l.rebuildTxnFrom)

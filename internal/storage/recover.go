@@ -27,7 +27,20 @@ import (
 // was read past rp is fsynced so it counts as durable. A log with nothing
 // past rp is neither written nor fsynced (changed is false). It returns
 // the log end offset.
-func (l *Log) recover(rp int64) (leo int64, changed bool, err error) {
+//
+// A segment that ends before the next segment's base lost its tail: a
+// roll without strata.durable.acks makes the next segment's file durable
+// (the producer snapshot's directory fsync) before the rolled segment's
+// tail, which the syncer fsyncs later, as Kafka's roll flushes the old
+// segment asynchronously (UnifiedLog.roll's "flush-log" task). Kafka ends
+// such a log at the empty segment's base, past offsets that hold nothing;
+// here the later segments go, as after a torn batch, and the log ends
+// after its last record. Only the cleaner leaves gaps between segments on
+// purpose, and ReplaceSegments persists a recovery point past its range
+// before the swap takes effect, so such gaps lie below rp, where this scan
+// never looks. gapsLost false (a compacted log without a recovery point
+// entry, whose gaps may be the cleaner's anywhere) keeps them.
+func (l *Log) recover(rp int64, gapsLost bool) (leo int64, changed bool, err error) {
 	start := 0
 	for i, s := range l.segs {
 		if s.base <= rp {
@@ -66,6 +79,16 @@ func (l *Log) recover(rp int64) (leo int64, changed bool, err error) {
 				l.removeSegmentFiles(r)
 			}
 			l.segs = l.segs[:i+1]
+			break
+		}
+		if gapsLost && i+1 < len(l.segs) && end < l.segs[i+1].base {
+			l.logger.Warn("segment lost its tail (ends before the next segment); removing later segments",
+				"base", s.base, "end", end, "next", l.segs[i+1].base, "removed", len(l.segs)-i-1)
+			for _, r := range l.segs[i+1:] {
+				l.removeSegmentFiles(r)
+			}
+			l.segs = l.segs[:i+1]
+			changed = true
 			break
 		}
 	}

@@ -301,6 +301,16 @@ func (l *Log) ReplaceSegments(old []int64, replacements []*SegmentWriter) error 
 	if err := finishAll(reps); err != nil {
 		return fmt.Errorf("replace segments of %s: %w", l.dir, err)
 	}
+	// 1b. Everything below the replaced range fsynced and a recovery point
+	// past it persisted before the swap can take effect: the gaps the
+	// cleaner leaves between segments then always lie below the recovery
+	// point, and recovery reads a gap above it as a lost tail (recover).
+	if err := l.flushLocked(); err != nil {
+		return fmt.Errorf("replace segments of %s: %w", l.dir, err)
+	}
+	if err := l.setRecoveryPoint(l.mark.leo, true); err != nil {
+		return fmt.Errorf("replace segments of %s: recovery point: %w", l.dir, err)
+	}
 	// Keep the old segments readable through the renames.
 	for _, s := range dead {
 		if err := s.pin(); err != nil {
