@@ -56,6 +56,8 @@ type rig struct {
 	tp    replica.TP
 	tid   string
 	ctx   context.Context
+	// tune, when set, adjusts every node's replica Manager settings.
+	tune func(id int32, cfg *replica.ManagerConfig)
 }
 
 type rigNode struct {
@@ -102,6 +104,13 @@ func newRig(t testing.TB, n int) *rig {
 // newRigOn runs the rig on given brokers, node ids 1..n.
 func newRigOn(t testing.TB, hosts []host) *rig {
 	t.Helper()
+	return newRigTuned(t, hosts, nil)
+}
+
+// newRigTuned is newRigOn with tune applied to every node's Manager
+// settings.
+func newRigTuned(t testing.TB, hosts []host, tune func(id int32, cfg *replica.ManagerConfig)) *rig {
+	t.Helper()
 	n := len(hosts)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -111,7 +120,7 @@ func newRigOn(t testing.TB, hosts []host) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(cache.Close)
-	r := &rig{t: t, store: store, cache: cache, ctx: ctx, tp: replica.TP{Topic: "rep", Partition: 0}, tid: "rep-id"}
+	r := &rig{t: t, store: store, cache: cache, ctx: ctx, tp: replica.TP{Topic: "rep", Partition: 0}, tid: "rep-id", tune: tune}
 	replicas := make([]int32, n)
 	for i, h := range hosts {
 		replicas[i] = int32(i + 1)
@@ -170,13 +179,23 @@ func (r *rig) startNode(nd *rigNode) {
 		}
 		return net.JoinHostPort(b.Listeners[0].Host, fmt.Sprint(b.Listeners[0].Port)), true
 	}, Opts: []kgo.Opt{kgo.MaxVersions(fetchV12)}}
-	nd.mgr = replica.NewManager(replica.ManagerConfig{
+	cfg := replica.ManagerConfig{
 		Local: nd.id, BrokerEpoch: func() int64 { return epoch }, Fenced: sess.Fenced, Durable: true,
 		LagTimeMax: time.Second, FetchWaitMax: 100 * time.Millisecond, FetchBackoff: 50 * time.Millisecond,
 		Dialer: nd.dialer, Committer: &replica.MetaCommitter{Store: r.store, Cache: r.cache},
 		Logger: servertest.TestLogger(t, slog.LevelWarn).With("node", nd.id),
-	})
+	}
+	if r.tune != nil {
+		r.tune(nd.id, &cfg)
+	}
+	nd.mgr = replica.NewManager(cfg)
 	nd.mgr.Start()
+	r.runSync(nd)
+}
+
+// runSync applies the metadata to nd's Manager at every change until
+// nd.stop.
+func (r *rig) runSync(nd *rigNode) {
 	ctx, cancel := context.WithCancel(r.ctx)
 	nd.stop, nd.done = cancel, make(chan struct{})
 	go func() {

@@ -295,6 +295,20 @@ func (r *Replica) backOff() {
 	r.mu.Unlock()
 }
 
+// leaderBehindBackoff is the pause before a follower's retry number n
+// (from 0) of a fetch its leader refused for not having applied the
+// leader epoch the follower sent: replica.fetch.backoff.ms / 32, doubled
+// at every retry up to replica.fetch.backoff.ms (31 ms, 62 ms, ... 1 s at
+// the default), as a client's retry.backoff.ms grows to
+// retry.backoff.max.ms (KIP-580).
+func leaderBehindBackoff(backoff time.Duration, n int) time.Duration {
+	const steps = 5
+	if n >= steps {
+		return backoff
+	}
+	return backoff >> (steps - n)
+}
+
 // fetched applies one partition of a Fetch response (Kafka's
 // AbstractFetcherThread.processFetchRequest). It reports OFFSET_OUT_OF_RANGE
 // for the caller to resolve with the leader's offsets.
@@ -315,13 +329,30 @@ func (r *Replica) fetched(f *fetcher, p position, rp *kmsg.FetchResponseTopicPar
 		r.m.logger.Info("fetch fenced: waiting for newer metadata", "partition", r.tp, "epoch", p.epoch)
 		r.fenced = true
 		return false
+	case errors.Is(err, kerr.UnknownLeaderEpoch), errors.Is(err, kerr.NotLeaderForPartition):
+		// The broker this replica's metadata names leader at p.epoch has
+		// not applied that leadership yet (UNKNOWN_LEADER_EPOCH: it knows
+		// an older epoch; NOT_LEADER_OR_FOLLOWER: it does not lead yet),
+		// or it moved on and this broker's metadata will follow. Kafka's
+		// AbstractFetcherThread delays such a partition by
+		// replica.fetch.backoff.ms; after a leader change both brokers
+		// learn the election from the same metadata within milliseconds,
+		// and a whole backoff here held every acks=all produce of the
+		// partition for a second after a controlled shutdown (the new
+		// leader's ISR waits for this follower). So the retries start
+		// short and double up to replica.fetch.backoff.ms
+		// (leaderBehindBackoff); a success or a new state starts over.
+		r.m.logger.Debug("fetch error", "partition", r.tp, "err", err, "retry", r.leaderBehind)
+		r.backoff = time.Now().Add(leaderBehindBackoff(r.m.cfg.FetchBackoff, r.leaderBehind))
+		r.leaderBehind++
+		return false
 	default:
-		// UNKNOWN_LEADER_EPOCH (the leader's metadata is older),
-		// NOT_LEADER_OR_FOLLOWER, storage errors: retry after a backoff.
+		// Storage errors and the rest: retry after a backoff.
 		r.m.logger.Debug("fetch error", "partition", r.tp, "err", err)
 		r.backoff = time.Now().Add(r.m.cfg.FetchBackoff)
 		return false
 	}
+	r.leaderBehind = 0
 	if rp.DivergingEpoch.EndOffset >= 0 || rp.DivergingEpoch.Epoch >= 0 {
 		// KIP-101/KIP-279 through the fetch (Fetch v12+): cut where the
 		// histories diverge; the next fetch carries the new last epoch.

@@ -51,6 +51,9 @@ type Replica struct {
 	// metadata brings a newer epoch. backoff: no fetch before.
 	fenced  bool
 	backoff time.Time
+	// leaderBehind counts the fetches in a row the leader refused for not
+	// knowing the leader epoch sent (leaderBehindBackoff).
+	leaderBehind int
 	// changed is closed (and replaced) at every change acks=all waiters
 	// must look at: high watermark, ISR, leadership.
 	changed chan struct{}
@@ -348,6 +351,7 @@ func (r *Replica) apply(st State, minISR int) {
 	if st.LeaderEpoch > r.st.LeaderEpoch {
 		r.fenced = false
 		r.backoff = time.Time{}
+		r.leaderBehind = 0
 		r.caughtUp = false // a new leader: the lag is unknown again
 	}
 	r.st = cloneState(st)
