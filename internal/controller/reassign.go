@@ -228,6 +228,18 @@ type ReassignResult struct {
 // adding replicas have joined the ISR.
 func (a *Admin) AlterReassignments(ctx context.Context, rs []Reassignment, allowRFChange bool) []ReassignResult {
 	out := make([]ReassignResult, len(rs))
+	// Decided on a view synced with the store, as Kafka's controller
+	// decides on its committed state (ElectLeaders does the same): a topic
+	// created through another broker just before is known, where this
+	// broker's watch may not have delivered it yet (the answer was
+	// UNKNOWN_TOPIC_OR_PARTITION). The retries below after a lost compare
+	// read a view at least this recent.
+	if _, err := a.Cache.Sync(ctx); err != nil {
+		for i, r := range rs {
+			out[i] = ReassignResult{Topic: r.Topic, Partition: r.Partition, Err: err}
+		}
+		return out
+	}
 	var lastRev int64
 	for i, r := range rs {
 		out[i] = ReassignResult{Topic: r.Topic, Partition: r.Partition}
@@ -258,14 +270,21 @@ func (a *Admin) AlterReassignments(ctx context.Context, rs []Reassignment, allow
 	return out
 }
 
-// ListReassignments runs ListPartitionReassignments (key 46).
-func (a *Admin) ListReassignments(parts map[string][]int32) []Reassigning {
-	out := a.state().Reassignments(parts)
+// ListReassignments runs ListPartitionReassignments (key 46) on a view
+// synced with the store, as Kafka's controller answers it from its
+// committed state: a reassignment started through another broker just
+// before is listed.
+func (a *Admin) ListReassignments(ctx context.Context, parts map[string][]int32) ([]Reassigning, error) {
+	v, err := a.Cache.Sync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := FromView(v, a.Policy).Reassignments(parts)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Topic != out[j].Topic {
 			return out[i].Topic < out[j].Topic
 		}
 		return out[i].Partition < out[j].Partition
 	})
-	return out
+	return out, nil
 }

@@ -73,8 +73,18 @@ func (s *Server) handleDeleteTopics(ctx context.Context, _ *conn, kreq kmsg.Requ
 
 // deleteClusterTopic deletes a topic named by name or id through the
 // cluster; it is answered once no broker serves it.
+//
+// A topic id is resolved on a view synced with the store (Kafka's
+// controller resolves it on its committed state): a topic created through
+// another broker just before is found by its id too.
 func (s *Server) deleteClusterTopic(ctx context.Context, rt *kmsg.DeleteTopicsResponseTopic, name *string, id [16]byte) error {
 	v := s.cfg.Cluster.View()
+	if name == nil {
+		var err error
+		if v, err = s.cfg.Cluster.SyncView(ctx); err != nil {
+			return err
+		}
+	}
 	if name == nil {
 		t := v.TopicsByID[uuid.UUID(id).String()]
 		if t == nil {

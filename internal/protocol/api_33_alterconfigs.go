@@ -30,7 +30,7 @@ func (s *Server) handleAlterConfigs(ctx context.Context, _ *conn, kreq kmsg.Requ
 }
 
 func (s *Server) alterConfigs(ctx context.Context, rr kmsg.AlterConfigsRequestResource, validateOnly bool) error {
-	if err := s.checkAlterResource(rr.ResourceType, rr.ResourceName); err != nil {
+	if err := s.checkAlterResource(ctx, rr.ResourceType, rr.ResourceName); err != nil {
 		return err
 	}
 	overrides := map[string]string{}
@@ -111,11 +111,23 @@ func (s *Server) alterTopic(ctx context.Context, name string, edit func(map[stri
 
 // checkAlterResource checks a topic resource exists and a broker
 // resource's name.
-func (s *Server) checkAlterResource(typ kmsg.ConfigResourceType, name string) error {
+//
+// In a cluster the topic is looked up in a view synced with the store
+// (Kafka forwards AlterConfigs and IncrementalAlterConfigs to the
+// controller, which decides on its committed state): a topic created
+// through another broker just before exists here too, where this
+// broker's watch may not have delivered it yet.
+func (s *Server) checkAlterResource(ctx context.Context, typ kmsg.ConfigResourceType, name string) error {
 	switch typ {
 	case resourceTopic:
 		if s.cfg.Cluster != nil {
-			if t := s.cfg.Cluster.View().Topics[name]; t == nil || t.Deleting {
+			ctx, cancel := requestTimeout(ctx, 0)
+			defer cancel()
+			v, err := s.cfg.Cluster.SyncView(ctx)
+			if err != nil {
+				return err
+			}
+			if t := v.Topics[name]; t == nil || t.Deleting {
 				return fmt.Errorf("topic %q: %w", name, kerr.UnknownTopicOrPartition)
 			}
 			return nil

@@ -135,11 +135,11 @@ func (s *Server) handleAlterPartitionReassignments(ctx context.Context, _ *conn,
 
 // handleListPartitionReassignments (key 46, v0): no reassignment is ever in
 // progress, so the answer lists none (Kafka lists only ongoing ones).
-func (s *Server) handleListPartitionReassignments(_ context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
+func (s *Server) handleListPartitionReassignments(ctx context.Context, _ *conn, kreq kmsg.Request) (reply, error) {
 	req := kreq.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
 	if s.cfg.Cluster != nil {
-		return s.listReassignmentsCluster(req, resp)
+		return s.listReassignmentsCluster(ctx, req, resp)
 	}
 	return reply{msg: resp}, nil
 }
@@ -187,7 +187,9 @@ func (s *Server) alterReassignmentsCluster(ctx context.Context, req *kmsg.AlterP
 // listReassignmentsCluster runs ListPartitionReassignments in a cluster:
 // the partitions with a reassignment in progress (all, or among the named
 // ones), with their replicas, adding and removing replicas.
-func (s *Server) listReassignmentsCluster(req *kmsg.ListPartitionReassignmentsRequest, resp *kmsg.ListPartitionReassignmentsResponse) (reply, error) {
+func (s *Server) listReassignmentsCluster(ctx context.Context, req *kmsg.ListPartitionReassignmentsRequest, resp *kmsg.ListPartitionReassignmentsResponse) (reply, error) {
+	ctx, cancel := requestTimeout(ctx, req.TimeoutMillis)
+	defer cancel()
 	var parts map[string][]int32
 	if req.Topics != nil {
 		parts = map[string][]int32{}
@@ -195,8 +197,13 @@ func (s *Server) listReassignmentsCluster(req *kmsg.ListPartitionReassignmentsRe
 			parts[rt.Topic] = append(parts[rt.Topic], rt.Partitions...)
 		}
 	}
+	list, err := s.cfg.Cluster.ListReassignments(ctx, parts)
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMessage(err)
+		return reply{msg: resp}, nil
+	}
 	byTopic := map[string]int{}
-	for _, r := range s.cfg.Cluster.ListReassignments(parts) {
+	for _, r := range list {
 		i, ok := byTopic[r.Topic]
 		if !ok {
 			i = len(resp.Topics)

@@ -37,7 +37,7 @@ func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, _ *conn, kre
 }
 
 func (s *Server) incrementalAlter(ctx context.Context, rr kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
-	if err := s.checkAlterResource(rr.ResourceType, rr.ResourceName); err != nil {
+	if err := s.checkAlterResource(ctx, rr.ResourceType, rr.ResourceName); err != nil {
 		return err
 	}
 	if rr.ResourceType == resourceBroker {

@@ -20,6 +20,11 @@ import (
 type Cluster interface {
 	// View is the current metadata snapshot (immutable).
 	View() *meta.View
+	// SyncView is View once it reflects every change the store committed
+	// before the call (meta.Cache.Sync): admin requests decide on it, as
+	// Kafka's controller decides on its committed state, so that what was
+	// just done through another broker is seen.
+	SyncView(ctx context.Context) (*meta.View, error)
 	// CreateTopic creates a topic; req has the request's values (-1 for
 	// the defaults), assignment is CreateTopics' replica_assignment.
 	CreateTopic(ctx context.Context, req broker.CreateTopicRequest, assignment map[int32][]int32) (CreatedTopic, error)
@@ -47,8 +52,8 @@ type Cluster interface {
 	// reassignments; one result per entry, in order.
 	AlterReassignments(ctx context.Context, rs []Reassignment, allowRFChange bool) []PartitionResult
 	// ListReassignments lists reassignments in progress among parts (nil:
-	// all).
-	ListReassignments(parts map[string][]int32) []Reassigning
+	// all), decided on a view synced with the store.
+	ListReassignments(ctx context.Context, parts map[string][]int32) ([]Reassigning, error)
 	// UnregisterBroker removes broker id's registration (UnregisterBroker,
 	// KIP-631); BROKER_ID_NOT_REGISTERED when there is none.
 	UnregisterBroker(ctx context.Context, id int32) error

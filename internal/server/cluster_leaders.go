@@ -61,13 +61,16 @@ func (a clusterAPI) AlterReassignments(ctx context.Context, rs []protocol.Reassi
 }
 
 // ListReassignments lists the reassignments in progress.
-func (a clusterAPI) ListReassignments(parts map[string][]int32) []protocol.Reassigning {
-	res := a.c.admin.ListReassignments(parts)
+func (a clusterAPI) ListReassignments(ctx context.Context, parts map[string][]int32) ([]protocol.Reassigning, error) {
+	res, err := a.c.admin.ListReassignments(ctx, parts)
+	if err != nil {
+		return nil, adminError(err)
+	}
 	out := make([]protocol.Reassigning, len(res))
 	for i, r := range res {
 		out[i] = protocol.Reassigning{Topic: r.Topic, Partition: r.Partition, Replicas: r.Replicas, Adding: r.Adding, Removing: r.Removing}
 	}
-	return out
+	return out, nil
 }
 
 // UnregisterBroker removes broker id's registration (KIP-631; Kafka's
@@ -83,7 +86,13 @@ func (a clusterAPI) ListReassignments(parts map[string][]int32) []protocol.Reass
 // out of the cluster until it restarts, as a Kafka broker whose
 // heartbeats then fail with STALE_BROKER_EPOCH.
 func (a clusterAPI) UnregisterBroker(ctx context.Context, id int32) error {
-	v := a.c.cache.View()
+	// Decided on a view synced with the store (as Kafka's controller on
+	// its committed state): a broker that registered through another
+	// node's store member just before is found, and its current epoch.
+	v, err := a.c.cache.Sync(ctx)
+	if err != nil {
+		return adminError(err)
+	}
 	b := v.Brokers[id]
 	if b == nil {
 		return fmt.Errorf("Broker ID %d is not currently registered: %w", id, kerr.BrokerIDNotRegistered)

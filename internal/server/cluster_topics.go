@@ -153,6 +153,15 @@ var _ protocol.Cluster = clusterAPI{}
 
 func (a clusterAPI) View() *meta.View { return a.c.cache.View() }
 
+// SyncView is View synced with the store (meta.Cache.Sync).
+func (a clusterAPI) SyncView(ctx context.Context) (*meta.View, error) {
+	v, err := a.c.cache.Sync(ctx)
+	if err != nil {
+		return nil, adminError(err)
+	}
+	return v, nil
+}
+
 // adminError maps a topic administration error to the Kafka error the
 // client gets: a placement refusal carries its code and message, an
 // unavailable metadata store is REQUEST_TIMED_OUT (retriable).

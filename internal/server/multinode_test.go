@@ -224,6 +224,39 @@ func TestClusterTopics(t *testing.T) {
 		ids[r.ProducerID] = true
 	}
 
+	// Admin requests through another broker right after a creation are
+	// decided on a view synced with the store (as Kafka's controller on
+	// its committed state): before, the other broker's unsynced view
+	// answered IncrementalAlterConfigs UNKNOWN_TOPIC_OR_PARTITION and
+	// DeleteTopics by id UNKNOWN_TOPIC_ID while its watch had not
+	// delivered the topic. Several rounds: each is a race.
+	for i := 0; i < 5; i++ {
+		name := fmt.Sprint("fresh-", i)
+		creq := kmsg.NewPtrCreateTopicsRequest()
+		creq.Version, creq.TimeoutMillis = 7, 30000
+		ct := kmsg.NewCreateTopicsRequestTopic()
+		ct.Topic, ct.NumPartitions, ct.ReplicationFactor = name, 1, 1
+		creq.Topics = append(creq.Topics, ct)
+		cr := request(t, c.Brokers[0].Addr(), creq).(*kmsg.CreateTopicsResponse).Topics[0]
+		if cr.ErrorCode != 0 {
+			t.Fatalf("create %s: %v", name, kerr.ErrorForCode(cr.ErrorCode))
+		}
+		areq := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		ar := kmsg.NewIncrementalAlterConfigsRequestResource()
+		ar.ResourceType, ar.ResourceName = kmsg.ConfigResourceTypeTopic, name
+		ar.Configs = append(ar.Configs, kmsg.IncrementalAlterConfigsRequestResourceConfig{Name: "retention.ms", Value: kmsg.StringPtr("7200000")})
+		areq.Resources = append(areq.Resources, ar)
+		if r := request(t, c.Brokers[3].Addr(), areq).(*kmsg.IncrementalAlterConfigsResponse).Resources[0]; r.ErrorCode != 0 {
+			t.Fatalf("IncrementalAlterConfigs of %s through another broker right after its creation: %v", name, kerr.ErrorForCode(r.ErrorCode))
+		}
+		dreq := kmsg.NewPtrDeleteTopicsRequest()
+		dreq.Version, dreq.TimeoutMillis = 6, 30000
+		dreq.Topics = append(dreq.Topics, kmsg.DeleteTopicsRequestTopic{TopicID: cr.TopicID})
+		if r := request(t, c.Brokers[2].Addr(), dreq).(*kmsg.DeleteTopicsResponse).Topics[0]; r.ErrorCode != 0 {
+			t.Fatalf("DeleteTopics of %s by id through another broker right after its creation: %v", name, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+
 	// Deletion through another broker: answered when no broker serves it;
 	// every replica's directory is gone.
 	if _, err := kadm.NewClient(c.Brokers[2].Client()).DeleteTopic(ctx, "spread"); err != nil {
