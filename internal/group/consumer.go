@@ -92,7 +92,6 @@ type cmember struct {
 	assigned tpset // partitions the member owns as far as the coordinator knows
 	owned    tpset // partitions the member last reported owning (nil = never)
 	lastSent string
-	left     bool // static member sent epoch -2 and may come back
 
 	hbTimer     Timer
 	hbSeq       uint64
@@ -277,11 +276,9 @@ func (g *group) consumerHeartbeat(p chbParams, ix topicIndex, session time.Durat
 		if m == nil {
 			return chbResult{err: kerr.UnknownMemberID.Code}
 		}
-		if p.epoch == -2 && m.instanceID != nil {
-			// Static member leaving temporarily: it keeps its
-			// assignment until its session times out.
-			m.left = true
-			return chbResult{memberID: m.id, epoch: -2}
+		if p.epoch == memberEpochLeftStatic && m.instanceID != nil {
+			g.leaveStatic(m)
+			return chbResult{memberID: m.id, epoch: memberEpochLeftStatic}
 		}
 		g.removeCMember(m)
 		g.bumpConsumer()
@@ -293,7 +290,7 @@ func (g *group) consumerHeartbeat(p chbParams, ix topicIndex, session time.Durat
 		if p.instanceID != nil {
 			if oldID, ok := cg.static[*p.instanceID]; ok && oldID != p.memberID {
 				old := cg.members[oldID]
-				if old != nil && !old.left {
+				if old != nil && !old.left() {
 					return chbResult{err: kerr.UnreleasedInstanceID.Code, msg: "instance " + *p.instanceID + " is held by member " + oldID}
 				}
 				if old != nil {
@@ -315,14 +312,22 @@ func (g *group) consumerHeartbeat(p chbParams, ix topicIndex, session time.Durat
 			}
 			changed = true
 		}
-		m.left = false
+		if m.left() {
+			// The same member back after its temporary leave: a member
+			// at epoch 0, as Kafka's copy of the static member.
+			m.epoch, m.prevEpoch = 0, 0
+		}
 		m.lastSent = "" // a (re)joining member gets its full assignment
 	} else {
 		m = cg.members[p.memberID]
 		if m == nil {
 			return chbResult{err: kerr.UnknownMemberID.Code}
 		}
-		if p.epoch != m.epoch && !(p.epoch == m.prevEpoch && p.owned != nil && subset(p.owned, m.assigned)) {
+		// Kafka's throwIfConsumerGroupMemberEpochIsInvalid: an epoch
+		// above the member's is fenced (a static member that left is at
+		// -2); a lower one only if it is the previous epoch and the member
+		// reports owning no more than it is assigned (a lost response).
+		if p.epoch > m.epoch || (p.epoch < m.epoch && !(p.epoch == m.prevEpoch && p.owned != nil && subset(p.owned, m.assigned))) {
 			return chbResult{err: kerr.FencedMemberEpoch.Code, msg: fmt.Sprintf("member epoch %d, the coordinator has %d", p.epoch, m.epoch)}
 		}
 	}
@@ -477,6 +482,28 @@ func (g *group) removeCMember(m *cmember) {
 	g.syncConsumerState()
 }
 
+// left reports whether m is a static member that left temporarily (member
+// epoch -2, Kafka's LEAVE_GROUP_STATIC_MEMBER_EPOCH): it keeps its
+// assignment until its session times out or its instance id rejoins.
+func (m *cmember) left() bool { return m.epoch == memberEpochLeftStatic }
+
+// leaveStatic is a static member's temporary leave (Kafka's
+// consumerGroupStaticMemberGroupLeave): the member stays, at epoch -2 (its
+// previous epoch unchanged), with the partitions it was assigned minus
+// those being revoked, which are free for their new owners at once.
+func (g *group) leaveStatic(m *cmember) {
+	target := g.consumer.target[m.id]
+	for k := range m.assigned {
+		if !target.has(k) {
+			delete(m.assigned, k)
+		}
+	}
+	stopTimer(m.revokeTimer)
+	m.revokeTimer = nil
+	m.revokeSeq++
+	m.epoch = memberEpochLeftStatic
+}
+
 // replaceCMember gives a restarted static member's state to its new id.
 func (g *group) replaceCMember(old *cmember, newID string) {
 	cg := g.consumer
@@ -486,7 +513,10 @@ func (g *group) replaceCMember(old *cmember, newID string) {
 		cg.target[newID] = t
 	}
 	old.id = newID
-	old.left = false
+	// Kafka's getOrMaybeSubscribeStaticConsumerGroupMember copies the
+	// member under its new id at epoch 0 (previous epoch 0); reconcile
+	// then brings it to the assignment epoch with its partitions.
+	old.epoch, old.prevEpoch = 0, 0
 	cg.members[newID] = old
 	cg.static[*old.instanceID] = newID
 }

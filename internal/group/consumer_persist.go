@@ -159,11 +159,6 @@ func (g *group) consumerRecords() map[string][]byte {
 		case !subset(target, m.assigned):
 			cur.State = memberStateUnreleasedPartitions
 		}
-		if m.left {
-			// A static member that left temporarily (Kafka writes its
-			// current assignment with LEAVE_GROUP_STATIC_MEMBER_EPOCH).
-			cur.MemberEpoch, cur.PreviousMemberEpoch = memberEpochLeftStatic, m.epoch
-		}
 		put(recConsumerGroupCurrentAssignment, id, cur)
 	}
 	return out
@@ -350,11 +345,9 @@ func (g *group) restoreConsumer(recs map[string][]byte, ix topicIndex, session t
 				return err
 			}
 			m := get(key.Member)
+			// A static member that left temporarily is at epoch -2 with
+			// its previous epoch, as Kafka writes and replays it.
 			m.epoch, m.prevEpoch = cv.MemberEpoch, cv.PreviousMemberEpoch
-			if cv.MemberEpoch == memberEpochLeftStatic {
-				m.left = true
-				m.epoch = cv.PreviousMemberEpoch
-			}
 			m.assigned = decodeAssignment(cv.AssignedPartitions, ix)
 			for k := range decodeAssignment(cv.PartitionsPendingRevocation, ix) {
 				m.assigned[k] = struct{}{}

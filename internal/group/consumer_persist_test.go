@@ -199,3 +199,78 @@ func TestConsumerGroupRecordOrder(t *testing.T) {
 		t.Fatalf("records of a leave:\n got %v\nwant %s", got, want)
 	}
 }
+
+// TestStaticLeaveRecordIsKafkas: a static member's temporary leave
+// (epoch -2) is stored as Kafka's consumerGroupStaticMemberGroupLeave
+// writes it: the current assignment record at member epoch -2 with the
+// member's previous epoch unchanged and no partitions pending revocation
+// (those go to their new owner at once). A reload restores it as such.
+func TestStaticLeaveRecordIsKafkas(t *testing.T) {
+	h := newConsumerHarness(t)
+	p := PartitionFor("g", h.cfg.NumPartitions)
+	static := func(epoch int32, owned []int32, subscribe []string) *kmsg.ConsumerGroupHeartbeatResponse {
+		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		r.Version = 1
+		inst := "i1"
+		r.Group, r.MemberID, r.MemberEpoch, r.InstanceID = "g", "s1", epoch, &inst
+		r.RebalanceTimeoutMillis = 30_000
+		r.SubscribedTopicNames = subscribe
+		if owned != nil {
+			r.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: topicT.ID, Partitions: owned}}
+		}
+		return h.do(r).(*kmsg.ConsumerGroupHeartbeatResponse)
+	}
+	if r := static(0, []int32{}, []string{"t"}); r.MemberEpoch != 1 || assigned(r) != "[0 1 2 3]" {
+		t.Fatalf("s1 join: %v epoch %d %s", kerr.ErrorForCode(r.ErrorCode), r.MemberEpoch, assigned(r))
+	}
+	h.chb("g", "m2", 0, []string{"t"}, "uniform", []int32{})
+	// s1 (epoch 1, previous epoch 0) is told to revoke t:2 and t:3 and
+	// leaves before it reports them released.
+	if r := static(1, []int32{0, 1, 2, 3}, nil); r.MemberEpoch != 1 || assigned(r) != "[0 1]" {
+		t.Fatalf("s1 told to revoke: epoch %d %s", r.MemberEpoch, assigned(r))
+	}
+	if r := static(-2, nil, nil); r.ErrorCode != 0 || r.MemberEpoch != -2 {
+		t.Fatalf("s1 static leave: %v epoch %d", kerr.ErrorForCode(r.ErrorCode), r.MemberEpoch)
+	}
+	var cur consumerCurrentAssignmentValue
+	found := false
+	for k, v := range liveConsumerRecords(t, h.store, p) {
+		var key consumerKey
+		if err := key.ReadFrom([]byte(k)); err != nil {
+			t.Fatal(err)
+		}
+		if key.Type == recConsumerGroupCurrentAssignment && key.Member == "s1" {
+			if err := cur.ReadFrom(v); err != nil {
+				t.Fatal(err)
+			}
+			found = true
+		}
+	}
+	if !found || cur.MemberEpoch != -2 || cur.PreviousMemberEpoch != 0 || len(cur.PartitionsPendingRevocation) != 0 ||
+		len(cur.AssignedPartitions) != 1 || fmt.Sprint(cur.AssignedPartitions[0].Partitions) != "[0 1]" {
+		t.Fatalf("s1's current assignment record after its static leave: %+v (found %v)", cur, found)
+	}
+	// The revoked partitions are free: m2 gets them without waiting.
+	if r := h.chb("g", "m2", 2, nil, "", []int32{}); r.MemberEpoch != 2 || assigned(r) != "[2 3]" {
+		t.Fatalf("m2 after s1 left: epoch %d %s", r.MemberEpoch, assigned(r))
+	}
+	before := h.describeConsumer("g")
+	h.restart()
+	if got := h.describeConsumer("g"); got != before || !strings.Contains(got, "s1 epoch=-2 ") {
+		t.Fatalf("after reload:\n got %s\nwant %s", got, before)
+	}
+	// A heartbeat at the old epoch is fenced; the instance rejoining (a new
+	// process, new member id) takes over s1's partitions at the group's
+	// assignment epoch.
+	if r := static(1, nil, nil); r.ErrorCode != kerr.FencedMemberEpoch.Code {
+		t.Fatalf("s1 at its old epoch after leaving: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	r.Version, r.Group, r.MemberID, r.MemberEpoch = 1, "g", "s1b", 0
+	inst := "i1"
+	r.InstanceID, r.RebalanceTimeoutMillis, r.SubscribedTopicNames = &inst, 30_000, []string{"t"}
+	r.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	if resp := h.do(r).(*kmsg.ConsumerGroupHeartbeatResponse); resp.ErrorCode != 0 || resp.MemberEpoch != 2 || assigned(resp) != "[0 1]" {
+		t.Fatalf("s1b rejoin: %v epoch %d %s", kerr.ErrorForCode(resp.ErrorCode), resp.MemberEpoch, assigned(resp))
+	}
+}
