@@ -152,7 +152,21 @@ func (s *Server) leaderPartition(topic string, idx int32, currentEpoch int32) (*
 
 // notLeader is the NOT_LEADER_OR_FOLLOWER answer for a partition whose
 // state the metadata has.
+//
+// The leader named (KIP-951's CurrentLeader) is the one Metadata names
+// (servingLeader): none while the partition has no live leader or one
+// elected for an earlier incarnation of a restarted broker.
 func (s *Server) notLeader(topic string, idx int32, st meta.PartitionState) error {
+	if s.cfg.Cluster != nil && servingLeader(s.cfg.Cluster.View(), st) == meta.NoLeader {
+		why := "has no leader now"
+		if st.Leader != meta.NoLeader {
+			why = fmt.Sprintf("has no leader now (broker %d was elected for an earlier incarnation or is not live; the controller elects again)", st.Leader)
+		}
+		return &notLeaderError{
+			err:    fmt.Errorf("%s-%d %s, and this broker (%d) does not lead it: %w", topic, idx, why, s.b.NodeID(), kerr.NotLeaderForPartition),
+			leader: -1, epoch: -1,
+		}
+	}
 	return &notLeaderError{
 		err: fmt.Errorf("%s-%d is led by broker %d (leader epoch %d), not by this broker (%d): %w",
 			topic, idx, st.Leader, st.LeaderEpoch, s.b.NodeID(), kerr.NotLeaderForPartition),
