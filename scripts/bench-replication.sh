@@ -14,7 +14,8 @@
 # are throttled to the given rate (blkio.throttle.write_bps_device; buffered
 # writes are charged at fsync, which the brokers call), emulating one disk per
 # broker as in a real cluster instead of three brokers sharing one. RF=1 and
-# RF=3 run under the same limits.
+# RF=3 run under the same limits. STRATA_BENCH_KEEP_LOGS=<dir> keeps the
+# brokers' logs there.
 # Usage:
 #   scripts/bench-replication.sh BIN [ROUNDS] [COUNT]
 set -euo pipefail
@@ -25,6 +26,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   for g in "${cgroups[@]}"; do rmdir "$g" 2>/dev/null || true; done
+  if [ -n "${STRATA_BENCH_KEEP_LOGS:-}" ]; then mkdir -p "$STRATA_BENCH_KEEP_LOGS" && cp "$work"/node-*.log "$STRATA_BENCH_KEEP_LOGS/"; fi
   rm -rf "$work"
 }
 trap cleanup EXIT

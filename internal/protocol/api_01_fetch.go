@@ -408,6 +408,9 @@ type fetchPart struct {
 	// leader is the current leader and epoch of a NOT_LEADER_OR_FOLLOWER
 	// answer (Fetch v12+ CurrentLeader, KIP-951).
 	leader *[2]int32
+	// durableEnd, when set, is a follower's fsynced end as the leader
+	// recorded it, echoed with replica.DurableEndTag (Strata to Strata).
+	durableEnd *int64
 	// preferred is the replica the consumer should fetch from (v11+
 	// preferred_read_replica, KIP-392); nil: -1.
 	preferred *int32

@@ -16,7 +16,9 @@ import (
 // epoch and no records (Fetch v12+); otherwise whole batches up to the log
 // end are returned (sent with sendfile like consumer fetches) and the
 // follower's position is recorded, which moves the high watermark and may
-// expand the ISR. It long-polls for new data up to the request's max wait
+// expand the ISR. A Strata follower's fsynced end, reported apart from its
+// fetch offset in replica.DurableEndTag, is recorded and echoed in the
+// answer's partition with the same tag (docs/replication.md). It long-polls for new data up to the request's max wait
 // and min bytes (replica.fetch.wait.max.ms / replica.fetch.min.bytes of the
 // follower). Fetch sessions are not offered to followers: they send
 // sessionless full fetches.
@@ -65,12 +67,19 @@ func (s *Server) replicaFetchOnce(req *kmsg.FetchRequest, replicaID int32, broke
 				}
 				var ans replica.FetchAnswer
 				limit := min(int64(rp.PartitionMaxBytes), remaining)
+				// A Strata follower's fsynced end (replica.DurableEndTag,
+				// an unknown tag to kmsg: kept in UnknownTags).
+				durable, hasDurable := replica.DurableEndOf(&rp.UnknownTags)
 				ans, err = p.ServeReplicaFetch(replica.FetchPart{
 					Replica: replicaID, BrokerEpoch: brokerEpoch, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
-					FetchOffset: rp.FetchOffset, LastFetchedEpoch: rp.LastFetchedEpoch, LogStart: rp.LogStartOffset,
+					FetchOffset: rp.FetchOffset, DurableEnd: durable, HasDurableEnd: hasDurable,
+					LastFetchedEpoch: rp.LastFetchedEpoch, LogStart: rp.LogStartOffset,
 					MaxBytes: max(limit, 0), MinOneBatch: fr.bytes == 0,
 				})
 				if err == nil {
+					if hasDurable && ans.Diverging == nil && ans.DurableEnd >= 0 {
+						fp.durableEnd = &ans.DurableEnd
+					}
 					fp.hw, fp.lso, fp.logStart = ans.HighWatermark, min(ans.LastStable, ans.HighWatermark), ans.LogStart
 					fp.diverging = ans.Diverging
 					if ans.Diverging != nil {

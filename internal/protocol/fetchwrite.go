@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/strata-io/strata/internal/broker"
+	"github.com/strata-io/strata/internal/replica"
 )
 
 // fetchEncoder writes the Fetch response framing (v4-15) into a buffer;
@@ -134,6 +135,9 @@ func (e *fetchEncoder) encode(corr int32, fr *fetchReply) (int64, error) {
 				if p.leader != nil {
 					n++
 				}
+				if p.durableEnd != nil {
+					n++
+				}
 				e.uvarint(uint64(n))
 				if d := p.diverging; d != nil {
 					// Tagged field 0, DivergingEpoch (v12+): epoch int32,
@@ -152,6 +156,14 @@ func (e *fetchEncoder) encode(corr int32, fr *fetchReply) (int64, error) {
 					e.i32(l[0])
 					e.i32(l[1])
 					e.uvarint(0)
+				}
+				if d := p.durableEnd; d != nil {
+					// Strata's replica.DurableEndTag (tags go in
+					// ascending order): the follower's fsynced end as
+					// recorded, int64.
+					e.uvarint(uint64(replica.DurableEndTag))
+					e.uvarint(8)
+					e.i64(*d)
 				}
 			}
 		}

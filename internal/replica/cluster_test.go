@@ -656,3 +656,153 @@ func TestPowerCutOfEveryReplica(t *testing.T) {
 	t.Logf("%d records acknowledged before the power cut (%s), all read back after it; leader %d at epoch %d, log end %d",
 		len(before), strings.Join(ends, ", "), st.Leader, st.LeaderEpoch, lp.Log.LogEndOffset())
 }
+
+// TestPipelinedFollowerFsync: under strata.durable.acks a follower fetches
+// again from its log end while the fsync of what it appended last is still
+// running, reporting its fsynced end apart (replica.DurableEndTag), so the
+// leader sees a fetch offset past the fsynced end; the high watermark
+// still counts only fsynced ends. One follower's segment fsyncs are held
+// back while acks=all produce runs; then every replica loses its unsynced
+// bytes at once: every acknowledged record survives.
+func TestPipelinedFollowerFsync(t *testing.T) {
+	hosts := make([]host, 3)
+	crash := make([]*crashHost, 3)
+	for i := range hosts {
+		crash[i] = startCrashHost(t, int32(i+1))
+		hosts[i] = crash[i]
+	}
+	r := newRigOn(t, hosts)
+	var lead *replica.Replica
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Millisecond) {
+		if lead = r.node(1).mgr.Replica(r.tp); lead != nil && len(lead.Followers()) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("node 1 never led the partition")
+		}
+	}
+	before, err := r.produce(1, 0, 100)
+	if err != nil || len(before) != 100 {
+		t.Fatalf("produce: %d acked, %v", len(before), err)
+	}
+	// Follower 2's segment fsyncs wait until released.
+	release := make(chan struct{})
+	var held sync.WaitGroup
+	var mu sync.Mutex
+	blocked := 0
+	errCut := errors.New("power cut")
+	crash[1].fs.SetHook(func(op, name string) error {
+		if op == "sync" && strings.HasSuffix(name, ".log") && strings.Contains(name, "rep-0") {
+			mu.Lock()
+			blocked++
+			mu.Unlock()
+			held.Add(1)
+			defer held.Done()
+			<-release
+			return errCut // released only by the power cut
+		}
+		return nil
+	})
+	released := false
+	releaseAll := func() {
+		if !released {
+			released = true
+			close(release)
+		}
+	}
+	t.Cleanup(releaseAll)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.node(1).b.Addr()), kgo.DefaultProduceTopic(r.tp.Topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond), kgo.MaxBufferedRecords(64),
+		kgo.RecordDeliveryTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var amu sync.Mutex
+	acked := map[int64]string{}
+	ctx, cancel := context.WithCancel(r.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 100; ctx.Err() == nil; i++ {
+			v := fmt.Sprintf("v%06d", i)
+			cl.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(rec *kgo.Record, err error) {
+				if err == nil {
+					amu.Lock()
+					acked[rec.Offset] = v
+					amu.Unlock()
+				}
+			})
+		}
+	}()
+	// The leader records a fetch from follower 2 past its fsynced end while
+	// that follower's fsync is held: the fetch went out before the fsync
+	// completed.
+	fp, _ := r.node(2).b.Broker().Partition(r.tp.Topic, 0)
+	deadline := time.Now().Add(60 * time.Second)
+	var seen replica.Follower
+	for {
+		for _, f := range lead.Followers() {
+			if f.ID == 2 && f.EndOffset > f.DurableEnd && f.DurableEnd >= 0 {
+				seen = f
+			}
+		}
+		if seen.ID == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no fetch from follower 2 past its fsynced end while its fsync was held: %+v", lead.Followers())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	nblocked := blocked
+	mu.Unlock()
+	if nblocked == 0 || fp.Log.DurableEnd() > seen.DurableEnd {
+		t.Fatalf("follower 2 fsynced meanwhile (%d fsyncs held, durable end %d, reported %d)", nblocked, fp.Log.DurableEnd(), seen.DurableEnd)
+	}
+	// Let acks=all go on (with follower 2 in the ISR or removed from it) a
+	// little, then cut the power of all three while its fsync is held.
+	for {
+		amu.Lock()
+		n := len(acked)
+		amu.Unlock()
+		if n >= 100 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	amu.Lock()
+	for k, v := range acked {
+		before[k] = v
+	}
+	amu.Unlock()
+	// The cut: each replica's image keeps what it fsynced; from then on
+	// nothing the running brokers write becomes durable (every mutating
+	// operation fails), so no replica can report, after the cut, an fsync
+	// its image does not hold.
+	var ends []string
+	for i, h := range crash {
+		p, _ := h.Broker().Partition(r.tp.Topic, 0)
+		ends = append(ends, fmt.Sprintf("node %d end %d fsynced %d", i+1, p.Log.LogEndOffset(), p.Log.DurableEnd()))
+		h.fs.SetHook(func(string, string) error { return errCut })
+		h.PowerCut()
+	}
+	releaseAll()
+	held.Wait()
+	cancel()
+	<-done
+	cl.Close()
+	for _, nd := range r.nodes {
+		r.kill(nd)
+	}
+	for _, nd := range r.nodes {
+		r.restart(nd)
+	}
+	st := r.waitState("a leader and a full ISR", func(st meta.PartitionState) bool { return st.Leader > 0 && len(st.ISR) == 3 })
+	r.waitCaughtUp(st.Leader)
+	checkAcked(t, before, r.readAll(st.Leader))
+	r.checkConverged(st.Leader)
+	t.Logf("fetch at %d with fsynced end %d while %d fsyncs were held; at the cut %s; %d records acknowledged before it, all read back",
+		seen.EndOffset, seen.DurableEnd, nblocked, strings.Join(ends, ", "), len(before))
+}

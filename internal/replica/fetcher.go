@@ -69,6 +69,8 @@ type position struct {
 	r     *Replica
 	epoch int32 // current leader epoch sent
 	part  kmsg.FetchRequestTopicPartition
+	// noWait: an fsync of this partition is outstanding (PlanFetch).
+	noWait bool
 }
 
 func (f *fetcher) run() {
@@ -124,6 +126,9 @@ func (f *fetcher) run() {
 				return
 			}
 			log.Warn("fetch failed", "err", err)
+			for _, p := range pos {
+				p.r.unpipeline()
+			}
 			f.m.cfg.Dialer.Forget(f.key.source, f.key.index)
 			conn = nil
 			f.sleep(time.Now().Add(f.m.cfg.FetchBackoff))
@@ -165,11 +170,13 @@ func (f *fetcher) build() (req *kmsg.FetchRequest, pos []position, next time.Tim
 		return rs[i].tp.Partition < rs[j].tp.Partition
 	})
 	now := time.Now()
+	noWait := false
 	for _, r := range rs {
 		p, st, at := r.fetchPosition(f, now)
 		switch st {
 		case fetchReady:
 			pos = append(pos, p)
+			noWait = noWait || p.noWait
 		case fetchSyncing:
 			syncing = true
 		case fetchBackoff, fetchThrottled:
@@ -187,6 +194,9 @@ func (f *fetcher) build() (req *kmsg.FetchRequest, pos []position, next time.Tim
 	req.ReplicaState.ID = f.m.cfg.Local
 	req.ReplicaState.Epoch = f.m.cfg.BrokerEpoch()
 	req.MaxWaitMillis = int32(f.m.cfg.FetchWaitMax.Milliseconds())
+	if noWait {
+		req.MaxWaitMillis = 0 // PlanFetch: an fsync to report is outstanding
+	}
 	req.MinBytes = f.m.cfg.FetchMinBytes
 	req.MaxBytes = f.m.cfg.FetchResponseMaxBytes
 	req.SessionID, req.SessionEpoch = 0, -1 // sessionless full fetches
@@ -217,7 +227,7 @@ const (
 // fetchPosition returns what r asks for, or why not now: not following
 // this fetcher's source, fenced, backing off (ready again at at), or
 // waiting for its own fsync (strata.durable.acks: a follower reports only
-// what it fsynced, so it asks for more only once that caught up).
+// what it fsynced; PlanFetch says how far it may fetch ahead of it).
 func (r *Replica) fetchPosition(f *fetcher, now time.Time) (position, fetchState, time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -239,18 +249,24 @@ func (r *Replica) fetchPosition(f *fetcher, now time.Time) (position, fetchState
 		return position{}, fetchThrottled, now.Add(r.m.cfg.FetchBackoff)
 	}
 	local := r.local()
-	off, ready := FetchPosition(local, r.m.cfg.Durable)
-	if !ready {
+	if local.Durable >= local.End {
+		r.drained = false
+	}
+	plan := PlanFetch(local, r.m.cfg.Durable, r.pipelined, r.drained)
+	if !plan.Ready {
 		return position{}, fetchSyncing, time.Time{}
 	}
 	p := kmsg.NewFetchRequestTopicPartition()
 	p.Partition = r.tp.Partition
 	p.CurrentLeaderEpoch = r.st.LeaderEpoch
-	p.FetchOffset = off
+	p.FetchOffset = plan.Offset
 	p.LastFetchedEpoch = r.log.LatestEpoch()
 	p.LogStartOffset = local.Start
 	p.PartitionMaxBytes = r.m.cfg.FetchMaxBytes
-	return position{r: r, epoch: r.st.LeaderEpoch, part: p}, fetchReady, time.Time{}
+	if plan.Durable >= 0 {
+		p.UnknownTags.Set(DurableEndTag, DurableEndValue(plan.Durable))
+	}
+	return position{r: r, epoch: r.st.LeaderEpoch, part: p, noWait: plan.NoWait}, fetchReady, time.Time{}
 }
 
 // handle applies a Fetch response.
@@ -288,6 +304,14 @@ func (f *fetcher) handle(conn Conn, pos []position, resp *kmsg.FetchResponse) {
 	}
 }
 
+// unpipeline returns r to fetching from its fsynced end until the leader
+// echoes DurableEndTag again (a new connection may reach another broker).
+func (r *Replica) unpipeline() {
+	r.mu.Lock()
+	r.pipelined, r.drained = false, false
+	r.mu.Unlock()
+}
+
 // backOff delays r's next fetch by replica.fetch.backoff.ms.
 func (r *Replica) backOff() {
 	r.mu.Lock()
@@ -319,6 +343,14 @@ func (r *Replica) fetched(f *fetcher, p position, rp *kmsg.FetchResponseTopicPar
 		return false // the partition moved meanwhile
 	}
 	err := kerr.ErrorForCode(rp.ErrorCode)
+	if err == nil {
+		// A leader that echoes DurableEndTag counts the fsynced end this
+		// follower reports apart from its fetch offset (PlanFetch).
+		_, r.pipelined = DurableEndOf(&rp.UnknownTags)
+		// A no-wait fetch answered without records: wait for the fsync,
+		// then report it with a normal fetch.
+		r.drained = p.noWait && len(rp.RecordBatches) == 0
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, kerr.OffsetOutOfRange):

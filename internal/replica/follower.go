@@ -1,9 +1,11 @@
 package replica
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // NoEpoch is an unknown leader epoch (Kafka's UNDEFINED_EPOCH).
@@ -139,11 +141,12 @@ func OutOfRange(localEnd, leaderStart, leaderEnd int64) Reset {
 	}
 }
 
-// FetchPosition is where a follower fetches from next. Under
-// strata.durable.acks it fetches only once everything it appended is
-// fsynced, so the offset it reports to the leader is its fsynced end: the
-// leader then counts only durable copies. ready is false while an fsync is
-// outstanding.
+// FetchPosition is where a follower fetches from next when its leader does
+// not count a separately reported fsynced end (PlanFetch without the
+// echo of DurableEndTag). Under strata.durable.acks it fetches only once
+// everything it appended is fsynced, so the offset it reports to the
+// leader is its fsynced end: the leader then counts only durable copies.
+// ready is false while an fsync is outstanding.
 func FetchPosition(local Local, durable bool) (offset int64, ready bool) {
 	if durable && local.Durable < local.End {
 		return local.Durable, false
@@ -162,4 +165,90 @@ func FollowerHighWatermark(leaderHW int64, local Local, durable bool) int64 {
 		end = min(end, local.Durable)
 	}
 	return max(min(leaderHW, end), local.Start)
+}
+
+// DurableEndTag is the tagged field by which a Strata follower reports its
+// fsynced end in every partition of its Fetch (FetchRequest partition,
+// flexible versions v12+), and by which a Strata leader, in that partition
+// of its answer (FetchResponse partition), echoes the fsynced end it
+// recorded. The value is a big-endian int64 offset. It is Strata to Strata
+// only: clients never send it, Kafka brokers skip it as an unknown tag
+// (KIP-482: unknown tagged fields are ignored), and its number is far
+// from Kafka's own tags in these structs (0 to 2). A follower learns from
+// the echo that the leader counts its fsynced end apart from its fetch
+// offset, and only then fetches from its log end before its fsync
+// completes (PlanFetch); a leader that does not echo (an older Strata)
+// counts the fetch offset as fsynced, so the follower keeps fetching from
+// its fsynced end.
+const DurableEndTag uint32 = 0x5354
+
+// DurableEndValue is the value of DurableEndTag for offset end.
+func DurableEndValue(end int64) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(end))
+}
+
+// DurableEndOf returns the offset a DurableEndTag in tags carries.
+func DurableEndOf(tags *kmsg.Tags) (end int64, ok bool) {
+	tags.Each(func(k uint32, v []byte) {
+		if k == DurableEndTag && len(v) == 8 {
+			end, ok = int64(binary.BigEndian.Uint64(v)), true
+		}
+	})
+	return end, ok
+}
+
+// Plan is what a follower sends next for one partition.
+type Plan struct {
+	// Offset is the fetch offset.
+	Offset int64
+	// Durable is the fsynced end sent with DurableEndTag (NoOffset: none).
+	Durable int64
+	// NoWait asks the leader to answer at once (MaxWaitMillis 0) rather
+	// than park the fetch until new data arrives: the follower has an fsync
+	// outstanding whose completion it must report soon.
+	NoWait bool
+	// Ready is false while the partition waits for its own fsync first.
+	Ready bool
+}
+
+// PlanFetch is a follower's next fetch of a partition (the pipelining
+// rule of docs/replication.md).
+//
+// Kafka's follower fetches again as soon as it appended, from its new log
+// end (AbstractFetcherThread.processFetchRequest, then the next doWork);
+// the leader takes that offset as the follower's log end
+// (Replica.updateFetchState) for what it sends next and for the caught-up
+// time that keeps it in the ISR. With strata.durable.acks=false that is
+// the rule exactly.
+//
+// Under strata.durable.acks a follower reports as replicated only what it
+// fsynced. With a leader that counts a separately reported fsynced end
+// (pipelined: it echoed DurableEndTag) the follower still fetches from its
+// log end as Kafka's does, with its fsynced end in DurableEndTag, so that
+// its fsyncs (the log's group commit, in the background) overlap its next
+// fetches instead of running between them:
+//   - while an fsync is outstanding the fetch asks for no wait: the leader
+//     must not park a fetch whose report of a completed fsync may move its
+//     high watermark;
+//   - once such a fetch came back empty (drained) the follower waits for
+//     its fsync, then fetches normally and so reports the new fsynced end
+//     (the log's fsync hook wakes the fetcher).
+//
+// A catching-up follower thus copies at the rate of fetch and append,
+// its fsyncs following behind; it joins the ISR only once its fsynced end
+// reaches the high watermark (Leader.maybeExpandISR). A follower whose
+// fsyncs stop completing leaves the ISR by the leader's durableProgress
+// rule. Without the echo (a leader that counts the fetch offset as
+// fsynced) the follower fetches from its fsynced end, and only once its
+// fsync completed.
+func PlanFetch(local Local, durable, pipelined, drained bool) Plan {
+	if !durable {
+		return Plan{Offset: local.End, Durable: NoOffset, Ready: true}
+	}
+	d := min(local.Durable, local.End)
+	if !pipelined {
+		return Plan{Offset: d, Durable: d, Ready: d >= local.End}
+	}
+	unsynced := d < local.End
+	return Plan{Offset: local.End, Durable: d, NoWait: unsynced, Ready: !unsynced || !drained}
 }

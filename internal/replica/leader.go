@@ -64,16 +64,25 @@ type Local struct {
 // Follower is the leader's record of one follower (Kafka's ReplicaState).
 type Follower struct {
 	ID int32
-	// EndOffset is the fetch offset of its last fetch: its log end offset,
-	// or under strata.durable.acks its fsynced end. NoOffset until it
-	// fetched from this leader.
+	// EndOffset is the fetch offset of its last fetch: its log end offset
+	// (Kafka's ReplicaState.logEndOffset, from Replica.updateFetchState).
+	// NoOffset until it fetched from this leader. A follower that does not
+	// send DurableEndTag fetches under strata.durable.acks from its fsynced
+	// end, so then both ends are that.
 	EndOffset int64
+	// DurableEnd is the fsynced end it reported with DurableEndTag, or
+	// EndOffset when its fetch had none: under strata.durable.acks the
+	// high watermark and ISR expansion count this end.
+	DurableEnd int64
 	// LogStart is the log start offset it reported.
 	LogStart int64
 	// LastFetchMs is when its last fetch arrived, LastFetchLeaderEnd the
 	// leader's log end offset at that fetch.
 	LastFetchMs        int64
 	LastFetchLeaderEnd int64
+	// LastDurableMs is the latest fetch at which its reported fsynced end
+	// had advanced or covered its fetch offset (durableProgress).
+	LastDurableMs int64
 	// LastCaughtUpMs is the latest time at which it had fetched up to the
 	// leader's log end offset of that moment.
 	LastCaughtUpMs int64
@@ -150,6 +159,10 @@ func NewLeader(cfg Config, st State, brokers map[int32]Broker, local Local, hw i
 	return l, nil
 }
 
+func newFollower(id int32) *Follower {
+	return &Follower{ID: id, EndOffset: NoOffset, DurableEnd: NoOffset, LogStart: NoOffset, LastFetchLeaderEnd: NoOffset, BrokerEpoch: noBrokerEpoch}
+}
+
 func cloneState(st State) State {
 	st.Replicas = slices.Clone(st.Replicas)
 	st.ISR = slices.Clone(st.ISR)
@@ -171,11 +184,12 @@ func (l *Leader) syncFollowers(nowMs int64, newLeader bool) {
 		}
 		f := l.followers[id]
 		if f == nil || newLeader {
-			f = &Follower{ID: id, EndOffset: NoOffset, LogStart: NoOffset, LastFetchLeaderEnd: NoOffset, BrokerEpoch: noBrokerEpoch}
+			f = newFollower(id)
 			l.followers[id] = f
 		}
 		if slices.Contains(l.st.ISR, id) {
 			f.LastCaughtUpMs = nowMs
+			f.LastDurableMs = nowMs
 			if !newLeader {
 				f.LastFetchMs = nowMs
 			}
@@ -227,7 +241,7 @@ func (l *Leader) Update(st State, nowMs int64) (hwChanged, newEpoch bool, err er
 		}
 		for _, id := range l.st.Replicas {
 			if id != l.cfg.Local && l.followers[id] == nil {
-				l.followers[id] = &Follower{ID: id, EndOffset: NoOffset, LogStart: NoOffset, LastFetchLeaderEnd: NoOffset, BrokerEpoch: noBrokerEpoch}
+				l.followers[id] = newFollower(id)
 			}
 		}
 	}
@@ -283,6 +297,18 @@ type FetchResult struct {
 // followerReplicaOrThrow), a broker epoch older than the registered one
 // NOT_LEADER_OR_FOLLOWER (a fetch from a previous incarnation, KIP-903).
 func (l *Leader) FollowerFetch(id int32, brokerEpoch, fetchOffset, logStart int64, local Local, nowMs int64) (FetchResult, error) {
+	return l.FollowerFetchDurable(id, brokerEpoch, fetchOffset, NoOffset, logStart, local, nowMs)
+}
+
+// FollowerFetchDurable is FollowerFetch for a fetch that also reports the
+// follower's fsynced end (durableEnd, from DurableEndTag; NoOffset when
+// the fetch had none: its fetch offset then counts as fsynced, the rule
+// for followers that fetch only once they fsynced). The fetch offset is
+// the follower's log end, which drives what is read, its caught-up time
+// and so ISR shrinking, as in Kafka; under strata.durable.acks the high
+// watermark and ISR expansion use the durable end (see hwEnd of a
+// follower, maybeIncrementHW, maybeExpandISR).
+func (l *Leader) FollowerFetchDurable(id int32, brokerEpoch, fetchOffset, durableEnd, logStart int64, local Local, nowMs int64) (FetchResult, error) {
 	f := l.followers[id]
 	if f == nil {
 		return FetchResult{}, fmt.Errorf("replica %d is not a replica of this partition at leader epoch %d: %w", id, l.st.LeaderEpoch, kerr.UnknownLeaderEpoch)
@@ -291,7 +317,7 @@ func (l *Leader) FollowerFetch(id int32, brokerEpoch, fetchOffset, logStart int6
 		return FetchResult{}, fmt.Errorf("fetch from replica %d with broker epoch %d, registered %d: %w", id, brokerEpoch, b.Epoch, kerr.NotLeaderForPartition)
 	}
 	l.local = local
-	prevEnd := f.EndOffset
+	prevEnd, prevDurable := f.EndOffset, f.DurableEnd
 	// Replica.updateFetchStateOrThrow: caught up now if the fetch reached
 	// the leader's end; caught up at the previous fetch if this one
 	// reached what the leader's end was then.
@@ -302,13 +328,20 @@ func (l *Leader) FollowerFetch(id int32, brokerEpoch, fetchOffset, logStart int6
 		f.LastCaughtUpMs = max(f.LastCaughtUpMs, f.LastFetchMs)
 	}
 	f.EndOffset = fetchOffset
+	f.DurableEnd = fetchOffset
+	if durableEnd >= 0 {
+		f.DurableEnd = min(durableEnd, fetchOffset)
+	}
+	if f.DurableEnd > prevDurable || f.DurableEnd >= f.EndOffset {
+		f.LastDurableMs = nowMs
+	}
 	f.LogStart = logStart
 	f.LastFetchLeaderEnd = max(local.End, f.LastFetchLeaderEnd)
 	f.LastFetchMs = nowMs
 	f.BrokerEpoch = brokerEpoch
 	var res FetchResult
 	res.Change = l.maybeExpandISR(f)
-	if prevEnd != f.EndOffset || res.Change != nil {
+	if prevEnd != f.EndOffset || prevDurable != f.DurableEnd || res.Change != nil {
 		res.HWChanged = l.maybeIncrementHW(nowMs)
 	}
 	return res, nil
@@ -318,13 +351,16 @@ func (l *Leader) FollowerFetch(id int32, brokerEpoch, fetchOffset, logStart int6
 // sync (Kafka's Partition.maybeExpandIsr / isFollowerInSync): its end is
 // at or past the high watermark and past the start of the current leader
 // epoch, so it holds every committed record, including any the new leader
-// inherited above its high watermark. The change counts at once in the
-// maximal ISR (it only makes the high watermark stricter).
+// inherited above its high watermark. Under strata.durable.acks that end
+// is its fsynced end (followerEnd): an ISR member may be elected, so it
+// must hold every committed record durably, not in its page cache only.
+// The change counts at once in the maximal ISR (it only makes the high
+// watermark stricter).
 func (l *Leader) maybeExpandISR(f *Follower) *IsrChange {
 	if l.pending != nil || slices.Contains(l.st.ISR, f.ID) || !l.eligible(f) {
 		return nil
 	}
-	if f.EndOffset < l.hw || f.EndOffset < l.epochStart {
+	if end := l.followerEnd(f); end < l.hw || end < l.epochStart {
 		return nil
 	}
 	isr := l.ordered(append(slices.Clone(l.st.ISR), f.ID))
@@ -359,9 +395,24 @@ func (l *Leader) ordered(ids []int32) []int32 {
 	return out
 }
 
-// caughtUp is Kafka's ReplicaState.isCaughtUp.
+// caughtUp is Kafka's ReplicaState.isCaughtUp, and under
+// strata.durable.acks durableProgress.
 func (l *Leader) caughtUp(f *Follower, nowMs int64) bool {
-	return f.EndOffset == l.local.End || nowMs-f.LastCaughtUpMs <= l.cfg.LagTimeMaxMs
+	kafka := f.EndOffset == l.local.End || nowMs-f.LastCaughtUpMs <= l.cfg.LagTimeMaxMs
+	return kafka && l.durableProgress(f, nowMs)
+}
+
+// durableProgress is Strata's addition to the caught-up rule for a
+// follower that reports its fsynced end apart from its fetch offset
+// (DurableEndTag, PlanFetch): Kafka's rule looks at the fetch offset only,
+// so a follower whose disk stopped completing fsyncs while it still
+// fetched would stay in the ISR and hold the high watermark (the lowest
+// fsynced end) back for ever. It is out of sync once its fsynced end has
+// stood below its fetch offset without advancing for
+// replica.lag.time.max.ms. A follower without the tag reports its fetch
+// offset as fsynced: always progressing, Kafka's rule alone.
+func (l *Leader) durableProgress(f *Follower, nowMs int64) bool {
+	return !l.cfg.Durable || f.DurableEnd >= f.EndOffset || nowMs-f.LastDurableMs <= l.cfg.LagTimeMaxMs
 }
 
 // Tick checks the ISR for followers that have not caught up with the
@@ -431,8 +482,19 @@ func (l *Leader) hwEnd() int64 {
 	return l.local.End
 }
 
+// followerEnd is a follower's contribution to the high watermark: its
+// reported fsynced end under durable acks, its log end offset otherwise
+// (Kafka's rule exactly).
+func (l *Leader) followerEnd(f *Follower) int64 {
+	if l.cfg.Durable {
+		return min(f.DurableEnd, f.EndOffset)
+	}
+	return f.EndOffset
+}
+
 // maybeIncrementHW is Kafka's Partition.maybeIncrementLeaderHW with
-// Strata's durability rule: the high watermark is the lowest end among
+// Strata's durability rule: the high watermark is the lowest end
+// (hwEnd, followerEnd: fsynced ends under strata.durable.acks) among
 // the leader and every follower in the maximal ISR, or caught up and
 // eligible to join it (so that a catching-up replica is not left behind
 // forever); it never moves back, and never advances while the ISR is
@@ -444,11 +506,12 @@ func (l *Leader) maybeIncrementHW(nowMs int64) bool {
 	}
 	hw := l.hwEnd()
 	for _, f := range l.followers {
-		if f.EndOffset >= hw {
+		end := l.followerEnd(f)
+		if end >= hw {
 			continue
 		}
 		if l.inMaximalISR(f.ID) || (l.caughtUp(f, nowMs) && l.eligible(f)) {
-			hw = f.EndOffset
+			hw = end
 		}
 	}
 	if hw > l.hw {

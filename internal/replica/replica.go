@@ -47,6 +47,11 @@ type Replica struct {
 	// isReplicaInSync: lag known and <= 0); a caught-up follower is never
 	// throttled (follower.replication.throttled.rate).
 	caughtUp bool
+	// pipelined: the leader echoed DurableEndTag at this leader epoch;
+	// drained: a no-wait fetch came back empty while an fsync was
+	// outstanding (PlanFetch).
+	pipelined bool
+	drained   bool
 	// fenced: the leader answered FENCED_LEADER_EPOCH; no fetch until the
 	// metadata brings a newer epoch. backoff: no fetch before.
 	fenced  bool
@@ -192,10 +197,14 @@ type FetchPart struct {
 	BrokerEpoch        int64 // -1 when the request carries none (before v15)
 	CurrentLeaderEpoch int32 // -1: not checked
 	FetchOffset        int64
-	LastFetchedEpoch   int32 // -1: none (before v12)
-	LogStart           int64
-	MaxBytes           int64
-	MinOneBatch        bool
+	// DurableEnd is the fsynced end the follower reported with
+	// DurableEndTag when HasDurableEnd (its fetch carried the tag).
+	DurableEnd       int64
+	HasDurableEnd    bool
+	LastFetchedEpoch int32 // -1: none (before v12)
+	LogStart         int64
+	MaxBytes         int64
+	MinOneBatch      bool
 }
 
 // FetchAnswer is the leader's answer to one partition of a follower's
@@ -208,6 +217,9 @@ type FetchAnswer struct {
 	// Diverging, when set, is the leader's end of the follower's last
 	// fetched epoch: the follower truncates and fetches again.
 	Diverging *EpochEnd
+	// DurableEnd, when >= 0, is the follower's fsynced end as recorded,
+	// echoed with DurableEndTag (the fetch carried the tag).
+	DurableEnd int64
 }
 
 // ServeFetch answers a follower's fetch (Kafka's Partition.fetchRecords
@@ -226,7 +238,7 @@ func (r *Replica) ServeFetch(f FetchPart) (FetchAnswer, error) {
 		return FetchAnswer{}, fmt.Errorf("%s: %w", r.tp, err)
 	}
 	local := r.local()
-	ans := FetchAnswer{LogStart: local.Start}
+	ans := FetchAnswer{LogStart: local.Start, DurableEnd: NoOffset}
 	div, err := Divergence(f.LastFetchedEpoch, f.FetchOffset, local.Start, r.log.EndOffsetForEpoch)
 	if err != nil {
 		return FetchAnswer{}, fmt.Errorf("%s: %w", r.tp, err)
@@ -261,7 +273,11 @@ func (r *Replica) ServeFetch(f FetchPart) (FetchAnswer, error) {
 			q.Record(n)
 		}
 	}
-	fr, err := r.leader.FollowerFetch(f.Replica, f.BrokerEpoch, f.FetchOffset, f.LogStart, local, r.m.nowMs())
+	durable := NoOffset
+	if f.HasDurableEnd {
+		durable = max(f.DurableEnd, 0)
+	}
+	fr, err := r.leader.FollowerFetchDurable(f.Replica, f.BrokerEpoch, f.FetchOffset, durable, f.LogStart, local, r.m.nowMs())
 	if err != nil {
 		res.Release()
 		return FetchAnswer{}, fmt.Errorf("%s: %w", r.tp, err)
@@ -276,6 +292,9 @@ func (r *Replica) ServeFetch(f FetchPart) (FetchAnswer, error) {
 	// it one round earlier than Kafka's (which answers the value read
 	// before); it is committed either way.
 	ans.Read = res
+	if durable >= 0 {
+		ans.DurableEnd = min(durable, f.FetchOffset)
+	}
 	ans.HighWatermark, ans.LastStable = r.leader.HighWatermark(), r.log.LastStableOffset()
 	return ans, nil
 }
@@ -348,6 +367,11 @@ func (r *Replica) apply(st State, minISR int) {
 		r.m.logger.Info("no longer leading", "partition", r.tp, "leader", st.Leader, "epoch", st.LeaderEpoch)
 		r.leader = nil
 	}
+	if st.LeaderEpoch > r.st.LeaderEpoch || st.Leader != r.st.Leader {
+		// A new leader: the lag is unknown again, and whether it counts
+		// reported fsynced ends (DurableEndTag) too.
+		r.pipelined, r.drained = false, false
+	}
 	if st.LeaderEpoch > r.st.LeaderEpoch {
 		r.fenced = false
 		r.backoff = time.Time{}
@@ -392,6 +416,17 @@ func (r *Replica) tick() {
 		r.m.logger.Info("shrinking ISR", "partition", r.tp, "change", ch.String())
 		r.m.propose(r, ch)
 	}
+}
+
+// Followers returns the leader's record of every follower (their fetch
+// offsets and reported fsynced ends), nil when this broker does not lead.
+func (r *Replica) Followers() []Follower {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leader == nil {
+		return nil
+	}
+	return r.leader.Followers()
 }
 
 // Removed reports whether the Manager dropped the replica.

@@ -133,23 +133,26 @@ type heldChange struct {
 }
 
 type cluster struct {
-	held     []heldChange
-	nodes    map[int32]*node
-	ids      []int32
-	q        meta.PartitionState // the partition's metadata key
-	rev      int64               // its mod revision
-	minISR   int
-	unclean  bool
-	durable  bool
-	naive    bool // pre-KIP-101: a follower truncates to its high watermark on leader change
-	lagMs    int64
-	now      int64
-	nextRec  int
-	nextEpo  int64
-	acks     []pendingAck
-	acked    map[int64]string
-	visible  map[int64]string
-	reported map[string]bool
+	held    []heldChange
+	nodes   map[int32]*node
+	ids     []int32
+	q       meta.PartitionState // the partition's metadata key
+	rev     int64               // its mod revision
+	minISR  int
+	unclean bool
+	durable bool
+	naive   bool // pre-KIP-101: a follower truncates to its high watermark on leader change
+	// pipelined: followers fetch from their log end at any time and
+	// report their fsynced end apart (DurableEndTag, PlanFetch).
+	pipelined bool
+	lagMs     int64
+	now       int64
+	nextRec   int
+	nextEpo   int64
+	acks      []pendingAck
+	acked     map[int64]string
+	visible   map[int64]string
+	reported  map[string]bool
 }
 
 func newCluster() *cluster { return &cluster{nodes: map[int32]*node{}} }
@@ -364,6 +367,7 @@ func (c *cluster) init(t *testing.T, args map[string]string) {
 	c.durable = args["durable"] != "false"
 	c.unclean = args["unclean"] == "true"
 	c.naive = args["truncate"] == "hw"
+	c.pipelined = args["pipeline"] == "true"
 	c.lagMs = 30000
 	if v, ok := args["lag"]; ok {
 		c.lagMs = int64(atoi(t, v))
@@ -528,6 +532,12 @@ func (c *cluster) fetch(n *node, brokerEpoch int64, say func(string, ...any)) {
 	}
 	ln := c.nodes[lid]
 	off, ready := FetchPosition(n.log.local(), c.durable)
+	durable := NoOffset
+	if c.pipelined {
+		// The leader's strictest view of the pipelining rule: any fetch
+		// may come while the follower's fsync is outstanding.
+		off, ready, durable = n.log.end(), true, int64(n.log.durable)
+	}
 	if !ready {
 		say("%d: waits for its fsync before fetching (durable end %d < end %d)", n.id, off, n.log.end())
 		return
@@ -570,7 +580,7 @@ func (c *cluster) fetch(n *node, brokerEpoch int64, say func(string, ...any)) {
 		n.log.truncate(tr.Offset)
 		return
 	}
-	res, err := ln.leader.FollowerFetch(n.id, brokerEpoch, off, 0, local, c.now)
+	res, err := ln.leader.FollowerFetchDurable(n.id, brokerEpoch, off, durable, 0, local, c.now)
 	if err != nil {
 		say("%d: fetch from %d at %d: %s", n.id, lid, off, code(err))
 		return
