@@ -6,6 +6,7 @@ import (
 
 	"github.com/strata-io/strata/internal/authz"
 	"github.com/strata-io/strata/internal/broker"
+	"github.com/strata-io/strata/internal/meta"
 	"github.com/strata-io/strata/internal/replica"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -45,7 +46,15 @@ func (s *Server) handleFetch(ctx context.Context, c *conn, kreq kmsg.Request) (r
 	}
 	maxBytes = c.fetchQuotaCap(maxBytes)
 	deadline := time.Now().Add(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
-	fl := s.newFetchFill(plan.parts, fr, maxBytes)
+	var view *meta.View
+	if s.cfg.Cluster != nil {
+		view = s.cfg.Cluster.View()
+	}
+	// Quiet partitions are skipped only in an incremental fetch on the
+	// metadata the session's last answer was built with, and when no
+	// preferred read replica is chosen (the choice may have changed).
+	skipQuiet := plan.incremental && plan.session.view == view && (req.Version < 11 || req.Rack == "" || !s.cfg.RackAwareReplicaSelector)
+	fl := s.newFetchFill(plan, fr, maxBytes, skipQuiet)
 	if req.Version >= 11 {
 		// KIP-392: the request carries client metadata (rack_id), so any
 		// replica may serve it (Kafka's FetchParams.fetchOnlyLeader is
@@ -74,6 +83,8 @@ func (s *Server) handleFetch(ctx context.Context, c *conn, kreq kmsg.Request) (r
 		fl.reread(moved)
 	}
 	if plan.session != nil {
+		fl.markQuiet()
+		plan.session.view = view
 		fr.keepNews(plan.incremental)
 	}
 	for _, t := range fr.topics {
@@ -132,45 +143,78 @@ type fetchFill struct {
 	// the consumer's rack_id (KIP-392).
 	anyReplica bool
 	rack       string
+	// skipQuiet: partitions whose last answer was quiet and that did not
+	// change since are not read again (unchanged).
+	skipQuiet bool
 }
 
-// fetchSlot locates a planned partition's answer in the reply.
+// fetchSlot locates a planned partition's answer in the reply: topic is
+// its topic's entry in fr.topics, part its answer there (-1: none yet, a
+// partition skipped as unchanged).
 type fetchSlot struct{ topic, part int }
 
-func (s *Server) newFetchFill(parts []*sessionPart, fr *fetchReply, maxBytes int64) *fetchFill {
-	fl := &fetchFill{s: s, parts: parts, fr: fr, remaining: maxBytes, where: make([]fetchSlot, len(parts))}
-	// The reply's layout first (one entry per planned partition, grouped
-	// by consecutive topic), so answers can be replaced in place. Each
-	// topic's answers are allocated once at their final size (a session
-	// over 1,000 partitions otherwise regrew them on every fetch).
+// newFetchFill lays out the reply: one topic entry per run of consecutive
+// planned partitions of a topic. Each answer is added when its partition
+// is read (slot); a partition skipped as unchanged gets none unless a long
+// poll reads it. Without skipping, each topic's answers are allocated once
+// at their final size (a session over 1,000 partitions otherwise regrew
+// them on every fetch); with it, only the few read are (zeroing 1,000
+// answers per fetch was half of a fetch's cost). A session's fetches reuse
+// its slot and partition buffers (one fetch at a time runs on a session).
+func (s *Server) newFetchFill(plan fetchPlan, fr *fetchReply, maxBytes int64, skipQuiet bool) *fetchFill {
+	parts := plan.parts
+	fl := &fetchFill{s: s, parts: parts, fr: fr, remaining: maxBytes, skipQuiet: skipQuiet}
+	if ss := plan.session; ss != nil {
+		if cap(ss.where) < len(parts) {
+			ss.where = make([]fetchSlot, len(parts))
+			ss.logs = make([]*broker.Partition, len(parts))
+		}
+		fl.where, fl.logs = ss.where[:len(parts)], ss.logs[:len(parts)]
+		clear(fl.logs)
+	} else {
+		fl.where, fl.logs = make([]fetchSlot, len(parts)), make([]*broker.Partition, len(parts))
+	}
 	run := 0
 	for i, sp := range parts {
 		if n := len(fr.topics); n == 0 || fr.topics[n-1].name != sp.topic {
 			for run = i + 1; run < len(parts) && parts[run].topic == sp.topic; run++ {
 			}
-			fr.topics = append(fr.topics, fetchTopic{name: sp.topic, parts: make([]fetchPart, 0, run-i)})
+			var answers []fetchPart
+			if !skipQuiet {
+				answers = make([]fetchPart, 0, run-i)
+			}
+			fr.topics = append(fr.topics, fetchTopic{name: sp.topic, parts: answers})
 		}
-		ft := &fr.topics[len(fr.topics)-1]
-		fl.where[i] = fetchSlot{len(fr.topics) - 1, len(ft.parts)}
-		ft.parts = append(ft.parts, fetchPart{partition: sp.partition, hw: -1, lso: -1, logStart: -1, session: sp})
+		fl.where[i] = fetchSlot{len(fr.topics) - 1, -1}
 	}
 	return fl
 }
 
+// slot returns planned partition i's answer, adding it to the reply the
+// first time.
 func (fl *fetchFill) slot(i int) *fetchPart {
-	w := fl.where[i]
-	return &fl.fr.topics[w.topic].parts[w.part]
+	w := &fl.where[i]
+	ft := &fl.fr.topics[w.topic]
+	if w.part < 0 {
+		w.part = len(ft.parts)
+		sp := fl.parts[i]
+		ft.parts = append(ft.parts, fetchPart{partition: sp.partition, hw: -1, lso: -1, logStart: -1, session: sp})
+	}
+	return &ft.parts[w.part]
 }
 
 // readAll reads every planned partition once.
 func (fl *fetchFill) readAll() {
-	fl.logs = make([]*broker.Partition, len(fl.parts))
 	for i, sp := range fl.parts {
-		fp := fl.slot(i)
 		if fl.fr.readable != nil && !fl.fr.readable(sp.topic) {
-			fp.errorCode = kerr.TopicAuthorizationFailed.Code // not hasError: the others may still wait
+			fl.slot(i).errorCode = kerr.TopicAuthorizationFailed.Code // not hasError: the others may still wait
 			continue
 		}
+		if p := fl.unchanged(sp); p != nil {
+			fl.logs[i] = p // no answer, still waited on by a long poll
+			continue
+		}
+		fp := fl.slot(i)
 		p, err := fl.s.leaderPartition(sp.topic, sp.partition, sp.epoch)
 		if err != nil && fl.anyReplica {
 			p, err = fl.s.followerRead(sp.topic, sp.partition, sp.epoch, err)
@@ -198,6 +242,63 @@ func (fl *fetchFill) readAll() {
 	}
 }
 
+// unchanged returns the partition of sp when reading it again would give
+// the answer the session's last fetch gave, which carried nothing new for
+// the client: sp was not named in this request (same offset), its last
+// answer had nothing to read (high watermark <= offset, no error), this
+// broker still leads it at the epoch the client sent, and its high
+// watermark, last stable offset and log start offset are those last
+// answered. Such a partition is left out of an incremental answer anyway
+// (keepNews; Kafka's CachedPartition.maybeUpdateResponseData responds for
+// records, a changed high watermark or log start offset, or an error), so
+// it is not read: a fetch over a session of 1,000 mostly idle partitions
+// costs a few atomic loads for each of them instead of a lookup and a
+// read (issue 18, end-to-end latency). Nil: read it.
+func (fl *fetchFill) unchanged(sp *sessionPart) *broker.Partition {
+	p := sp.quiet
+	if p == nil || !fl.skipQuiet || !sp.sent {
+		return nil
+	}
+	if fl.s.cfg.Cluster == nil {
+		// No metadata view to vouch for the partition: it must still be
+		// the broker's (a topic deleted and created again is another).
+		if cur, err := fl.s.b.Partition(sp.topic, sp.partition); err != nil || cur != p {
+			return nil
+		}
+	}
+	if checkLeaderEpoch(p, sp.epoch) != nil {
+		return nil
+	}
+	hw := p.HighWatermark()
+	if hw != sp.hw || hw > sp.offset || min(p.LastStableOffset(), hw) != sp.lso || p.LogStartOffset() != sp.logStart {
+		return nil
+	}
+	return p
+}
+
+// markQuiet records, for each partition of the session, whether its final
+// answer in this fetch was quiet: no error, no preferred replica, nothing
+// to read at its offset (a follower's read is marked too; unchanged, which
+// checks leadership, never skips it). Call it before keepNews (which
+// reorders the answers) and after the long poll (whose re-reads replaced
+// answers). It touches no partition.
+func (fl *fetchFill) markQuiet() {
+	for i, sp := range fl.parts {
+		if fl.where[i].part < 0 {
+			continue // skipped as unchanged and not read since: still quiet
+		}
+		sp.quiet = nil
+		p := fl.logs[i]
+		if p == nil {
+			continue
+		}
+		fp := fl.slot(i)
+		if fp.errorCode == 0 && fp.size == 0 && fp.preferred == nil && fp.hw >= 0 && fp.hw <= sp.offset {
+			sp.quiet = p
+		}
+	}
+}
+
 // addWaiter adds one waiter to every partition read, then appends to moved
 // those whose high watermark or last stable offset moved since they were
 // read (an append between the read and the registration). It leaves
@@ -211,9 +312,13 @@ func (fl *fetchFill) addWaiter(moved []int) []int {
 		}
 		n++
 		p.AddWaiter(fl.w, i)
-		fp := fl.slot(i)
+		readHW, readLSO := fl.parts[i].hw, fl.parts[i].lso // skipped: as last answered
+		if fl.where[i].part >= 0 {
+			fp := fl.slot(i)
+			readHW, readLSO = fp.hw, fp.lso
+		}
 		hw := p.HighWatermark()
-		if hw != fp.hw || min(p.LastStableOffset(), hw) != fp.lso {
+		if hw != readHW || min(p.LastStableOffset(), hw) != readLSO {
 			moved = append(moved, i)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strata-io/strata/internal/broker"
+	"github.com/strata-io/strata/internal/meta"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -36,6 +38,10 @@ type sessionPart struct {
 	// last values sent to the client (to decide what changed)
 	hw, lso, logStart int64
 	sent              bool
+	// quiet is the partition this broker led when the session's last
+	// answer found nothing to read at offset (high watermark <= offset,
+	// no error); nil otherwise. See fetchFill.unchanged.
+	quiet *broker.Partition
 }
 
 type partKey struct {
@@ -53,6 +59,14 @@ type fetchSession struct {
 	// usesIDs: opened by a v13+ fetch (topic ids, KIP-516); its
 	// incremental fetches must use ids too.
 	usesIDs bool
+	// view is the cluster metadata the last fetch was answered with: the
+	// quiet marks of its partitions hold only while it is current.
+	view *meta.View
+	// listed is parts in order (nil: to be rebuilt after a change);
+	// where and logs are the running fetch's buffers (newFetchFill).
+	listed []*sessionPart
+	where  []fetchSlot
+	logs   []*broker.Partition
 }
 
 // fetchSessions is the broker's session cache.
@@ -141,23 +155,32 @@ func (fs *fetchSessions) plan(req *kmsg.FetchRequest) fetchPlan {
 				sp = &sessionPart{topic: t.Topic, partition: p.Partition, hw: -1, logStart: -1}
 				s.parts[k] = sp
 				s.order = append(s.order, k)
+				s.listed = nil
 			}
 			sp.offset, sp.maxBytes, sp.epoch = p.FetchOffset, p.PartitionMaxBytes, p.CurrentLeaderEpoch
 			sp.sent = false // the client changed it: answer it at least once
 		}
 	}
+	forgot := false
 	for _, ft := range req.ForgottenTopics {
 		for _, p := range ft.Partitions {
-			delete(s.parts, partKey{ft.Topic, p})
+			k := partKey{ft.Topic, p}
+			if _, ok := s.parts[k]; ok {
+				delete(s.parts, k)
+				forgot = true
+			}
 		}
 	}
-	kept := s.order[:0]
-	for _, k := range s.order {
-		if _, ok := s.parts[k]; ok {
-			kept = append(kept, k)
+	if forgot {
+		kept := s.order[:0]
+		for _, k := range s.order {
+			if _, ok := s.parts[k]; ok {
+				kept = append(kept, k)
+			}
 		}
+		s.order = kept
+		s.listed = nil
 	}
-	s.order = kept
 	s.epoch = nextEpoch(s.epoch)
 	s.lastUsed = fs.nowFn()
 	fs.inUse[s.id] = true
@@ -175,12 +198,17 @@ func (fs *fetchSessions) done(p fetchPlan) {
 	fs.mu.Unlock()
 }
 
+// list returns the session's partitions in order, rebuilt only after the
+// set changed (a lookup each of 1,000 partitions per fetch otherwise).
+// Only the fetch running on the session uses it.
 func (s *fetchSession) list() []*sessionPart {
-	out := make([]*sessionPart, 0, len(s.order))
-	for _, k := range s.order {
-		out = append(out, s.parts[k])
+	if s.listed == nil {
+		s.listed = make([]*sessionPart, 0, len(s.order))
+		for _, k := range s.order {
+			s.listed = append(s.listed, s.parts[k])
+		}
 	}
-	return out
+	return s.listed
 }
 
 func nextEpoch(e int32) int32 {
