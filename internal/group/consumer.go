@@ -39,6 +39,19 @@ func newTopicIndex(ts []TopicInfo) topicIndex {
 	return ix
 }
 
+// sameTopics reports whether two topic snapshots hold the same topics.
+func sameTopics(a, b topicIndex) bool {
+	if len(a.byName) != len(b.byName) {
+		return false
+	}
+	for name, t := range a.byName {
+		if b.byName[name] != t {
+			return false
+		}
+	}
+	return true
+}
+
 // tpset is a set of topic partitions.
 type tpset map[tp]struct{}
 
@@ -112,10 +125,20 @@ type consumerGroup struct {
 	meta    []consumerTopicMetadata
 	metaKey string
 	tops    topicIndex
+
+	// changed holds the ids of the members whose records may differ from
+	// what was last written (a member removed included); changedAll is set
+	// when every member's may (a new target assignment, new topics, a
+	// load). consumerChangesLocked encodes only those and clears both.
+	changed    map[string]bool
+	changedAll bool
 }
 
+// touch marks member id's records for the next write.
+func (cg *consumerGroup) touch(id string) { cg.changed[id] = true }
+
 func newConsumerGroup() *consumerGroup {
-	return &consumerGroup{members: map[string]*cmember{}, static: map[string]string{}, target: map[string]tpset{}}
+	return &consumerGroup{members: map[string]*cmember{}, static: map[string]string{}, target: map[string]tpset{}, changed: map[string]bool{}, changedAll: true}
 }
 
 // stateName is the KIP-848 group state.
@@ -221,6 +244,7 @@ func (g *group) bumpConsumer() {
 	cg.metaKey = metaKeyOf(cg.meta)
 	cg.target = assign(cg.assignorName(), cg.members, cg.tops, cg.target)
 	cg.assignmentEpoch = cg.epoch
+	cg.changedAll = true
 	g.syncConsumerState()
 	if g.env.rebalanced != nil {
 		g.env.rebalanced()
@@ -266,7 +290,12 @@ type chbResult struct {
 // consumerHeartbeat runs one ConsumerGroupHeartbeat.
 func (g *group) consumerHeartbeat(p chbParams, ix topicIndex, session time.Duration) chbResult {
 	cg := g.consumer
+	if !sameTopics(cg.tops, ix) {
+		// The records name topics by id and leave deleted ones out.
+		cg.changedAll = true
+	}
 	cg.tops = ix
+	cg.touch(p.memberID)
 	if p.assignor != nil && *p.assignor != assignorUniform && *p.assignor != assignorRange {
 		return chbResult{err: kerr.UnsupportedAssignor.Code, msg: "assignor " + *p.assignor + " is not supported (uniform, range)"}
 	}
@@ -389,6 +418,7 @@ func subset(a, b tpset) bool {
 // reconcile moves a member towards its target assignment.
 func (g *group) reconcile(m *cmember) {
 	cg := g.consumer
+	cg.touch(m.id)
 	target := cg.target[m.id]
 	var revoke []tp
 	for k := range m.assigned {
@@ -474,6 +504,7 @@ func (g *group) removeCMember(m *cmember) {
 	m.hbSeq++
 	m.revokeSeq++
 	m.revokeTimer = nil
+	cg.touch(m.id)
 	delete(cg.members, m.id)
 	delete(cg.target, m.id)
 	if m.instanceID != nil && cg.static[*m.instanceID] == m.id {
@@ -492,6 +523,7 @@ func (m *cmember) left() bool { return m.epoch == memberEpochLeftStatic }
 // previous epoch unchanged), with the partitions it was assigned minus
 // those being revoked, which are free for their new owners at once.
 func (g *group) leaveStatic(m *cmember) {
+	g.consumer.touch(m.id)
 	target := g.consumer.target[m.id]
 	for k := range m.assigned {
 		if !target.has(k) {
@@ -507,6 +539,8 @@ func (g *group) leaveStatic(m *cmember) {
 // replaceCMember gives a restarted static member's state to its new id.
 func (g *group) replaceCMember(old *cmember, newID string) {
 	cg := g.consumer
+	cg.touch(old.id)
+	cg.touch(newID)
 	delete(cg.members, old.id)
 	if t, ok := cg.target[old.id]; ok {
 		delete(cg.target, old.id)

@@ -109,59 +109,89 @@ func optString(s string) *string {
 // consumerRecords returns the records that describe g's KIP-848 state, by
 // key (g.mu held).
 func (g *group) consumerRecords() map[string][]byte {
-	cg := g.consumer
 	out := map[string][]byte{}
+	cg := g.consumer
 	if cg == nil {
 		return out
 	}
-	put := func(t int16, member string, v interface{ AppendTo([]byte) []byte }) {
-		out[string(consumerKey{Type: t, Group: g.id, Member: member}.AppendTo(nil))] = v.AppendTo(nil)
+	g.putGroupRecords(out)
+	for id := range cg.members {
+		g.putMemberRecords(out, id)
 	}
-	put(recConsumerGroupMetadata, "", &consumerGroupMetadataValue{Epoch: cg.epoch, CreationTimeMs: -1})
+	return out
+}
+
+// putConsumerRecord encodes one consumer group record into out by key.
+func (g *group) putConsumerRecord(out map[string][]byte, t int16, member string, v interface{ AppendTo([]byte) []byte }) {
+	out[string(consumerKey{Type: t, Group: g.id, Member: member}.AppendTo(nil))] = v.AppendTo(nil)
+}
+
+// putGroupRecords encodes the group-level records (group epoch, partition
+// metadata, assignment epoch) into out.
+func (g *group) putGroupRecords(out map[string][]byte) {
+	cg := g.consumer
+	g.putConsumerRecord(out, recConsumerGroupMetadata, "", &consumerGroupMetadataValue{Epoch: cg.epoch, CreationTimeMs: -1})
 	meta := cg.meta
 	if meta == nil {
 		meta = []consumerTopicMetadata{}
 	}
-	put(recConsumerGroupPartitionMetadata, "", &consumerPartitionMetadataValue{Topics: meta})
-	put(recConsumerGroupTargetAssignment, "", &consumerTargetAssignmentMetadataValue{AssignmentEpoch: cg.assignmentEpoch})
-	for id, m := range cg.members {
-		rt := int32(-1)
-		if m.rebalanceTimeout > 0 {
-			rt = int32(m.rebalanceTimeout.Milliseconds())
-		}
-		topics := m.topics
-		if topics == nil {
-			topics = []string{}
-		}
-		put(recConsumerGroupMemberMetadata, id, &consumerMemberMetadataValue{
-			InstanceID: m.instanceID, RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost,
-			SubscribedTopicNames: topics, SubscribedTopicRegex: optString(m.regex),
-			RebalanceTimeoutMs: rt, ServerAssignor: optString(m.assignor),
-		})
-		target := cg.target[id]
-		put(recConsumerGroupTargetMember, id, &consumerTargetMemberValue{TopicPartitions: encodeAssignment(target, cg.tops)})
-		owned, revoking := tpset{}, tpset{}
-		for k := range m.assigned {
-			if target.has(k) {
-				owned[k] = struct{}{}
-			} else {
-				revoking[k] = struct{}{}
-			}
-		}
-		cur := &consumerCurrentAssignmentValue{
-			MemberEpoch: m.epoch, PreviousMemberEpoch: m.prevEpoch, State: memberStateStable,
-			AssignedPartitions:          encodeAssignment(owned, cg.tops),
-			PartitionsPendingRevocation: encodeAssignment(revoking, cg.tops),
-		}
-		switch {
-		case len(revoking) > 0:
-			cur.State = memberStateUnrevokedPartitions
-		case !subset(target, m.assigned):
-			cur.State = memberStateUnreleasedPartitions
-		}
-		put(recConsumerGroupCurrentAssignment, id, cur)
+	g.putConsumerRecord(out, recConsumerGroupPartitionMetadata, "", &consumerPartitionMetadataValue{Topics: meta})
+	g.putConsumerRecord(out, recConsumerGroupTargetAssignment, "", &consumerTargetAssignmentMetadataValue{AssignmentEpoch: cg.assignmentEpoch})
+}
+
+// putMemberRecords encodes member id's three records (subscription, target
+// assignment, current assignment) into out; nothing for a member that is
+// gone.
+func (g *group) putMemberRecords(out map[string][]byte, id string) {
+	cg := g.consumer
+	m := cg.members[id]
+	if m == nil {
+		return
 	}
-	return out
+	rt := int32(-1)
+	if m.rebalanceTimeout > 0 {
+		rt = int32(m.rebalanceTimeout.Milliseconds())
+	}
+	topics := m.topics
+	if topics == nil {
+		topics = []string{}
+	}
+	g.putConsumerRecord(out, recConsumerGroupMemberMetadata, id, &consumerMemberMetadataValue{
+		InstanceID: m.instanceID, RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost,
+		SubscribedTopicNames: topics, SubscribedTopicRegex: optString(m.regex),
+		RebalanceTimeoutMs: rt, ServerAssignor: optString(m.assignor),
+	})
+	target := cg.target[id]
+	g.putConsumerRecord(out, recConsumerGroupTargetMember, id, &consumerTargetMemberValue{TopicPartitions: encodeAssignment(target, cg.tops)})
+	owned, revoking := tpset{}, tpset{}
+	for k := range m.assigned {
+		if target.has(k) {
+			owned[k] = struct{}{}
+		} else {
+			revoking[k] = struct{}{}
+		}
+	}
+	cur := &consumerCurrentAssignmentValue{
+		MemberEpoch: m.epoch, PreviousMemberEpoch: m.prevEpoch, State: memberStateStable,
+		AssignedPartitions:          encodeAssignment(owned, cg.tops),
+		PartitionsPendingRevocation: encodeAssignment(revoking, cg.tops),
+	}
+	switch {
+	case len(revoking) > 0:
+		cur.State = memberStateUnrevokedPartitions
+	case !subset(target, m.assigned):
+		cur.State = memberStateUnreleasedPartitions
+	}
+	g.putConsumerRecord(out, recConsumerGroupCurrentAssignment, id, cur)
+}
+
+// memberRecordKeys are the keys of member id's three records.
+func (g *group) memberRecordKeys(id string) [3]string {
+	return [3]string{
+		string(consumerKey{Type: recConsumerGroupMemberMetadata, Group: g.id, Member: id}.AppendTo(nil)),
+		string(consumerKey{Type: recConsumerGroupTargetMember, Group: g.id, Member: id}.AppendTo(nil)),
+		string(consumerKey{Type: recConsumerGroupCurrentAssignment, Group: g.id, Member: id}.AppendTo(nil)),
+	}
 }
 
 // consumerChangesLocked returns the records that bring the stored KIP-848
@@ -169,14 +199,33 @@ func (g *group) consumerRecords() map[string][]byte {
 // deleted, every record is tombstoned) and notes them as written.
 func (g *group) consumerChangesLocked(gone bool) []record.Record {
 	desired := map[string][]byte{}
-	if !gone {
-		desired = g.consumerRecords()
-	}
 	var tomb, up []string
-	for k := range g.cwritten {
-		if _, ok := desired[k]; !ok {
-			tomb = append(tomb, k)
+	if cg := g.consumer; !gone && cg != nil && !cg.changedAll {
+		// Only the members marked changed (consumerGroup.changed) can
+		// have new records, as in Kafka, which writes the records of what
+		// a heartbeat changed: encode the group-level records and theirs.
+		g.putGroupRecords(desired)
+		for id := range cg.changed {
+			g.putMemberRecords(desired, id)
+			for _, k := range g.memberRecordKeys(id) {
+				if _, ok := desired[k]; !ok && g.cwritten[k] != nil {
+					tomb = append(tomb, k)
+				}
+			}
 		}
+	} else {
+		if !gone {
+			desired = g.consumerRecords()
+		}
+		for k := range g.cwritten {
+			if _, ok := desired[k]; !ok {
+				tomb = append(tomb, k)
+			}
+		}
+	}
+	if cg := g.consumer; cg != nil {
+		clear(cg.changed)
+		cg.changedAll = false
 	}
 	for k, v := range desired {
 		if old, ok := g.cwritten[k]; !ok || !bytes.Equal(old, v) {
@@ -281,6 +330,9 @@ func (g *group) restoreConsumer(recs map[string][]byte, ix topicIndex, session t
 	}
 	cg := newConsumerGroup()
 	cg.tops = ix
+	// The next write compares every record with what the log holds (a
+	// target without its member, say, is tombstoned then).
+	cg.changedAll = true
 	get := func(id string) *cmember {
 		m := cg.members[id]
 		if m == nil {

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -190,7 +191,45 @@ func (h *harness) do(req kmsg.Request) kmsg.Response {
 	if err != nil {
 		h.t.Fatalf("%T: %v", req, err)
 	}
+	checkConsumerWritten(h.t, h.c)
 	return resp
+}
+
+// checkConsumerWritten fails t when a KIP-848 group's records written so
+// far (cwritten: only what the changed members need is encoded on a
+// change) differ from all of its records encoded afresh.
+func checkConsumerWritten(t testing.TB, c *Coordinator) {
+	t.Helper()
+	c.mu.Lock()
+	gs := make([]*group, 0, len(c.groups))
+	for _, g := range c.groups {
+		gs = append(gs, g)
+	}
+	c.mu.Unlock()
+	for _, g := range gs {
+		g.mu.Lock()
+		var want map[string][]byte
+		if g.consumer != nil && g.state != stateDead {
+			want = g.consumerRecords()
+		}
+		got := g.cwritten
+		g.mu.Unlock()
+		if want == nil {
+			continue
+		}
+		if len(got) != len(want) {
+			t.Errorf("group %s: %d consumer records written, its state has %d", g.id, len(got), len(want))
+			continue
+		}
+		for k, v := range want {
+			if !bytes.Equal(got[k], v) {
+				var key consumerKey
+				_ = key.ReadFrom([]byte(k))
+				t.Errorf("group %s: record %+v written %x, its state has %x", g.id, key, got[k], v)
+				break
+			}
+		}
+	}
 }
 
 // joinAsync sends a JoinGroup in its own goroutine.

@@ -159,6 +159,7 @@ func (s *groupScript) run(cmd transcript.Command) string {
 		s.marker(cmd)
 	case "advance":
 		s.clk.Advance(cmd.ParseDuration(cmd.Arg(0)))
+		checkConsumerWritten(s.t, s.c)
 	case "restart":
 		if len(s.waiting) > 0 {
 			cmd.Fatalf("restart with requests waiting")
@@ -177,6 +178,7 @@ func (s *groupScript) do(req kmsg.Request) kmsg.Response {
 	if err != nil {
 		s.t.Fatalf("%s: %v", kmsg.NameForKey(req.Key()), err)
 	}
+	checkConsumerWritten(s.t, s.c)
 	return resp
 }
 
