@@ -281,7 +281,14 @@ func TestClusterControllerSplit(t *testing.T) {
 	if long() {
 		rounds = envInt("STRATA_FAULT_ROUNDS", 3)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rounds*len(selected))*60*time.Second+5*time.Minute)
+	// STRATA_FAULT_MINUTES=M: no fault starts once M minutes have passed
+	// since the first (as TestClusterFaultMatrix).
+	minutes := envInt("STRATA_FAULT_MINUTES", 0)
+	timeout := time.Duration(rounds*len(selected)) * 60 * time.Second
+	if minutes > 0 {
+		timeout = min(timeout, time.Duration(minutes)*time.Minute+10*time.Minute)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
 	defer cancel()
 	c := startNetClusterWith(t, ctx, netLayout{controllers: 3, brokers: 3, tmpfsDisks: true}, aclArgs...)
 	const topic = "split"
@@ -298,6 +305,7 @@ func TestClusterControllerSplit(t *testing.T) {
 	}
 	t.Cleanup(func() { mr.Stop(); mr.Close() })
 	nem := &faults.Nemesis{Faults: fs, Rounds: rounds * len(fs), Healthy: 6 * time.Second, Faulty: 6 * time.Second}
+	nem.For = time.Duration(minutes) * time.Minute // 0: no bound
 	cfg := workload.Config{Brokers: c.addrs, Topic: topic, Partitions: 3, Producers: 2, TxnProducers: 1,
 		AssignConsumers: 1, Rate: 50, TxnTimeout: 10 * time.Second, Logf: t.Logf,
 		ClientOpts: []kgo.Opt{kgo.RecordDeliveryTimeout(60 * time.Second)}}
