@@ -124,7 +124,7 @@ func readClusterStatus(ctx context.Context, cli *clientv3.Client) (*clusterStatu
 			if len(p.State.ISR) < len(p.State.Replicas) {
 				st.UnderReplicated = append(st.UnderReplicated, fmt.Sprintf("%s-%d", name, p.Partition))
 			}
-			if p.State.Leader == meta.NoLeader || !v.Live(p.State.Leader) {
+			if v.ServingLeader(p.State) == meta.NoLeader {
 				st.OfflinePartitions = append(st.OfflinePartitions, fmt.Sprintf("%s-%d", name, p.Partition))
 			} else {
 				leaders[p.State.Leader]++

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/servertest"
 )
@@ -43,5 +48,71 @@ func TestClusterStatusCLI(t *testing.T) {
 	out = ok(t, bin, "", "cluster", "status", ctl)
 	if !strings.Contains(out, "BROKER  RACK  EPOCH") || !strings.Contains(out, "active controller 3") || !strings.Contains(out, "0 under-replicated") {
 		t.Errorf("table:\n%s", out)
+	}
+}
+
+// TestClusterStatusUnhealthyPartitions: `strata cluster status` of three
+// combined nodes with one stopped lists the replicated partition whose
+// ISR lost the stopped broker as under-replicated and the partition whose
+// only replica was on it as offline (and under-replicated: its ISR is
+// empty, below its one replica, as kafka-topics.sh
+// --under-replicated-partitions counts it), in JSON and in the table.
+func TestClusterStatusUnhealthyPartitions(t *testing.T) {
+	bin := buildStrata(t)
+	c := servertest.StartN(t, 3, servertest.Options{Controllers: 3})
+	adm := c.Brokers[0].Admin()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "rf3"); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "solo", -1, -1
+	ct.ReplicaAssignment = []kmsg.CreateTopicsRequestTopicReplicaAssignment{{Partition: 0, Replicas: []int32{3}}}
+	req.Topics, req.TimeoutMillis = append(req.Topics, ct), 30000
+	resp, err := req.RequestWith(ctx, c.Brokers[0].Client())
+	if err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create solo on node 3: %v %+v", err, resp)
+	}
+	ctl := "--bootstrap-controller=" + c.Brokers[0].Server().ControllerAddr().String()
+	status := func() clusterStatus {
+		t.Helper()
+		var st clusterStatus
+		out := ok(t, bin, "", "cluster", "status", ctl, "-o", "json")
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("%v in %s", err, out)
+		}
+		return st
+	}
+	wait := func(what string, cond func(clusterStatus) bool) clusterStatus {
+		t.Helper()
+		for {
+			st := status()
+			if cond(st) {
+				return st
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("cluster status never showed %s: %+v", what, st)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	wait("three brokers, every partition healthy", func(st clusterStatus) bool {
+		return len(st.Brokers) == 3 && st.Partitions == 2 && len(st.UnderReplicated) == 0 && len(st.OfflinePartitions) == 0
+	})
+	c.Brokers[2].Close() // node 3
+	st := wait("rf3-0 under-replicated and solo-0 offline", func(st clusterStatus) bool {
+		return len(st.Brokers) == 2 && slices.Contains(st.UnderReplicated, "rf3-0") && slices.Equal(st.OfflinePartitions, []string{"solo-0"})
+	})
+	if st.Partitions != 2 {
+		t.Errorf("status %+v", st)
+	}
+	out := ok(t, bin, "", "cluster", "status", ctl)
+	for _, want := range []string{"2 partitions, 1 offline,", "offline partitions: solo-0", "under-replicated partitions: rf3-0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
 	}
 }

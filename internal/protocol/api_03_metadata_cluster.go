@@ -115,28 +115,6 @@ func metadataController(v *meta.View, listener string, self int32) int32 {
 	return self
 }
 
-// servingLeader is the broker that leads a partition in state st as far
-// as clients are told (Metadata, KIP-951's current leader): st.Leader when
-// it is live and was elected for its current incarnation, else
-// meta.NoLeader. A broker restarted within its session is live again at
-// once, but the controller has still to replace the election made for
-// its previous incarnation (meta.PartitionState.LedByEarlierIncarnation),
-// and until then it refuses to lead; naming it sent clients to a broker
-// answering NOT_LEADER_OR_FOLLOWER. Kafka never names it either: a
-// restarted broker registers fenced, the controller moved its previous
-// incarnation's leaderships away or to no leader
-// (ReplicationControlManager handleBrokerFenced /
-// handleBrokerUncleanShutdown), and elects only unfenced brokers; a
-// partition without a leader is LEADER_NOT_AVAILABLE with leader -1
-// (KRaftMetadataCache.getPartitionMetadata).
-func servingLeader(v *meta.View, st meta.PartitionState) int32 {
-	b := v.Brokers[st.Leader]
-	if st.Leader == meta.NoLeader || b == nil || st.LedByEarlierIncarnation(st.Leader, b.Epoch) {
-		return meta.NoLeader
-	}
-	return st.Leader
-}
-
 // viewTopicMetadata describes one topic from the view, the leaders at their
 // endpoints on listener. A live leader without that listener is
 // LISTENER_NOT_FOUND when errorUnavailableListeners (Metadata v6+), else
@@ -165,7 +143,7 @@ func viewTopicMetadata(v *meta.View, t *meta.Topic, listener string, errorUnavai
 			mp.OfflineReplicas = []int32{}
 		}
 		switch _, _, ok := endpoint(v, st.Leader, listener); {
-		case servingLeader(v, st) == meta.NoLeader:
+		case v.ServingLeader(st) == meta.NoLeader:
 			mp.Leader = -1
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		case !ok && errorUnavailableListeners:

@@ -72,7 +72,7 @@ func (s *Server) locateCoordinator(v *meta.View, listener, topic, key string, co
 		return
 	}
 	_, part, ok := v.Partition(topic, coordkey.Partition(key, t.Partitions))
-	if !ok || servingLeader(v, part.State) == meta.NoLeader {
+	if !ok || v.ServingLeader(part.State) == meta.NoLeader {
 		// No live leader, or one elected for an earlier incarnation of a
 		// restarted broker, which does not coordinate until elected again.
 		co.ErrorCode = kerr.CoordinatorNotAvailable.Code

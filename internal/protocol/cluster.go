@@ -154,10 +154,10 @@ func (s *Server) leaderPartition(topic string, idx int32, currentEpoch int32) (*
 // state the metadata has.
 //
 // The leader named (KIP-951's CurrentLeader) is the one Metadata names
-// (servingLeader): none while the partition has no live leader or one
-// elected for an earlier incarnation of a restarted broker.
+// (meta.View.ServingLeader): none while the partition has no live leader
+// or one elected for an earlier incarnation of a restarted broker.
 func (s *Server) notLeader(topic string, idx int32, st meta.PartitionState) error {
-	if s.cfg.Cluster != nil && servingLeader(s.cfg.Cluster.View(), st) == meta.NoLeader {
+	if s.cfg.Cluster != nil && s.cfg.Cluster.View().ServingLeader(st) == meta.NoLeader {
 		why := "has no leader now"
 		if st.Leader != meta.NoLeader {
 			why = fmt.Sprintf("has no leader now (broker %d was elected for an earlier incarnation or is not live; the controller elects again)", st.Leader)
