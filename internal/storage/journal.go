@@ -156,6 +156,10 @@ type journal struct {
 	failed   error
 	stats    JournalStats
 	ckpts    sync.WaitGroup
+	// checkpointed runs after each checkpoint (set by the Syncer): it
+	// writes the recovery points the checkpoint moved to the log dir's
+	// recovery-point checkpoint file.
+	checkpointed func()
 }
 
 // jlogs maps a log to the furthest mark of its bytes in a journal file.
@@ -716,6 +720,10 @@ func (j *journal) checkpoint(i int, gen uint64, logs jlogs) {
 	j.mu.Unlock()
 	if err != nil {
 		j.fail(err)
+		return
+	}
+	if j.checkpointed != nil {
+		j.checkpointed()
 	}
 }
 

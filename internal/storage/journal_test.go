@@ -660,3 +660,62 @@ func jrecGenAt(t *testing.T, f vfs.File, pos int64) (uint64, bool) {
 	}
 	return binary.BigEndian.Uint64(body), true
 }
+
+// TestJournalCheckpointWritesRecoveryPoints: a journal checkpoint (a file
+// filled, one SyncFS) writes the recovery-point checkpoint file with the
+// recovery points it moved, so that after a kill -9 (no periodic
+// checkpoint, no close) what recovery must re-read past the recovery
+// points is bounded by the journal's two files, not by everything the
+// logs received since the broker last wrote the file. The kill -9 image
+// and a power-cut image both recover every acknowledged batch.
+func TestJournalCheckpointWritesRecoveryPoints(t *testing.T) {
+	const (
+		parts    = 20
+		rounds   = 40
+		fileSize = 8 << 10
+	)
+	fsys := vfs.NewCrashFS()
+	s, logs := journalDir(t, fsys, parts, testConfig(), fileSize, false)
+	acked := map[int][]ackedBatch{}
+	batchLen := int64(0)
+	for r := range rounds {
+		journalRound(t, s, logs, fmt.Sprint("r", r), acked)
+		batchLen = int64(len(acked[0][len(acked[0])-1].bytes))
+	}
+	s.jrnl.wait() // the checkpoints started by the rounds
+	st := s.JournalStats()
+	if st.Checkpoints < 2 {
+		t.Fatalf("the rounds checkpointed %d journal files, want several: %+v", st.Checkpoints, st)
+	}
+	killed, cut := fsys.Clone(), fsys.Crash()
+	s.roundMu.Lock() // the killed process's syncer does nothing more
+	defer s.roundMu.Unlock()
+
+	ents, err := ReadCheckpoint(killed, "/data/"+RecoveryPointFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rps := map[string]int64{}
+	for _, e := range ents {
+		rps[fmt.Sprintf("%s-%d", e.Topic, e.Partition)] = e.Offset
+	}
+	var past int64 // segment bytes past the recovery points on disk
+	for i, l := range logs {
+		rp, ok := rps[fmt.Sprintf("j-%d", i)]
+		if !ok {
+			rp = 0
+		}
+		past += (l.LogEndOffset() - rp) / 2 * batchLen // 2 records a batch
+	}
+	if total := int64(parts*rounds) * batchLen; past > 2*fileSize {
+		t.Fatalf("after kill -9, %d of the %d segment bytes lie past the recovery points on disk; want at most the journal's two files (%d)", past, total, 2*fileSize)
+	}
+	for _, c := range []struct {
+		name string
+		img  *vfs.CrashFS
+	}{{"kill-9", killed}, {"power-cut", cut}} {
+		s2, logs2 := journalDir(t, c.img, parts, testConfig(), fileSize, false)
+		checkAcked(t, c.name, logs2, acked)
+		closeAll(t, s2, logs2)
+	}
+}

@@ -58,6 +58,7 @@ func (s *Syncer) OpenJournal(fsys vfs.FS, dir string, fileBytes int64) error {
 		return err
 	}
 	j.space = s.reserve
+	j.checkpointed = s.persistCheckpointedRecoveryPoints
 	s.mu.Lock()
 	s.jrnl = j
 	s.mu.Unlock()
@@ -279,6 +280,25 @@ func (s *Syncer) persistRecoveryPoints() {
 			if err := c.persist(ckRecovery, false); err != nil {
 				s.logger.Warn("write recovery point checkpoint", "dir", c.dir, "err", err)
 			}
+		}
+	}
+}
+
+// persistCheckpointedRecoveryPoints writes the recovery-point checkpoint
+// after a journal checkpoint moved the recovery points of the logs whose
+// bytes the journal file held (one SyncFS made them durable). Without it
+// the file would wait for the broker's log.flush.offset.checkpoint.interval.ms
+// (60 s by default), and a crash would make recovery re-read (CRC check)
+// everything the journal's logs received in that time, though all of it
+// but the journal's last two files was already durable: with it, what a
+// crash leaves past the recovery points is bounded by the journal's size,
+// whatever the partition count and the write rate. One checkpoint file
+// (tmp + fdatasync + rename + dir fsync) per journal file filled, in the
+// checkpoint's goroutine, off the group-commit rounds.
+func (s *Syncer) persistCheckpointedRecoveryPoints() {
+	for _, c := range s.registries() {
+		if err := c.persist(ckRecovery, false); err != nil {
+			s.logger.Warn("write recovery point checkpoint after journal checkpoint", "dir", c.dir, "err", err)
 		}
 	}
 }
