@@ -10,7 +10,8 @@ import (
 )
 
 // paramsFor draws a run's settings from its seed: 3 to 5 brokers,
-// min.insync.replicas 1 to 3, durable acks or Kafka's semantics, a lossy
+// min.insync.replicas 1 to 3, durable acks (followers pipelining their
+// fsyncs, or a quarter of them not: legacyLeaders) or Kafka's semantics, a lossy
 // network (up to 10% dropped, 5% duplicated, delays up to 30 ms with a
 // slow tail), faults every ~1 s on average over 20 s, then 15 s healed.
 func paramsFor(seed uint64) params {
@@ -18,6 +19,7 @@ func paramsFor(seed uint64) params {
 		maxDelay: 5 + int64(seed%26), faultRate: 0.25, faultMs: 20000, quietMs: 15000}
 	p.minISR = 1 + int(seed/2%3)
 	p.unsyncedPowerCuts = !p.durable
+	p.legacyLeaders = seed%8 == 2 // a quarter of the durable seeds: followers fetch from their fsynced end
 	p.drop = float64(seed/7%11) / 100
 	p.dup = float64(seed/5%6) / 100
 	return p

@@ -52,6 +52,13 @@ type params struct {
 	// ISREpochs). The leader is not cut: as the only sure holder of what it
 	// acknowledged, its unsynced loss is outside Kafka's promise.
 	unsyncedPowerCuts bool
+	// legacyLeaders: leaders do not echo replica.DurableEndTag (a broker
+	// from before pipelined follower fsyncs), so followers under durable
+	// acks fetch only from their fsynced end (replica.PlanFetch without
+	// the echo). Otherwise followers pipeline: they fetch from their log
+	// end and report their fsynced end apart, and the leader's high
+	// watermark counts the reported ends (Leader.FollowerFetchDurable).
+	legacyLeaders bool
 }
 
 // counts are what one run did.
@@ -110,6 +117,10 @@ type node struct {
 	leaderHW int64 // of the last fetch response
 	lastHW   int64 // the Leader's high watermark last seen (monotone per Leader)
 	fetchAt  int64 // when the fetch in flight was sent (-1: none)
+	// pipelined and drained are the follower's fetch state
+	// (replica.PlanFetch): its leader echoed DurableEndTag at this leader
+	// epoch; a no-wait fetch came back empty while an fsync was pending.
+	pipelined, drained bool
 	alterAt  int64 // when the ISR change in flight was last sent
 	acks     []pendingAck
 }
@@ -335,6 +346,7 @@ func (s *sim) start(n *node) {
 	n.up, n.paused, n.deferred = true, false, nil
 	n.incarnation++
 	n.leader, n.acks, n.registered, n.fetchAt = nil, nil, false, -1
+	n.pipelined, n.drained = false, false
 	n.leaderHW, n.lastHW = 0, 0
 	if n.log.l == nil { // the first start; a restart opens the log at the crash (rlog.crash)
 		s.must(n.log.open())
@@ -543,6 +555,11 @@ func (s *sim) applyMeta(n *node, qst meta.PartitionState, rev int64, brokers map
 	if n.leader != nil {
 		s.dropLeader(n, fmt.Sprintf("follows %d at epoch %d", st.Leader, st.LeaderEpoch))
 	}
+	if st.LeaderEpoch > n.seen.LeaderEpoch || st.Leader != n.seen.Leader {
+		// A new leader: whether it counts reported fsynced ends is
+		// unknown again (replica.Replica.apply).
+		n.pipelined, n.drained = false, false
+	}
 	n.seen = st
 	n.log.setHW(replica.FollowerHighWatermark(n.leaderHW, n.log.local(), s.p.durable))
 	n.fetchAt = -1 // a new leader: fetch from it now
@@ -660,23 +677,35 @@ func (s *sim) fetch(n *node) {
 	if n.fetchAt >= 0 && s.now-n.fetchAt < 1000 {
 		return // one fetch in flight; a lost one times out after 1 s
 	}
-	off, ready := replica.FetchPosition(n.log.local(), s.p.durable)
-	if !ready {
+	local := n.log.local()
+	if local.Durable >= local.End {
+		n.drained = false
+	}
+	plan := replica.PlanFetch(local, s.p.durable, n.pipelined, n.drained)
+	if !plan.Ready {
 		return // waits for its fsync
 	}
+	off := plan.Offset
 	n.fetchAt = s.now
 	lid, lastEpoch, leaderEpoch, brokerEpoch, inc := n.seen.Leader, n.log.latestEpoch(), n.seen.LeaderEpoch, n.epoch, n.incarnation
 	ln := s.nodes[lid]
 	s.send(n.id, lid, "fetch", func() {
-		resp := s.serveFetch(ln, n.id, brokerEpoch, off, lastEpoch, leaderEpoch)
+		resp := s.serveFetch(ln, n.id, brokerEpoch, off, plan.Durable, lastEpoch, leaderEpoch)
 		s.send(lid, n.id, "fetch-answer", func() {
 			if n.incarnation != inc || n.leader != nil || n.seen.LeaderEpoch != leaderEpoch || n.seen.Leader != lid {
 				return // an answer to an earlier incarnation or leadership
 			}
-			if cur, _ := replica.FetchPosition(n.log.local(), s.p.durable); cur != off || n.log.end() != off {
+			if n.log.end() != off {
 				return // a duplicate or overtaken answer: the log moved since
 			}
 			n.fetchAt = -1
+			if resp.err == nil && resp.reset == nil {
+				// replica.Replica.fetched: the echo says the leader counts
+				// the reported fsynced end; an empty no-wait answer means
+				// wait for the fsync before fetching again.
+				n.pipelined = resp.echoed
+				n.drained = plan.NoWait && len(resp.entries) == 0
+			}
 			s.fetched(n, lid, off, resp)
 		})
 	})
@@ -693,11 +722,12 @@ type fetchAnswer struct {
 	entries  []entry
 	hw       int64
 	leaderID int32
+	echoed   bool // the leader echoed the reported fsynced end (DurableEndTag)
 }
 
 // serveFetch is the leader side of a follower's Fetch (the shell's order:
 // leader epoch, diverging epoch, then the fetch state).
-func (s *sim) serveFetch(ln *node, from int32, brokerEpoch, off int64, lastEpoch, leaderEpoch int32) fetchAnswer {
+func (s *sim) serveFetch(ln *node, from int32, brokerEpoch, off, durableEnd int64, lastEpoch, leaderEpoch int32) fetchAnswer {
 	if ln.leader == nil {
 		return fetchAnswer{err: kerr.NotLeaderForPartition}
 	}
@@ -714,7 +744,13 @@ func (s *sim) serveFetch(ln *node, from int32, brokerEpoch, off int64, lastEpoch
 	if div != nil {
 		return fetchAnswer{div: div, hw: hw}
 	}
-	res, err := ln.leader.FollowerFetch(from, brokerEpoch, off, 0, local, s.now)
+	// The fetch's reported fsynced end (replica.Replica.ServeFetch): a
+	// legacy leader ignores the tag and counts the fetch offset.
+	durable := replica.NoOffset
+	if durableEnd >= 0 && !s.p.legacyLeaders {
+		durable = max(durableEnd, 0)
+	}
+	res, err := ln.leader.FollowerFetchDurable(from, brokerEpoch, off, durable, 0, local, s.now)
 	if err != nil {
 		return fetchAnswer{err: err}
 	}
@@ -726,7 +762,7 @@ func (s *sim) serveFetch(ln *node, from int32, brokerEpoch, off int64, lastEpoch
 	if res.Change != nil {
 		s.alter(ln, res.Change)
 	}
-	return fetchAnswer{entries: got, hw: hw}
+	return fetchAnswer{entries: got, hw: ln.leader.HighWatermark(), echoed: durable >= 0}
 }
 
 // fetched applies a fetch answer on the follower.
@@ -1065,9 +1101,8 @@ func (s *sim) consume() {
 	n := s.nodes[s.ids[s.r.IntN(len(s.ids))]]
 	epoch := s.qs.LeaderEpoch
 	s.send(client, n.id, "consumer-fetch", func() {
-		leads := n.leader != nil
-		follows := !leads && n.seen.Leader >= 0 && n.seen.Leader != n.id && slices.Contains(n.seen.Replicas, n.id)
-		if (!leads && !follows) || replica.CheckLeaderEpoch(epoch, n.seen.LeaderEpoch) != nil {
+		ok, leads := readable(n, epoch)
+		if !ok {
 			return
 		}
 		hw := n.log.hw()
@@ -1075,6 +1110,22 @@ func (s *sim) consume() {
 		got := slices.Clone(n.log.entries[from:hw])
 		s.send(n.id, client, "consumer-answer", func() { s.read(n.id, leads, from, got) })
 	})
+}
+
+// readable reports whether broker n serves a consumer fetch at the leader
+// epoch the client knows, and whether as the leader: the leader checks the
+// epoch (KIP-320); a follower serves it (KIP-392) when it does not lead,
+// is in the replica set and the epoch matches
+// (replica.Replica.CheckFollowerRead; a leader may be unknown). A node
+// whose Leader could not be made (the simulation keeps the state it
+// refused) serves nothing. TestMirroredRulesMatchReplica holds this to
+// the real Replica.
+func readable(n *node, epoch int32) (ok, leads bool) {
+	leads = n.leader != nil
+	if !leads && (n.seen.Leader == n.id || !slices.Contains(n.seen.Replicas, n.id)) {
+		return false, false
+	}
+	return replica.CheckLeaderEpoch(epoch, n.seen.LeaderEpoch) == nil, leads
 }
 
 // read checks what a consumer read from broker id: one offset never reads
