@@ -121,8 +121,8 @@ type node struct {
 	// (replica.PlanFetch): its leader echoed DurableEndTag at this leader
 	// epoch; a no-wait fetch came back empty while an fsync was pending.
 	pipelined, drained bool
-	alterAt  int64 // when the ISR change in flight was last sent
-	acks     []pendingAck
+	alterAt            int64 // when the ISR change in flight was last sent
+	acks               []pendingAck
 }
 
 type event struct {
