@@ -313,6 +313,12 @@ func (g *group) consumerHeartbeat(p chbParams, ix topicIndex, session time.Durat
 		g.bumpConsumer()
 		return chbResult{memberID: p.memberID, epoch: -1}
 	}
+	// Kafka's throwIfConsumerGroupIsFull (group.consumer.max.size): a full
+	// group takes no new member id (a restarted static member's new id
+	// included), whatever its epoch.
+	if limit := g.env.consumerMax; limit > 0 && len(cg.members) >= limit && cg.members[p.memberID] == nil {
+		return chbResult{err: kerr.GroupMaxSizeReached.Code, msg: fmt.Sprintf("the consumer group has reached its maximum capacity of %d members", limit)}
+	}
 	var m *cmember
 	changed := false
 	if p.epoch == 0 {

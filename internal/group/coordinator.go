@@ -73,6 +73,10 @@ type Config struct {
 	Topics func() []TopicInfo
 	// ConsumerSessionTimeout is group.consumer.session.timeout.ms (45s).
 	ConsumerSessionTimeout time.Duration
+	// MaxSize is group.max.size and ConsumerMaxSize group.consumer.max.size
+	// (Kafka's defaults: Integer.MAX_VALUE; 0 here = no limit): the most
+	// members a classic / KIP-848 group takes (GROUP_MAX_SIZE_REACHED).
+	MaxSize, ConsumerMaxSize int
 	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms (5s).
 	ConsumerHeartbeatInterval time.Duration
 	// Transactions enables the group side of Kafka transactions:
@@ -184,6 +188,8 @@ func NewCoordinator(cfg Config, store Storage, logger *slog.Logger, reg promethe
 		initialDelay: cfg.InitialRebalanceDelay,
 		minSession:   cfg.MinSessionTimeout,
 		maxSession:   cfg.MaxSessionTimeout,
+		maxSize:      cfg.MaxSize,
+		consumerMax:  cfg.ConsumerMaxSize,
 		newMemberID:  func(prefix string) string { return prefix + "-" + uuid.NewString() },
 		runLocked:    c.runLocked,
 	}

@@ -175,6 +175,8 @@ type env struct {
 	initialDelay time.Duration
 	minSession   time.Duration
 	maxSession   time.Duration
+	maxSize      int // group.max.size (0: no limit)
+	consumerMax  int // group.consumer.max.size (0: no limit)
 	newMemberID  func(prefix string) string
 	runLocked    func(g *group, f func()) // locks g, runs f, then persists dirty state
 	rebalanced   func()                   // counts a completed rebalance (metrics)

@@ -33,6 +33,15 @@ func (g *group) join(p joinParams) (*joinResult, <-chan joinResult) {
 		}
 		g.consumer = nil
 	}
+	if !g.acceptJoiningMember(p.memberID) {
+		// Kafka's classicGroupJoin: the member is removed (it may be one
+		// that has not rejoined yet) and answered without a member id.
+		if m := g.members[p.memberID]; m != nil {
+			g.removeMember(m)
+			g.maybeCompleteJoin()
+		}
+		return &joinResult{err: kerr.GroupMaxSizeReached.Code}, nil
+	}
 	if !g.supportsProtocols(p.protocolType, p.protocols) {
 		return &joinResult{err: kerr.InconsistentGroupProtocol.Code, memberID: p.memberID}, nil
 	}
@@ -502,4 +511,42 @@ func (g *group) expirePendingSync(seq uint64, gen int32) {
 		}
 	}
 	g.prepareRebalance()
+}
+
+// acceptJoiningMember is Kafka's check of group.max.size on a JoinGroup
+// (GroupMetadataManager.acceptJoiningMember): an Empty group takes anyone;
+// while preparing a rebalance a member already waiting in JoinGroup is
+// accepted and others while fewer than the maximum are waiting (so the
+// last members to rejoin a group over a lowered maximum are turned away);
+// otherwise a member of the group is accepted and new ones while it has
+// fewer members than the maximum.
+func (g *group) acceptJoiningMember(id string) bool {
+	limit := g.env.maxSize
+	if limit <= 0 {
+		return true
+	}
+	switch g.state {
+	case statePreparingRebalance:
+		if m := g.members[id]; m != nil && m.joinCh != nil {
+			return true
+		}
+		waiting := 0
+		for _, m := range g.members {
+			if m.joinCh != nil {
+				waiting++
+			}
+		}
+		return waiting < limit
+	case stateCompletingRebalance, stateStable:
+		return g.members[id] != nil || len(g.members) < limit
+	}
+	return true
+}
+
+// overCapacity reports whether a classic group has more members than
+// group.max.size allows (the setting was lowered): a group loaded so is
+// rebalanced at once, as Kafka's onLoaded does, so the members over the
+// limit are turned away when they rejoin.
+func (g *group) overCapacity() bool {
+	return g.env.maxSize > 0 && len(g.members) > g.env.maxSize
 }

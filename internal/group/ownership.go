@@ -169,6 +169,11 @@ func (c *Coordinator) load(ctx context.Context, ps []int32, commitWait time.Dura
 		if lg.meta != nil {
 			g.restore(lg.meta)
 			g.stored = lg.meta // what a failed write reverts to (write.go)
+			g.mu.Lock()
+			if g.overCapacity() {
+				g.prepareRebalance()
+			}
+			g.mu.Unlock()
 		}
 		if len(lg.consumer) > 0 {
 			g.cstored = make(map[string]storedRecord, len(lg.consumer))

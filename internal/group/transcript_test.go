@@ -26,7 +26,9 @@ import (
 // command that caused it. Commands:
 //
 //	coordinator [initial-delay=D] [min-session=D] [max-session=D] [consumer-session=D]
-//	                                   settings (first command; defaults 0s, 6s, 30m, 45s)
+//	            [max-size=N] [consumer-max-size=N]
+//	                                   settings (first command; defaults 0s, 6s, 30m, 45s,
+//	                                   no group size limits)
 //	join GROUP M [instance=I] [session=10s] [rebalance=60s] [protocols=range,...]
 //	     [meta=S] [id=none]            JoinGroup v9 (M's member id when known; id=none sends "")
 //	sync GROUP M gen=N [assign=M1:a,M2:b]
@@ -49,7 +51,8 @@ import (
 //	                                   producer N's marker written to GROUP's partition
 //	                                   and reported (CompleteTxn)
 //	advance D                          move the clock (timers fire)
-//	restart                            reload the coordinator from its log
+//	restart [max-size=N]               reload the coordinator from its log (with a new
+//	                                   group.max.size)
 func TestTranscripts(t *testing.T) {
 	transcript.Run(t, "testdata/*.txt", func(t *testing.T) func(transcript.Command) string {
 		s := &groupScript{t: t, clk: newFakeClock(), store: newMemStore(), ids: map[string]string{}, aliases: map[string]string{}}
@@ -117,11 +120,19 @@ func (s *groupScript) run(cmd transcript.Command) string {
 		s.cfg.MinSessionTimeout = cmd.Duration("min-session", s.cfg.MinSessionTimeout)
 		s.cfg.MaxSessionTimeout = cmd.Duration("max-session", s.cfg.MaxSessionTimeout)
 		s.cfg.ConsumerSessionTimeout = cmd.Duration("consumer-session", 0)
+		s.cfg.MaxSize = int(cmd.Int("max-size", 0))
+		s.cfg.ConsumerMaxSize = int(cmd.Int("consumer-max-size", 0))
 		s.start()
 		out := fmt.Sprintf("initial-delay=%s min-session=%s max-session=%s",
 			s.cfg.InitialRebalanceDelay, s.cfg.MinSessionTimeout, s.cfg.MaxSessionTimeout)
 		if d := s.cfg.ConsumerSessionTimeout; d > 0 {
 			out += fmt.Sprintf(" consumer-session=%s", d)
+		}
+		if n := s.cfg.MaxSize; n > 0 {
+			out += fmt.Sprintf(" max-size=%d", n)
+		}
+		if n := s.cfg.ConsumerMaxSize; n > 0 {
+			out += fmt.Sprintf(" consumer-max-size=%d", n)
 		}
 		return out
 	}
@@ -165,6 +176,7 @@ func (s *groupScript) run(cmd transcript.Command) string {
 			cmd.Fatalf("restart with requests waiting")
 		}
 		s.c.Close()
+		s.cfg.MaxSize = int(cmd.Int("max-size", int64(s.cfg.MaxSize)))
 		s.start()
 		out = append(out, "coordinator reloaded")
 	default:

@@ -112,6 +112,8 @@ func (s *Server) startGroup(host string, port int32) error {
 		Topics:                        s.groupTopics,
 		ConsumerSessionTimeout:        ms("group.consumer.session.timeout.ms"),
 		ConsumerHeartbeatInterval:     ms("group.consumer.heartbeat.interval.ms"),
+		MaxSize:                       int(s.cfg.Int64("group.max.size")),
+		ConsumerMaxSize:               int(s.cfg.Int64("group.consumer.max.size")),
 		Transactions:                  true,
 		VerifyTxn:                     s.verifyTxnOffsets,
 		HighWatermark:                 s.highWatermark,
