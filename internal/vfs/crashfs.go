@@ -21,8 +21,10 @@ var ErrInjected = errors.New("vfs: injected failure")
 // data survives only up to the last Sync of that file, and directory
 // entries (creates, renames, removes) only once SyncDir ran on their
 // parent. Directories themselves are durable as soon as they are made.
-// Crash returns a new CrashFS holding exactly the durable state. Safe for
-// concurrent use.
+// Crash returns a new CrashFS holding exactly the durable state;
+// CrashEntriesFirst the other order a real file system may take, where
+// every directory change is durable and file data still only up to its
+// last Sync. Safe for concurrent use.
 type CrashFS struct {
 	mu      sync.Mutex
 	files   map[string]*inode // current namespace: clean path -> inode
@@ -134,6 +136,33 @@ func (c *CrashFS) CrashAt(k int, op func() error) (*CrashFS, error) {
 // synced. The receiver keeps working (its open files are unaffected), so
 // goroutines still writing to it do no harm.
 func (c *CrashFS) Crash() *CrashFS { return c.crash(nil) }
+
+// CrashEntriesFirst is Crash on a file system that committed every
+// directory change before the data of the files involved: every create,
+// rename and remove made so far is durable (as if its journal commit went
+// out at this instant), but each file holds only its synced bytes. A real
+// file system does this: the journal commit carrying a rename may reach
+// the disk before the renamed file's delayed-allocation data (ext4
+// without auto_da_alloc, xfs, any file system once the file was not
+// fsynced before the rename), so after a power cut the new name holds an
+// empty or short file. Crash alone never shows it (its entries wait for
+// SyncDir), so a crash test of code that renames a file it did not fsync
+// first would pass on Crash and fail here.
+func (c *CrashFS) CrashEntriesFirst() *CrashFS {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.emptyCopyLocked()
+	for name, ino := range c.files {
+		ino.mu.Lock()
+		cp := &inode{data: append([]byte(nil), ino.synced...), mtime: ino.mtime}
+		ino.mu.Unlock()
+		cp.synced = append([]byte(nil), cp.data...)
+		cp.dirtyFrom = len(cp.data)
+		n.files[name] = cp
+		n.durable[name] = cp
+	}
+	return n
+}
 
 // CrashTorn is Crash where the disk also happened to persist part of the
 // unsynced writes: each file keeps its synced bytes overlaid with a prefix
