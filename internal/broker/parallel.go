@@ -12,11 +12,6 @@ func (b *Broker) ioThreads() int {
 	return max(b.Config().Int("num.recovery.threads.per.data.dir")*len(b.dirs), 1)
 }
 
-// epochWriters bounds the leadership changes applied at once: each new
-// leader epoch is an fsync'd checkpoint, which waits on the disk, not the
-// CPU, so more run at once than there are recovery threads.
-const epochWriters = 32
-
 // forEach runs fn over items with n goroutines, which it owns and waits
 // for, and returns every error joined.
 func forEach[T any](n int, items []T, fn func(T) error) error {

@@ -9,13 +9,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/storage"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // Leadership is what this node knows of a partition's replication: its
 // leader, leader epoch, replicas and in-sync replicas. On a single node it
 // is this node, alone; in a cluster it comes from the metadata
-// (docs/cluster.md) through SetLeadership.
+// (docs/cluster.md) through setLeaderships.
 type Leadership struct {
 	Leader      int32
 	LeaderEpoch int32
@@ -41,18 +42,39 @@ func (p *Partition) Leads() bool {
 	return p.lead.Load().Leader == p.broker.nodeID
 }
 
-// SetLeadership records the partition's leadership from the cluster
-// metadata. When this node becomes leader at a newer epoch of a partition
-// without a replica state machine (one replica), the epoch is assigned at
-// the log end at once (Kafka's Partition.makeLeader), so
-// OffsetForLeaderEpoch answers for it before the first append.
-func (p *Partition) SetLeadership(l Leadership) {
-	l.Replicas, l.ISR = slices.Clone(l.Replicas), slices.Clone(l.ISR)
-	p.lead.Store(&l)
-	if p.repl.Load() == nil && l.Leader == p.broker.nodeID && l.LeaderEpoch > p.Log.LatestEpoch() {
-		if err := p.Log.AssignEpoch(l.LeaderEpoch); err != nil {
-			p.broker.logger.Warn("assign leader epoch", "topic", p.Topic, "partition", p.Index, "epoch", l.LeaderEpoch, "err", err)
+// setLeaderships records the leadership ls[i] of each partition ps[i]
+// from the cluster metadata. When this node becomes leader at a newer
+// epoch of a partition without a replica state machine (one replica), the
+// epoch is assigned at the log end at once (Kafka's Partition.makeLeader),
+// so OffsetForLeaderEpoch answers for it before the first append. The new
+// epochs are assigned in one batch per log dir (storage.AssignEpochs: two SyncFS
+// per dir instead of two fsyncs per partition), and each leadership is
+// published only after its epoch is durable, so no record of the new
+// epoch is accepted before the checkpoint that names it survives a power
+// cut (Kafka's makeLeader records the epoch before the partition takes
+// appends at it).
+func (b *Broker) setLeaderships(ps []*Partition, ls []Leadership) {
+	var logs []*storage.Log
+	var epochs []int32
+	var which []*Partition
+	for i, p := range ps {
+		l := ls[i]
+		if p.repl.Load() == nil && l.Leader == b.nodeID && l.LeaderEpoch > p.Log.LatestEpoch() {
+			logs = append(logs, p.Log)
+			epochs = append(epochs, l.LeaderEpoch)
+			which = append(which, p)
 		}
+	}
+	for i, err := range storage.AssignEpochs(logs, epochs) {
+		if err != nil {
+			p := which[i]
+			b.logger.Warn("assign leader epoch", "topic", p.Topic, "partition", p.Index, "epoch", epochs[i], "err", err)
+		}
+	}
+	for i, p := range ps {
+		l := ls[i]
+		l.Replicas, l.ISR = slices.Clone(l.Replicas), slices.Clone(l.ISR)
+		p.lead.Store(&l)
 	}
 }
 
@@ -218,9 +240,8 @@ func (b *Broker) ApplyTopics(specs []TopicSpec) error {
 		changed = true
 	}
 	// Leadership of every hosted partition (new ones got theirs above).
-	// A new leader epoch costs each partition an fsync'd checkpoint, and
-	// a restart elects every partition at once: the changes are applied
-	// in parallel, as many fsyncs share one journal commit.
+	// A restart elects every partition at once: the new leader epochs'
+	// checkpoints are written as one batch per log dir (setLeaderships).
 	type lead struct {
 		p *Partition
 		l Leadership
@@ -244,7 +265,12 @@ func (b *Broker) ApplyTopics(specs []TopicSpec) error {
 			}
 		}
 	}
-	forEach(epochWriters, leads, func(x lead) error { x.p.SetLeadership(x.l); return nil })
+	ps := make([]*Partition, len(leads))
+	ls := make([]Leadership, len(leads))
+	for i, x := range leads {
+		ps[i], ls[i] = x.p, x.l
+	}
+	b.setLeaderships(ps, ls)
 	if changed {
 		if err := b.persistLocked(); err != nil {
 			errs = append(errs, fmt.Errorf("persist topic metadata: %w", err))

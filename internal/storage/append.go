@@ -226,6 +226,14 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 // active segment and moves the log end to end (under l.mu). A failed write
 // leaves no byte behind.
 func (l *Log) writeLocked(records []byte, batches []record.Batch, end int64) error {
+	if l.epochStale {
+		// The file still names epochs that start at or past the old log
+		// end (loadEpochs): rewritten before the end moves past them, or
+		// a later load would keep them over these batches' offsets.
+		if err := l.writeEpochCheckpoint(); err != nil {
+			return fmt.Errorf("leader epoch checkpoint: %v: %w", err, kerr.KafkaStorageError)
+		}
+	}
 	s := l.active
 	pos := s.size.Load()
 	f, err := s.writeFile()

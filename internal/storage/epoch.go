@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -66,14 +67,22 @@ type epochCache struct {
 }
 
 // assign records that epoch starts at off; only newer epochs are added.
+// Entries starting at or past off go (they held no record), as Kafka's
+// LeaderEpochFileCache.assign drops non-monotonic entries
+// (maybeTruncateNonMonotonicEntries): a leader elected twice before
+// anything was written leaves one entry, not two at the same offset.
 func (c *epochCache) assign(epoch int32, off int64) bool {
 	if epoch < 0 {
 		return false
 	}
-	if n := len(c.entries); n > 0 && epoch <= c.entries[n-1].Epoch {
+	n := len(c.entries)
+	if n > 0 && epoch <= c.entries[n-1].Epoch {
 		return false
 	}
-	c.entries = append(c.entries, EpochEntry{Epoch: epoch, StartOffset: off})
+	for n > 0 && c.entries[n-1].StartOffset >= off {
+		n--
+	}
+	c.entries = append(c.entries[:n], EpochEntry{Epoch: epoch, StartOffset: off})
 	return true
 }
 
@@ -139,8 +148,32 @@ func EndOffsetFor(entries []EpochEntry, epoch int32, leo int64) (int32, int64) {
 	return entries[hi-1].Epoch, entries[hi].StartOffset
 }
 
+// writeEpochCheckpoint makes the file hold the history (l.mu held or the
+// log not yet shared): tmp + fsync + rename + directory fsync, as Kafka's
+// CheckpointFile.write with sync (LeaderEpochFileCache.assign writes so).
+// A history equal to what the file holds (epochDisk) costs nothing.
 func (l *Log) writeEpochCheckpoint() error {
-	return vfs.WriteFileAtomic(l.fsys, filepath.Join(l.dir, LeaderEpochFile), FormatEpochCheckpoint(l.epochs.entries), 0o644)
+	data := FormatEpochCheckpoint(l.epochs.entries)
+	if l.epochDisk != nil && bytes.Equal(data, l.epochDisk) {
+		l.epochStale = false
+		return nil
+	}
+	l.epochVer++
+	if err := vfs.WriteFileAtomic(l.fsys, filepath.Join(l.dir, LeaderEpochFile), data, 0o644); err != nil {
+		l.epochUnknown()
+		return err
+	}
+	l.epochDisk, l.epochStale = data, false
+	return nil
+}
+
+// epochUnknown records that a failed write left the file's content
+// unknown (the old history, the new one, or none durable): nothing is
+// skipped as equal to it, and it is rewritten before the log end moves
+// (a caller that rolls its change back in memory may leave the file
+// naming an epoch at the log end).
+func (l *Log) epochUnknown() {
+	l.epochDisk, l.epochStale = nil, true
 }
 
 // writeEpochCheckpointForAppend persists the history after an append
@@ -152,15 +185,37 @@ func (l *Log) writeEpochCheckpointForAppend() error {
 	if !l.epochNoSync {
 		return l.writeEpochCheckpoint()
 	}
-	if err := writeFileNoSync(l.fsys, filepath.Join(l.dir, LeaderEpochFile), FormatEpochCheckpoint(l.epochs.entries)); err != nil {
+	data := FormatEpochCheckpoint(l.epochs.entries)
+	l.epochVer++
+	if err := writeFileNoSync(l.fsys, filepath.Join(l.dir, LeaderEpochFile), data); err != nil {
+		l.epochUnknown()
 		return err
 	}
+	l.epochDisk, l.epochStale = data, false
 	l.epochUnsynced = true
 	return nil
 }
 
 // loadEpochs reads the checkpoint, drops entries past leo and below the
 // log start, and adds epochs seen in recovered batches (recovered).
+//
+// A log opened at startup (deferSync) writes nothing durable here:
+//   - When only trailing epochs were dropped (an epoch started at the log
+//     end and no record was written in it: every restart of an empty
+//     partition), the file is left as it is (epochStale). Any load drops
+//     those entries again, as long as the log end does not move past their
+//     start, and writeLocked rewrites the file before it does. Kafka too
+//     flushes truncateFromEnd lazily and relies on the next load's
+//     truncateFromEnd for entries a crash kept (LeaderEpochFileCache.
+//     truncateFromEndAsyncFlush). When the controller then gives the
+//     partition back its epoch at the same offset, the history equals the
+//     file again and nothing is written at all.
+//   - Any other change (epochs recovered from batches, a new log start, a
+//     rebuilt file) goes to leader-epoch-checkpoint.tmp without fsync; the
+//     Syncer's StartJournal makes every such tmp durable with one SyncFS
+//     of the log dir, renames them and runs a second SyncFS, before the
+//     recovery points move and before anything is served (dirCheckpoints.
+//     applyDeferred): a rename never reaches the disk ahead of its data.
 func (l *Log) loadEpochs(leo int64, recovered []EpochEntry) error {
 	data, err := vfs.ReadFile(l.fsys, filepath.Join(l.dir, LeaderEpochFile))
 	rewrite := false
@@ -170,6 +225,7 @@ func (l *Log) loadEpochs(leo int64, recovered []EpochEntry) error {
 		switch {
 		case perr == nil:
 			l.epochs.entries = ents
+			l.epochDisk = data
 		case l.recFull:
 			// Torn or empty: written without fsync in a new directory
 			// (writeEpochCheckpointForAppend) when the power was cut before
@@ -183,7 +239,8 @@ func (l *Log) loadEpochs(leo int64, recovered []EpochEntry) error {
 	case !errNotExist(err):
 		return err
 	}
-	changed := l.epochs.truncateFromEnd(leo) || rewrite
+	dropped := l.epochs.truncateFromEnd(leo)
+	changed := rewrite
 	for _, e := range recovered {
 		if e.StartOffset < leo && l.epochs.assign(e.Epoch, e.StartOffset) {
 			changed = true
@@ -192,12 +249,28 @@ func (l *Log) loadEpochs(leo int64, recovered []EpochEntry) error {
 	if l.epochs.truncateFromStart(l.logStart) {
 		changed = true
 	}
-	if changed {
-		if err := l.writeEpochCheckpoint(); err != nil {
-			// The history is rebuilt by the next recovery; a full disk must
-			// not keep the log from opening.
-			l.logger.Warn("cannot persist leader epoch checkpoint at load; kept in memory", "err", err)
+	l.epochVer++
+	switch {
+	case !changed && !dropped:
+		return nil
+	case !changed && l.deferSync:
+		l.epochStale = true
+		return nil
+	case l.deferSync:
+		data := FormatEpochCheckpoint(l.epochs.entries)
+		if err := writeFileNoSync(l.fsys, filepath.Join(l.dir, LeaderEpochFile+".tmp"), data); err != nil {
+			l.logger.Warn("cannot write leader epoch checkpoint at load; rewritten before the first append", "err", err)
+			l.epochDisk, l.epochStale = nil, true
+			return nil
 		}
+		l.epochDisk = data
+		l.ck.deferEpochRename(filepath.Join(l.dir, LeaderEpochFile))
+		return nil
+	}
+	if err := l.writeEpochCheckpoint(); err != nil {
+		// The history is rebuilt by the next recovery; a full disk must
+		// not keep the log from opening.
+		l.logger.Warn("cannot persist leader epoch checkpoint at load; kept in memory", "err", err)
 	}
 	return nil
 }

@@ -146,6 +146,18 @@ type Log struct {
 	// epochUnsynced: the leader epoch checkpoint was written without
 	// fsync; the directory's first sync fsyncs it.
 	epochUnsynced bool
+	// epochDisk is what the leader epoch checkpoint file holds (as read
+	// at open or last written), nil when not known: a write of the same
+	// content is skipped (writeEpochCheckpoint).
+	epochDisk []byte
+	// epochStale: the file still holds trailing epochs that the open
+	// dropped from memory (their start is at or past the log end, so a
+	// load drops them again); it is rewritten before the log end moves
+	// past them (writeLocked), unless a write came first. See loadEpochs.
+	epochStale bool
+	// epochVer counts changes to the history or its file; AssignEpochs
+	// finds with it that nothing came between its phases.
+	epochVer uint64
 	// recFull: this Open's recovery read the whole log (nothing below a
 	// recovery point was trusted), so the batches rebuilt the whole leader
 	// epoch history (recEpochs) and an unreadable checkpoint file left by

@@ -73,6 +73,10 @@ type dirCheckpoints struct {
 	// deferred are the recovery points of logs closed without fsync
 	// (Log.CloseDeferSync), applied after one SyncFS of the dir.
 	deferred []deferredPoint
+	// epochRenames are leader epoch checkpoints that logs opened with
+	// DeferSync wrote to "<name>.tmp" without fsync (loadEpochs):
+	// applyDeferred renames them between two SyncFS of the dir.
+	epochRenames []string
 	// syncFS flushes the whole file system of the dir; opened when the
 	// files are loaded, so it reports write-back errors since then.
 	syncFS vfs.SyncFS
@@ -136,15 +140,34 @@ func (c *dirCheckpoints) load() error {
 	return c.loadErr
 }
 
+// deferEpochRename records that name+".tmp" holds the leader epoch
+// checkpoint that replaces name once applyDeferred made it durable.
+func (c *dirCheckpoints) deferEpochRename(name string) {
+	c.mu.Lock()
+	c.epochRenames = append(c.epochRenames, name)
+	c.mu.Unlock()
+}
+
 // applyDeferred makes the dir durable with one SyncFS when logs were
-// closed without fsync, then sets their recovery points.
+// opened or closed without fsync, then sets their recovery points.
+//
+// Leader epoch checkpoints written at open (epochRenames) take two-phase
+// steps, as Kafka's CheckpointFile.write (tmp, fsync, atomic move, fsync
+// of the directory) does for one file: the first SyncFS makes every tmp's
+// data durable, then they are renamed, and a second SyncFS makes the
+// renames durable, all before the recovery points move past the batches
+// whose epochs they record. Renamed before the first SyncFS, a file
+// system that commits the rename ahead of the data (ext4 without
+// auto_da_alloc, xfs) could leave an empty checkpoint after a power cut.
 func (c *dirCheckpoints) applyDeferred() error {
 	c.mu.Lock()
 	d := c.deferred
 	c.deferred = nil
+	renames := c.epochRenames
+	c.epochRenames = nil
 	sfs := c.syncFS
 	c.mu.Unlock()
-	if len(d) == 0 {
+	if len(d) == 0 && len(renames) == 0 {
 		return nil
 	}
 	if sfs == nil {
@@ -159,6 +182,16 @@ func (c *dirCheckpoints) applyDeferred() error {
 	}
 	if err := sfs.Sync(); err != nil {
 		return fmt.Errorf("syncfs of log dir %s: %w", c.dir, err)
+	}
+	if len(renames) > 0 {
+		for _, name := range renames {
+			if err := c.fsys.Rename(name+".tmp", name); err != nil {
+				return fmt.Errorf("log dir %s: leader epoch checkpoint: %w", c.dir, err)
+			}
+		}
+		if err := sfs.Sync(); err != nil {
+			return fmt.Errorf("syncfs of log dir %s: %w", c.dir, err)
+		}
 	}
 	for _, p := range d {
 		c.set(ckRecovery, p.key, p.off, false)
