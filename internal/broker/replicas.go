@@ -42,6 +42,12 @@ func (p *Partition) Leads() bool {
 	return p.lead.Load().Leader == p.broker.nodeID
 }
 
+// SetLeadership records the partition's leadership from the cluster
+// metadata (setLeaderships for one partition).
+func (p *Partition) SetLeadership(l Leadership) {
+	p.broker.setLeaderships([]*Partition{p}, []Leadership{l})
+}
+
 // setLeaderships records the leadership ls[i] of each partition ps[i]
 // from the cluster metadata. When this node becomes leader at a newer
 // epoch of a partition without a replica state machine (one replica), the
