@@ -101,6 +101,42 @@ func TestConsumerProtocolTwoMembers(t *testing.T) {
 	if code := h.do(c).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.StaleMemberEpoch.Code {
 		t.Fatalf("stale commit: %d", code)
 	}
+	// Kafka's ConsumerGroup.validateOffsetCommit: a KIP-848 member must
+	// commit with v9+.
+	c.Generation, c.Version = 2, 8
+	if code := h.do(c).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.UnsupportedVersion.Code {
+		t.Fatalf("commit v8 of a KIP-848 member: %v", kerr.ErrorForCode(code))
+	}
+	// OffsetFetch v9 with a member id and epoch is checked
+	// (validateOffsetFetch); without them (an admin client) it is not.
+	fetch := func(member *string, epoch int32) int16 {
+		f := kmsg.NewPtrOffsetFetchRequest()
+		f.Version = 9
+		fg := kmsg.NewOffsetFetchRequestGroup()
+		fg.Group, fg.MemberID, fg.MemberEpoch = "g", member, epoch
+		f.Groups = append(f.Groups, fg)
+		return h.do(f).(*kmsg.OffsetFetchResponse).Groups[0].ErrorCode
+	}
+	m1, zz := "m1", "zz"
+	for _, tc := range []struct {
+		member *string
+		epoch  int32
+		want   int16
+	}{{&m1, 2, 0}, {nil, -1, 0}, {&m1, 1, kerr.StaleMemberEpoch.Code}, {&zz, 2, kerr.UnknownMemberID.Code}} {
+		if code := fetch(tc.member, tc.epoch); code != tc.want {
+			t.Fatalf("OffsetFetch v9 member %v epoch %d: %v, want %v", tc.member, tc.epoch, kerr.ErrorForCode(code), kerr.ErrorForCode(tc.want))
+		}
+	}
+	// A commit with a generation to a group that does not exist:
+	// GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before.
+	nc := commitReq("nogroup", "m1", 2, "t", map[int32]int64{0: 5})
+	if code := h.do(nc).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.IllegalGeneration.Code {
+		t.Fatalf("v8 commit to no group: %v", kerr.ErrorForCode(code))
+	}
+	nc.Version = 9
+	if code := h.do(nc).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != kerr.GroupIDNotFound.Code {
+		t.Fatalf("v9 commit to no group: %v", kerr.ErrorForCode(code))
+	}
 	// A classic member cannot join.
 	if j := recv(t, h.joinAsync(joinReq("g", "", nil, "t"))); j.ErrorCode != kerr.InconsistentGroupProtocol.Code {
 		t.Fatalf("classic join: %d", j.ErrorCode)

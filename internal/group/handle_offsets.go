@@ -90,10 +90,17 @@ func (c *Coordinator) offsetCommit(ctx context.Context, r *kmsg.OffsetCommitRequ
 			codes.fill(code)
 			return resp
 		}
-		codes.fill(kerr.IllegalGeneration.Code)
+		// Kafka's OffsetMetadataManager.validateOffsetCommit: a commit with
+		// a generation to a group that does not exist is GROUP_ID_NOT_FOUND
+		// from v9 on, ILLEGAL_GENERATION before.
+		if r.Version >= 9 {
+			codes.fill(kerr.GroupIDNotFound.Code)
+		} else {
+			codes.fill(kerr.IllegalGeneration.Code)
+		}
 		return resp
 	}
-	if code := g.validateCommit(r.MemberID, r.InstanceID, r.Generation); code != 0 {
+	if code := g.validateCommit(r.Version, r.MemberID, r.InstanceID, r.Generation); code != 0 {
 		codes.fill(code)
 		if g.removable() {
 			c.removeGroup(g)
@@ -155,13 +162,17 @@ type fetchedTopic struct {
 // (the partitions with a committed offset). With requireStable, a
 // partition with pending transactional offsets answers
 // UNSTABLE_OFFSET_COMMIT instead of its committed offset (KIP-447).
-func (c *Coordinator) fetchOffsets(id string, topics map[string][]int32, order []string, requireStable bool) ([]fetchedTopic, int16) {
+func (c *Coordinator) fetchOffsets(id string, memberID *string, epoch int32, topics map[string][]int32, order []string, requireStable bool) ([]fetchedTopic, int16) {
 	if code := c.status(id); code != 0 {
 		return nil, code
 	}
 	var offs map[tp]offset
 	var unstable map[tp]bool
 	if g := c.lockGroup(id, false); g != nil {
+		if code := g.validateFetch(memberID, epoch); code != 0 {
+			g.mu.Unlock()
+			return nil, code
+		}
 		offs = make(map[tp]offset, len(g.offsets))
 		for k, o := range g.offsets {
 			offs[k] = o
@@ -231,7 +242,7 @@ func (c *Coordinator) offsetFetch(r *kmsg.OffsetFetchRequest) kmsg.Response {
 					topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 				}
 			}
-			ft, code := c.fetchOffsets(rg.Group, topics, order, r.RequireStable)
+			ft, code := c.fetchOffsets(rg.Group, rg.MemberID, rg.MemberEpoch, topics, order, r.RequireStable)
 			g := kmsg.NewOffsetFetchResponseGroup()
 			g.Group, g.ErrorCode = rg.Group, code
 			for _, t := range ft {
@@ -254,7 +265,7 @@ func (c *Coordinator) offsetFetch(r *kmsg.OffsetFetchRequest) kmsg.Response {
 			topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 		}
 	}
-	ft, code := c.fetchOffsets(r.Group, topics, order, r.Version >= 7 && r.RequireStable)
+	ft, code := c.fetchOffsets(r.Group, nil, -1, topics, order, r.Version >= 7 && r.RequireStable)
 	if code != 0 && r.Version < 2 {
 		// No top-level error code before v2: report it per partition.
 		for _, t := range order {

@@ -8,15 +8,24 @@ import (
 
 // validateCommit is Kafka's OffsetCommit group check. It returns 0 when the
 // commit may proceed.
-func (g *group) validateCommit(memberID string, instanceID *string, generation int32) int16 {
+func (g *group) validateCommit(version int16, memberID string, instanceID *string, generation int32) int16 {
 	if g.state == stateDead {
 		return kerr.CoordinatorNotAvailable.Code
 	}
-	if cg := g.consumer; cg != nil && (generation >= 0 || memberID != "" || len(cg.members) > 0) {
-		// KIP-848 group: the generation field carries the member epoch.
+	if cg := g.consumer; cg != nil {
+		// KIP-848 group (Kafka's ConsumerGroup.validateOffsetCommit): the
+		// generation field carries the member epoch; -1 commits to a group
+		// without members (an admin client, a consumer without group
+		// management); a member must use OffsetCommit v9+.
+		if generation < 0 && len(cg.members) == 0 {
+			return 0
+		}
 		m := cg.members[memberID]
 		if m == nil {
 			return kerr.UnknownMemberID.Code
+		}
+		if version < 9 {
+			return kerr.UnsupportedVersion.Code
 		}
 		if generation != m.epoch {
 			return kerr.StaleMemberEpoch.Code
@@ -96,4 +105,27 @@ func (g *group) expiredOffsets(now time.Time, retention time.Duration) []tp {
 // members, no offsets and no pending transactional offsets left.
 func (g *group) removable() bool {
 	return g.state == stateEmpty && g.isEmpty() && len(g.offsets) == 0 && len(g.txn) == 0
+}
+
+// validateFetch is Kafka's ConsumerGroup.validateOffsetFetch (OffsetFetch
+// v9+): a KIP-848 member fetching with its member id must be a member at
+// that epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH); a fetch without
+// member id and epoch (an admin client) is not checked, nor one of a
+// classic group.
+func (g *group) validateFetch(memberID *string, epoch int32) int16 {
+	cg := g.consumer
+	if cg == nil || (memberID == nil && epoch < 0) {
+		return 0
+	}
+	var m *cmember
+	if memberID != nil {
+		m = cg.members[*memberID]
+	}
+	if m == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	if epoch != m.epoch {
+		return kerr.StaleMemberEpoch.Code
+	}
+	return 0
 }
