@@ -146,7 +146,8 @@ func TestStartupDeferSyncCrashAtEveryStep(t *testing.T) {
 // TestStartupDeferSyncOps: after kill -9 with every partition past its
 // recovery point, opening with DeferSync fsyncs nothing per partition
 // (no segment fsync, no directory fsync, no SyncFS); StartJournal does one
-// SyncFS and then voids the journal. Without DeferSync (a log opened at
+// SyncFS, writes the recovery-point checkpoint and then voids the
+// journal. Without DeferSync (a log opened at
 // runtime) each recovered partition still fsyncs its own segment.
 func TestStartupDeferSyncOps(t *testing.T) {
 	const parts = 20
@@ -194,8 +195,10 @@ func TestStartupDeferSyncOps(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, jgot := take()
-	if got["syncfs"] != 1 || got["sync"] != 0 {
-		t.Fatalf("StartJournal did %v (journal %v), want one syncfs before the journal's void", got, jgot)
+	// One syncfs, and one fdatasync: the recovery-point checkpoint file
+	// written with the recovered points (none per partition).
+	if got["syncfs"] != 1 || got["sync"] > 1 {
+		t.Fatalf("StartJournal did %v (journal %v), want one syncfs before the journal's void and the checkpoint file's fsync", got, jgot)
 	}
 	t.Logf("open: deferred; StartJournal: %v, journal %v", got, jgot)
 	checkAcked(t, "after a deferred start", logs, acked)
@@ -232,4 +235,70 @@ func TestStartupDeferSyncOps(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = n
+}
+
+// TestStartupWritesRecoveredPoints: the start after a kill -9 writes the
+// recovery points its recovery moved to the recovery-point checkpoint
+// file (StartJournal), so a second kill -9 soon after (a crash loop,
+// before any periodic checkpoint) leaves nothing past the recovery
+// points: the next open recovers no byte and fsyncs no segment, even
+// without DeferSync.
+func TestStartupWritesRecoveredPoints(t *testing.T) {
+	const parts = 8
+	base, acked := killedJournalDir(t, parts, 3)
+	fsys := base.Clone()
+	s, logs, err := openDeferred(fsys, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := ReadCheckpoint(fsys, "/data/"+RecoveryPointFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rps := map[string]int64{}
+	for _, e := range ents {
+		rps[fmt.Sprintf("%s-%d", e.Topic, e.Partition)] = e.Offset
+	}
+	for i, l := range logs {
+		if rp, ok := rps[fmt.Sprintf("j-%d", i)]; !ok || rp != l.LogEndOffset() {
+			t.Fatalf("partition %d: recovery point on disk %d (listed %v) after the recovering start, want its end %d", i, rp, ok, l.LogEndOffset())
+		}
+	}
+	killed := fsys.Clone() // the second kill -9, before any periodic checkpoint
+	for _, l := range logs {
+		l.Close()
+	}
+	s.Close()
+
+	syncs := 0
+	var mu sync.Mutex
+	killed.SetHook(func(op, name string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if op == "sync" && strings.HasSuffix(name, LogSuffix) {
+			syncs++
+		}
+		return nil
+	})
+	s2 := NewSyncer(quiet)
+	if err := s2.OpenJournal(killed, "/data", 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	logs2 := make([]*Log, parts)
+	for i := range logs2 {
+		l, err := Open(fmt.Sprintf("/data/j-%d", i), [16]byte{9, byte(i)}, testConfig(), false, Options{FS: killed, Syncer: s2, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs2[i] = l
+	}
+	if err := s2.StartJournal(); err != nil {
+		t.Fatal(err)
+	}
+	killed.SetHook(nil)
+	if syncs != 0 {
+		t.Fatalf("the open after a second kill -9 fsynced %d segments: it found bytes past the recovery points the first start recovered", syncs)
+	}
+	checkAcked(t, "after the second kill -9", logs2, acked)
+	closeAll(t, s2, logs2)
 }

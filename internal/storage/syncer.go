@@ -72,7 +72,8 @@ func (s *Syncer) OpenJournal(fsys vfs.FS, dir string, fileBytes int64) error {
 // open): what the journal held is voided and rounds may use it. Logs
 // opened with Options.DeferSync fsynced nothing of their recovery; first
 // one SyncFS per log dir makes it all durable and moves their recovery
-// points to their ends (Syncer.Close's trick at shutdown).
+// points to their ends (Syncer.Close's trick at shutdown), and the
+// recovery-point checkpoint file is written with them.
 //
 // Order (durability): every recovered segment byte, cut tail, rebuilt
 // index and journal replay written into a segment must be durable BEFORE
@@ -83,6 +84,15 @@ func (s *Syncer) StartJournal() error {
 	for _, c := range s.registries() {
 		if err := c.applyDeferred(); err != nil {
 			return err
+		}
+		// The recovery points recovery moved (now durable) go to the
+		// file at once rather than at the first periodic checkpoint (as
+		// Kafka's, log.flush.offset.checkpoint.interval.ms after the
+		// start): a crash soon after this start (a crash loop) then
+		// scans nothing this one already recovered. A failed write only
+		// costs that longer scan.
+		if err := c.persist(ckRecovery, false); err != nil {
+			s.logger.Warn("write recovery point checkpoint after recovery", "dir", c.dir, "err", err)
 		}
 	}
 	if s.jrnl == nil {
