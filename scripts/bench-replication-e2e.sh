@@ -101,6 +101,14 @@ print("  restart (process start included) to caught up: %.2f s = %.1f MB/s (a lo
 if t0 is not None and s > s0:
     print("  from the first look to caught up: %.2f s = %.1f MB/s" % (t1 - first, (s - s0) / 1e6 / (t1 - first)))
 EOF
+# Back in the ISR: with strata.durable.acks the follower rejoins only once
+# its fsynced end reaches the leader's high watermark.
+until "$bin" topic describe catchup --brokers "$seeds" -o json 2>/dev/null |
+  python3 -c 'import json,sys;d=json.load(sys.stdin);sys.exit(0 if int(sys.argv[1]) in d["partitions"][0]["isr"] else 1)' "$victim"; do
+  [ "$SECONDS" -lt 3600 ] || { echo "  not back in the ISR"; break; }
+  sleep 0.05
+done
+echo "  restart to back in the ISR: $(python3 -c "import time;print('%.2f' % (time.time()-$t_start))") s"
 for i in 1 2; do
   dd if="$lseg" of=/dev/null bs=1M iflag=direct 2>&1 | tail -1 | sed 's/^/raw read (dd iflag=direct): /'
 done
