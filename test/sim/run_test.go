@@ -19,7 +19,7 @@ func paramsFor(seed uint64) params {
 		maxDelay: 5 + int64(seed%26), faultRate: 0.25, faultMs: 20000, quietMs: 15000}
 	p.minISR = 1 + int(seed/2%3)
 	p.unsyncedPowerCuts = !p.durable
-	p.legacyLeaders = seed%8 == 2// a quarter of the durable seeds: followers fetch from their fsynced end
+	p.legacyLeaders = seed%8 == 2 // a quarter of the durable seeds: followers fetch from their fsynced end
 	p.drop = float64(seed/7%11) / 100
 	p.dup = float64(seed/5%6) / 100
 	return p
