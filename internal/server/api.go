@@ -79,9 +79,12 @@ type Server struct {
 	// leadersSeen: the node's partitions had their leaders once after
 	// the start (cluster_ready.go); readiness no longer looks.
 	leadersSeen atomic.Bool
-	stopping    atomic.Bool
-	stopOnce    sync.Once
-	stopErr     error
+	// startFreed: the start's transient memory was returned to the
+	// operating system (freeStartMemory).
+	startFreed atomic.Bool
+	stopping   atomic.Bool
+	stopOnce   sync.Once
+	stopErr    error
 }
 
 // Options are what a server takes beyond its configuration (tests).
@@ -439,7 +442,11 @@ func (s *Server) Ready() bool {
 	if !s.ready.Load() || s.stopping.Load() {
 		return false
 	}
-	return s.ctlOnly || s.leadersReady()
+	if !s.ctlOnly && !s.leadersReady() {
+		return false
+	}
+	s.freeStartMemory()
+	return true
 }
 
 // Broker exposes the broker (tests and admin tools).
