@@ -58,6 +58,10 @@ type member struct {
 	protocols        []protocol
 	assignment       []byte
 	joinVersion      int16
+	// isNew is set from a member's first JoinGroup until its first join
+	// completes: its session is then newMemberJoinTimeout and waiting in
+	// JoinGroup does not keep it alive (Kafka's ClassicGroupMember.isNew).
+	isNew bool
 
 	joinCh chan joinResult // set while a JoinGroup waits
 	syncCh chan syncResult // set while a SyncGroup waits

@@ -221,10 +221,19 @@ func (g *group) awaitJoin(m *member) <-chan joinResult {
 	return m.joinCh
 }
 
+// newMemberJoinTimeout bounds how long a new member may wait in its first
+// JoinGroup (Kafka's CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS, not a
+// setting): its session timeout does not apply, since it has no member id
+// to heartbeat with, and a client that gave up and retried leaves a
+// defunct member behind that would otherwise hold the rebalance until the
+// rebalance timeout, each retry adding another.
+const newMemberJoinTimeout = 5 * time.Minute
+
 func (g *group) addMemberAndRebalance(id string, p joinParams) <-chan joinResult {
-	m := &member{id: id, instanceID: p.instanceID}
+	m := &member{id: id, instanceID: p.instanceID, isNew: true}
 	g.updateMember(m, p)
 	g.members[id] = m
+	g.armHeartbeat(m, newMemberJoinTimeout)
 	if p.instanceID != nil {
 		g.static[*p.instanceID] = id
 	}
@@ -387,24 +396,31 @@ func (g *group) completeJoin() {
 		}
 		m.joinCh <- r
 		m.joinCh = nil
+		m.isNew = false
 		g.heartbeat(m)
 	}
 }
 
 // heartbeat restarts the member's session timer.
 func (g *group) heartbeat(m *member) {
+	g.armHeartbeat(m, m.sessionTimeout)
+}
+
+// armHeartbeat expires the member after d unless it heartbeats meanwhile.
+func (g *group) armHeartbeat(m *member, d time.Duration) {
 	stopTimer(m.hbTimer)
 	m.hbSeq++
 	seq := m.hbSeq
-	m.hbTimer = g.after(m.sessionTimeout, func() { g.sessionExpired(m, seq) })
+	m.hbTimer = g.after(d, func() { g.sessionExpired(m, seq) })
 }
 
 func (g *group) sessionExpired(m *member, seq uint64) {
 	if g.members[m.id] != m || m.hbSeq != seq {
 		return
 	}
-	if m.joinCh != nil || m.syncCh != nil {
-		// A member waiting in JoinGroup or SyncGroup is alive.
+	if !m.isNew && (m.joinCh != nil || m.syncCh != nil) {
+		// A member waiting in JoinGroup or SyncGroup is alive (Kafka's
+		// hasSatisfiedHeartbeat), unless it is new.
 		g.heartbeat(m)
 		return
 	}
