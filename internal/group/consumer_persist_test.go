@@ -216,7 +216,10 @@ func TestStaticLeaveRecordIsKafkas(t *testing.T) {
 		r.RebalanceTimeoutMillis = 30_000
 		r.SubscribedTopicNames = subscribe
 		if owned != nil {
-			r.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: topicT.ID, Partitions: owned}}
+			r.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+			if len(owned) > 0 {
+				r.Topics = append(r.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: topicT.ID, Partitions: owned})
+			}
 		}
 		return h.do(r).(*kmsg.ConsumerGroupHeartbeatResponse)
 	}

@@ -199,7 +199,16 @@ func TestConsumerProtocolStaticRestart(t *testing.T) {
 	resp := h.do(r).(*kmsg.ConsumerGroupHeartbeatResponse)
 	epoch := resp.MemberEpoch
 	// Leaves temporarily (epoch -2), comes back with a new member id.
-	if lr := h.chb("g", "a", -2, nil, "", nil); lr.MemberEpoch != -2 {
+	leave := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	leave.Version = 1
+	leave.Group, leave.MemberID, leave.MemberEpoch = "g", "a", -2
+	// Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid: epoch -2
+	// needs the instance id.
+	if lr := h.do(leave).(*kmsg.ConsumerGroupHeartbeatResponse); lr.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("static leave without instance id: %+v", lr)
+	}
+	leave.InstanceID = &inst
+	if lr := h.do(leave).(*kmsg.ConsumerGroupHeartbeatResponse); lr.ErrorCode != 0 || lr.MemberEpoch != -2 {
 		t.Fatalf("static leave: %+v", lr)
 	}
 	r.MemberID = "b"
@@ -224,6 +233,27 @@ func TestConsumerProtocolValidation(t *testing.T) {
 	}
 	if r := h.chb("g", "m", 0, nil, "", []int32{}); r.ErrorCode != kerr.InvalidRequest.Code {
 		t.Fatalf("no subscription: %d", r.ErrorCode)
+	}
+	// Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid: a join
+	// without a rebalance timeout or with owned partitions, an empty
+	// instance or rack id.
+	empty := ""
+	for name, mod := range map[string]func(*kmsg.ConsumerGroupHeartbeatRequest){
+		"no rebalance timeout": func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.RebalanceTimeoutMillis = -1 },
+		"owned partitions": func(r *kmsg.ConsumerGroupHeartbeatRequest) {
+			r.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: topicT.ID, Partitions: []int32{0}}}
+		},
+		"empty instance id": func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.InstanceID = &empty },
+		"empty rack id":     func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.RackID = &empty },
+	} {
+		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		r.Version = 1
+		r.Group, r.MemberID, r.RebalanceTimeoutMillis = "g", "m", 30_000
+		r.SubscribedTopicNames, r.Topics = []string{"t"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		mod(r)
+		if resp := h.do(r).(*kmsg.ConsumerGroupHeartbeatResponse); resp.ErrorCode != kerr.InvalidRequest.Code {
+			t.Fatalf("%s: %v", name, kerr.ErrorForCode(resp.ErrorCode))
+		}
 	}
 	twoMembers(t, h, "classic")
 	if r := h.chb("classic", "m", 0, []string{"t"}, "", []int32{}); r.ErrorCode != kerr.GroupIDNotFound.Code {

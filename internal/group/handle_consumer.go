@@ -19,21 +19,30 @@ func (c *Coordinator) consumerGroupHeartbeat(ctx context.Context, r *kmsg.Consum
 		}
 		return resp
 	}
+	// Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid.
 	switch {
 	case r.Group == "":
 		return fail(kerr.InvalidRequest.Code, "GroupId can't be empty")
 	case c.status(r.Group) != 0:
 		return fail(c.status(r.Group), "")
+	case r.InstanceID != nil && *r.InstanceID == "":
+		return fail(kerr.InvalidRequest.Code, "InstanceId can't be empty")
+	case r.RackID != nil && *r.RackID == "":
+		return fail(kerr.InvalidRequest.Code, "RackId can't be empty")
 	case r.MemberEpoch < -2:
 		return fail(kerr.InvalidRequest.Code, "MemberEpoch is invalid")
 	case r.Version >= 1 && r.MemberID == "":
 		return fail(kerr.InvalidRequest.Code, "MemberId can't be empty")
-	case r.MemberEpoch > 0 && r.MemberID == "":
+	case (r.MemberEpoch > 0 || r.MemberEpoch < 0) && r.MemberID == "":
 		return fail(kerr.InvalidRequest.Code, "MemberId can't be empty")
+	case r.MemberEpoch == memberEpochLeftStatic && r.InstanceID == nil:
+		return fail(kerr.InvalidRequest.Code, "InstanceId can't be null")
+	case r.MemberEpoch == 0 && r.RebalanceTimeoutMillis == -1:
+		return fail(kerr.InvalidRequest.Code, "RebalanceTimeoutMs must be provided in first request")
 	case r.MemberEpoch == 0 && r.SubscribedTopicNames == nil && r.SubscribedTopicRegex == nil:
 		return fail(kerr.InvalidRequest.Code, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request")
-	case r.MemberEpoch == 0 && r.Topics == nil:
-		return fail(kerr.InvalidRequest.Code, "Topics must be empty in first request")
+	case r.MemberEpoch == 0 && (r.Topics == nil || len(r.Topics) > 0):
+		return fail(kerr.InvalidRequest.Code, "TopicPartitions must be empty when (re-)joining")
 	}
 	ix := newTopicIndex(c.cfg.Topics())
 	ci := clientFrom(ctx)
