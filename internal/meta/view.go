@@ -125,8 +125,9 @@ func (v *View) PartitionCount() int {
 	return n
 }
 
-// OfflinePartitions counts partitions without a leader (Kafka's
-// OfflinePartitionsCount), skipping topics being deleted.
+// OfflinePartitions counts partitions without a serving leader
+// (ServingLeader; Kafka's OfflinePartitionsCount), skipping topics being
+// deleted.
 func (v *View) OfflinePartitions() int {
 	n := 0
 	for _, t := range v.Topics {
@@ -134,7 +135,7 @@ func (v *View) OfflinePartitions() int {
 			continue
 		}
 		for _, p := range v.Parts[t.ID] {
-			if p.ModRevision != 0 && (p.State.Leader == NoLeader || !v.Live(p.State.Leader)) {
+			if p.ModRevision != 0 && v.ServingLeader(p.State) == NoLeader {
 				n++
 			}
 		}
