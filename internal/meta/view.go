@@ -65,22 +65,26 @@ func NewView() *View {
 // Live reports whether broker id is registered.
 func (v *View) Live(id int32) bool { _, ok := v.Brokers[id]; return ok }
 
-// ServingLeader is the broker that leads a partition in state st as far
-// as clients are told (Metadata, FindCoordinator, KIP-951's current
-// leader, `strata cluster status`): st.Leader when it is live and was
-// elected for its current incarnation, else NoLeader. A broker restarted
-// within its session is live again at once, but until the controller
-// replaces the election made for its previous incarnation
-// (PartitionState.LedByEarlierIncarnation) it refuses to lead. Kafka never
-// names such a broker either: a restarted broker registers fenced, the
-// controller moved its previous incarnation's leaderships away or to no
-// leader (ReplicationControlManager handleBrokerFenced /
+// ServingLeader is the broker that serves a partition in state st as far
+// as clients are told (Metadata, KIP-951's current leader, `strata cluster
+// status`, OfflinePartitionsCount): st.Leader when it is live, else
+// NoLeader; and for a replicated partition NoLeader too while st names a
+// broker restarted within its session under the election made for its
+// previous incarnation (PartitionState.LedByEarlierIncarnation): that
+// broker refuses to lead it until the controller elects again (its log
+// may hold records past the high watermark the next leader lacks), so
+// naming it sent clients to a broker answering NOT_LEADER_OR_FOLLOWER.
+// Kafka never names such a broker either: a restarted broker registers
+// fenced, the controller moved its previous incarnation's leaderships away
+// or to no leader (ReplicationControlManager handleBrokerFenced /
 // handleBrokerUncleanShutdown) and elects only unfenced brokers; a
 // partition without a leader is LEADER_NOT_AVAILABLE with leader -1
-// (KRaftMetadataCache.getPartitionMetadata).
+// (KRaftMetadataCache.getPartitionMetadata). A single-replica partition is
+// served by its restarted broker at once (no other replica can hold
+// records it lacks), so it stays named.
 func (v *View) ServingLeader(st PartitionState) int32 {
 	b := v.Brokers[st.Leader]
-	if st.Leader == NoLeader || b == nil || st.LedByEarlierIncarnation(st.Leader, b.Epoch) {
+	if st.Leader == NoLeader || b == nil || (len(st.Replicas) > 1 && st.LedByEarlierIncarnation(st.Leader, b.Epoch)) {
 		return NoLeader
 	}
 	return st.Leader

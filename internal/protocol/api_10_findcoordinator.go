@@ -72,9 +72,10 @@ func (s *Server) locateCoordinator(v *meta.View, listener, topic, key string, co
 		return
 	}
 	_, part, ok := v.Partition(topic, coordkey.Partition(key, t.Partitions))
-	if !ok || v.ServingLeader(part.State) == meta.NoLeader {
+	if b := v.Brokers[part.State.Leader]; !ok || v.ServingLeader(part.State) == meta.NoLeader || part.State.LedByEarlierIncarnation(part.State.Leader, b.Epoch) {
 		// No live leader, or one elected for an earlier incarnation of a
-		// restarted broker, which does not coordinate until elected again.
+		// restarted broker, which does not coordinate until elected again
+		// (whatever the replication factor: internal/server coordinators).
 		co.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return
 	}
