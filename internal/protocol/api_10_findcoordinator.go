@@ -72,10 +72,12 @@ func (s *Server) locateCoordinator(v *meta.View, listener, topic, key string, co
 		return
 	}
 	_, part, ok := v.Partition(topic, coordkey.Partition(key, t.Partitions))
-	if b := v.Brokers[part.State.Leader]; !ok || v.ServingLeader(part.State) == meta.NoLeader || part.State.LedByEarlierIncarnation(part.State.Leader, b.Epoch) {
-		// No live leader, or one elected for an earlier incarnation of a
-		// restarted broker, which does not coordinate until elected again
-		// (whatever the replication factor: internal/server coordinators).
+	if !ok || !v.Live(part.State.Leader) {
+		// A broker restarted within its session is still named while it
+		// holds the partition under its previous incarnation's election:
+		// it answers NOT_COORDINATOR until elected again, which clients
+		// retry (kadm returned COORDINATOR_NOT_AVAILABLE to callers right
+		// after a restart when that window answered it here).
 		co.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return
 	}
