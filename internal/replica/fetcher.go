@@ -249,13 +249,17 @@ func (r *Replica) fetchPosition(f *fetcher, now time.Time) (position, fetchState
 		return position{}, fetchThrottled, now.Add(r.m.cfg.FetchBackoff)
 	}
 	local := r.local()
-	if local.Durable >= local.End {
+	if min(local.Durable, local.End) > r.sentDurable {
+		// An fsync completed since the last report: report it now, even
+		// while later appends are still unsynced (the leader's high
+		// watermark, and acks=all produces, wait for it).
 		r.drained = false
 	}
 	plan := PlanFetch(local, r.m.cfg.Durable, r.pipelined, r.drained)
 	if !plan.Ready {
 		return position{}, fetchSyncing, time.Time{}
 	}
+	r.sentDurable = plan.Durable
 	p := kmsg.NewFetchRequestTopicPartition()
 	p.Partition = r.tp.Partition
 	p.CurrentLeaderEpoch = r.st.LeaderEpoch
@@ -308,7 +312,7 @@ func (f *fetcher) handle(conn Conn, pos []position, resp *kmsg.FetchResponse) {
 // echoes DurableEndTag again (a new connection may reach another broker).
 func (r *Replica) unpipeline() {
 	r.mu.Lock()
-	r.pipelined, r.drained = false, false
+	r.pipelined, r.drained, r.sentDurable = false, false, NoOffset
 	r.mu.Unlock()
 }
 

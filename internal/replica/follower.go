@@ -231,8 +231,9 @@ type Plan struct {
 //     must not park a fetch whose report of a completed fsync may move its
 //     high watermark;
 //   - once such a fetch came back empty (drained) the follower waits for
-//     its fsync, then fetches normally and so reports the new fsynced end
-//     (the log's fsync hook wakes the fetcher).
+//     its next fsync completion (the log's fsync hook wakes the fetcher)
+//     and reports it at once, not waiting for fsyncs of later appends;
+//     with nothing left unsynced it fetches normally.
 //
 // A catching-up follower thus copies at the rate of fetch and append,
 // its fsyncs following behind; it joins the ISR only once its fsynced end

@@ -235,7 +235,7 @@ func (m *Manager) Apply(tp TP, log *storage.Log, st State, minISR int) *Replica 
 	r := m.replicas[tp]
 	fresh := r == nil || r.log != log
 	if fresh {
-		r = &Replica{m: m, tp: tp, log: log, changed: make(chan struct{}), st: State{Leader: -1, LeaderEpoch: -1, PartitionEpoch: -1}}
+		r = &Replica{m: m, tp: tp, log: log, changed: make(chan struct{}), st: State{Leader: -1, LeaderEpoch: -1, PartitionEpoch: -1}, sentDurable: NoOffset}
 		m.replicas[tp] = r
 	}
 	m.mu.Unlock()

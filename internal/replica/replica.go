@@ -49,9 +49,11 @@ type Replica struct {
 	caughtUp bool
 	// pipelined: the leader echoed DurableEndTag at this leader epoch;
 	// drained: a no-wait fetch came back empty while an fsync was
-	// outstanding (PlanFetch).
-	pipelined bool
-	drained   bool
+	// outstanding (PlanFetch); sentDurable: the fsynced end the last
+	// fetch reported.
+	pipelined   bool
+	drained     bool
+	sentDurable int64
 	// fenced: the leader answered FENCED_LEADER_EPOCH; no fetch until the
 	// metadata brings a newer epoch. backoff: no fetch before.
 	fenced  bool
@@ -370,7 +372,7 @@ func (r *Replica) apply(st State, minISR int) {
 	if st.LeaderEpoch > r.st.LeaderEpoch || st.Leader != r.st.Leader {
 		// A new leader: the lag is unknown again, and whether it counts
 		// reported fsynced ends (DurableEndTag) too.
-		r.pipelined, r.drained = false, false
+		r.pipelined, r.drained, r.sentDurable = false, false, NoOffset
 	}
 	if st.LeaderEpoch > r.st.LeaderEpoch {
 		r.fenced = false
