@@ -98,7 +98,7 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 	def("replica.high.watermark.checkpoint.interval.ms", TypeLong, "5000", atLeast(1),
 		"How often each log dir's replication-offset-checkpoint (the high watermark of every replicated partition) is written; also at shutdown. A replica restarted after a crash exposes nothing past the high watermark found there until its leader tells it more is committed."),
 	def("replica.fetch.backoff.ms", TypeInt, "1000", atLeast(0),
-		"Pause before a follower fetches a partition again after a fetch error."),
+		"Pause before a follower fetches a partition again after a fetch error. A refusal because the leader has not applied the leader epoch sent yet (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH: right after an election) is retried after 1/32 of it, doubling up to it."),
 	// Replication throttles (KIP-73; Kafka's QuotaConfig.brokerQuotaConfigs
 	// and ReplicationQuotaManager): dynamic broker configs (cluster default
 	// or per broker; Kafka reads them only dynamically, Strata also from the
