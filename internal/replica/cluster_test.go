@@ -632,10 +632,15 @@ func TestPowerCutOfEveryReplica(t *testing.T) {
 		before[k] = v
 	}
 	mu.Unlock()
+	// From the cut on nothing the running brokers write becomes durable
+	// (every mutating operation fails): else a replica could fsync, report
+	// and join the ISR after the cut with bytes its image does not hold.
+	errCut := errors.New("power cut")
 	var ends []string
 	for i, h := range crash {
 		p, _ := h.Broker().Partition(r.tp.Topic, 0)
 		ends = append(ends, fmt.Sprintf("node %d end %d fsynced %d", i+1, p.Log.LogEndOffset(), p.Log.DurableEnd()))
+		h.fs.SetHook(func(string, string) error { return errCut })
 		h.PowerCut()
 	}
 	cancel()
