@@ -106,7 +106,7 @@ func TestSimulationDeterministic(t *testing.T) {
 	}
 }
 
-// TestSimulationRestartKeepsEpoch runs every seed with a controller that
+// TestSimulationRestartKeepsEpoch runs 150 seeds with a controller that
 // never sees a restarting broker's registration disappear: a leader that
 // loses power (strata.durable.acks=true) and restarts within
 // broker.session.timeout.ms deletes and re-creates its registration
@@ -117,8 +117,12 @@ func TestSimulationDeterministic(t *testing.T) {
 // tail under the same epoch and 5 of the 200 seeds lost acknowledged
 // records (docs/reliability.md, the same-epoch restart; seed 50).
 func TestSimulationRestartKeepsEpoch(t *testing.T) {
+	// 150 seeds (200 until session 7; trimmed to keep the default suite's
+	// time while the simulation grew pipelined fetches): seed 50, the
+	// first of the five that failed before the fix, is among them.
+	const seeds = 150
 	var bad []string
-	for seed := uint64(1); seed <= 200; seed++ {
+	for seed := uint64(1); seed <= seeds; seed++ {
 		p := paramsFor(seed)
 		p.restartKeepsEpoch = true
 		s := newSim(seed, p)
@@ -130,7 +134,7 @@ func TestSimulationRestartKeepsEpoch(t *testing.T) {
 		}
 	}
 	if len(bad) > 0 {
-		t.Errorf("%d of 200 seeds violate an invariant:\n%s", len(bad), strings.Join(bad, "\n"))
+		t.Errorf("%d of %d seeds violate an invariant:\n%s", len(bad), seeds, strings.Join(bad, "\n"))
 	}
 }
 
