@@ -228,9 +228,11 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 func (l *Log) writeLocked(records []byte, batches []record.Batch, end int64) error {
 	if l.epochStale {
 		// The file still names epochs that start at or past the old log
-		// end (loadEpochs): rewritten before the end moves past them, or
-		// a later load would keep them over these batches' offsets.
-		if err := l.writeEpochCheckpoint(); err != nil {
+		// end (loadEpochs), or lacks the epoch an empty log was given
+		// (AssignEpochs): rewritten before the end moves past them, or a
+		// later load would keep them over these batches' offsets (or
+		// lose this epoch's entry).
+		if err := l.writeEpochCheckpointForAppend(); err != nil {
 			return fmt.Errorf("leader epoch checkpoint: %v: %w", err, kerr.KafkaStorageError)
 		}
 	}

@@ -238,6 +238,10 @@ func (l *Log) loadEpochs(leo int64, recovered []EpochEntry) error {
 		}
 	case !errNotExist(err):
 		return err
+	default:
+		// No file is an empty history (a partition that never had a
+		// record: its first append writes the file).
+		l.epochDisk = FormatEpochCheckpoint(nil)
 	}
 	dropped := l.epochs.truncateFromEnd(leo)
 	changed := rewrite

@@ -168,11 +168,41 @@ func (l *Log) prepareEpoch(epoch int32) (*epochWrite, error) {
 		l.epochVer++
 		return nil, nil
 	}
+	if l.mark.leo == l.logStart && l.epochFileAtOrPast(l.mark.leo) {
+		// An empty log whose file names no epoch below its end: every
+		// load drops what the file and the new history hold (all at or
+		// past the end), so the file is left stale and writeLocked
+		// writes it before the first record, the only thing an epoch
+		// entry has to be durable for. No record of the epoch can be
+		// acknowledged before that write.
+		l.epochs = next
+		l.epochStale = true
+		l.epochVer++
+		return nil, nil
+	}
 	name := filepath.Join(l.dir, LeaderEpochFile)
 	if err := writeFileNoSync(l.fsys, name+".tmp", data); err != nil {
 		return nil, fmt.Errorf("assign epoch %d to %s: %v: %w", epoch, l.dir, err, kerr.KafkaStorageError)
 	}
 	return &epochWrite{next: next.entries, data: data, ver: l.epochVer}, nil
+}
+
+// epochFileAtOrPast reports whether every entry the file holds starts at
+// or past off (false when the file's content is not known).
+func (l *Log) epochFileAtOrPast(off int64) bool {
+	if l.epochDisk == nil {
+		return false
+	}
+	ents, err := ParseEpochCheckpoint(l.epochDisk)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if e.StartOffset < off {
+			return false
+		}
+	}
+	return true
 }
 
 // renameEpoch is step 3: the durable tmp replaces the checkpoint, unless
