@@ -71,7 +71,12 @@ hz=$(getconf CLK_TCK)
 create_rf3() {
   "$bin" topic create rf3 --brokers "$brokers" -p 1 -r 3 -c min.insync.replicas=2 >/dev/null
 }
-create_rf3
+# The listing answers once one broker is up; RF=3 needs all three registered.
+for _ in $(seq 300); do
+  create_rf3 2>/dev/null && break
+  "$bin" topic describe rf3 --brokers "$brokers" >/dev/null 2>&1 && break
+  sleep 0.2
+done
 echo "machine: $(nproc) cores, $(uname -r); count=$count 1 KiB records per run; disk $disk ($majmin)" \
   "${limit:+; each broker writes at most $limit B/s (own blkio cgroup)}"
 for r in $(seq "$rounds"); do
