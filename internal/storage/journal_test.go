@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -717,5 +718,39 @@ func TestJournalCheckpointWritesRecoveryPoints(t *testing.T) {
 		s2, logs2 := journalDir(t, c.img, parts, testConfig(), fileSize, false)
 		checkAcked(t, c.name, logs2, acked)
 		closeAll(t, s2, logs2)
+	}
+}
+
+// TestFileWindow: in-order reads through the window (readJournalFile's
+// reader) return exactly the file's bytes, across chunk refills, for
+// reads larger than a chunk and short at the end of the file.
+func TestFileWindow(t *testing.T) {
+	fsys := vfs.NewCrashFS()
+	data := make([]byte, 3*journalReadChunk+12345)
+	for i := range data {
+		data[i] = byte(i*7 + i>>13)
+	}
+	f, err := fsys.OpenFile("/w", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	w := &fileWindow{f: f, buf: make([]byte, journalReadChunk)}
+	pos := int64(0)
+	for i, n := range []int{8, 100, journalReadChunk - 50, 8, 3 * journalReadChunk / 2, 1, 70000, 8, 2 * journalReadChunk} {
+		got, err := w.at(pos, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := data[pos:min(pos+int64(n), int64(len(data)))]
+		if !bytes.Equal(got, want) {
+			t.Fatalf("read %d (%d bytes at %d): got %d bytes, want %d, or different", i, n, pos, len(got), len(want))
+		}
+		pos += int64(len(got))
+	}
+	if pos != int64(len(data)) {
+		t.Fatalf("read %d of %d bytes", pos, len(data))
 	}
 }
