@@ -104,6 +104,9 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 	if l.failed != nil {
 		return res, fmt.Errorf("append to %s: %v: %w", l.dir, l.failed, kerr.KafkaStorageError)
 	}
+	if opts.LeaderEpoch < l.epochFence {
+		return res, fmt.Errorf("append to %s: leader epoch %d is being replaced by %d: %w", l.dir, opts.LeaderEpoch, l.epochFence, kerr.NotLeaderForPartition)
+	}
 	nowT := l.now()
 	nowMs := nowT.UnixMilli()
 

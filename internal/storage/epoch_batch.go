@@ -20,6 +20,7 @@ type epochWrite struct {
 	next    []EpochEntry // the history with the new epoch
 	data    []byte       // its file content
 	ver     uint64       // l.epochVer when the tmp file was written
+	leo     int64        // the log end the new epoch starts at
 	renamed bool
 }
 
@@ -161,6 +162,9 @@ func (l *Log) prepareEpoch(epoch int32) (*epochWrite, error) {
 	if !next.assign(epoch, l.mark.leo) {
 		return nil, nil
 	}
+	// No record of an older epoch may land past l.mark.leo from here on
+	// (epochFence): the new entry names it as the epoch's start.
+	l.epochFence = max(l.epochFence, epoch)
 	data := FormatEpochCheckpoint(next.entries)
 	if l.epochDisk != nil && bytes.Equal(data, l.epochDisk) {
 		l.epochs = next
@@ -184,7 +188,7 @@ func (l *Log) prepareEpoch(epoch int32) (*epochWrite, error) {
 	if err := writeFileNoSync(l.fsys, name+".tmp", data); err != nil {
 		return nil, fmt.Errorf("assign epoch %d to %s: %v: %w", epoch, l.dir, err, kerr.KafkaStorageError)
 	}
-	return &epochWrite{next: next.entries, data: data, ver: l.epochVer}, nil
+	return &epochWrite{next: next.entries, data: data, ver: l.epochVer, leo: l.mark.leo}, nil
 }
 
 // epochFileAtOrPast reports whether every entry the file holds starts at
@@ -210,7 +214,7 @@ func (l *Log) epochFileAtOrPast(off int64) bool {
 func (l *Log) renameEpoch(w *epochWrite) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || l.epochVer != w.ver {
+	if l.closed || l.epochVer != w.ver || l.mark.leo != w.leo {
 		return nil
 	}
 	name := filepath.Join(l.dir, LeaderEpochFile)
@@ -239,7 +243,7 @@ func (l *Log) lockedEpochUnknown() {
 // epoch is assigned again the usual way (fsync'd).
 func (l *Log) commitEpoch(w *epochWrite, epoch int32) error {
 	l.mu.Lock()
-	if w.renamed && l.epochVer == w.ver && !l.closed {
+	if w.renamed && l.epochVer == w.ver && l.mark.leo == w.leo && !l.closed {
 		l.epochs.entries = w.next
 		l.epochDisk, l.epochStale = w.data, false
 		l.epochVer++

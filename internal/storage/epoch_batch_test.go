@@ -2,10 +2,13 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strata-io/strata/internal/vfs"
 )
@@ -334,4 +337,55 @@ func TestAssignEpochsOps(t *testing.T) {
 		closeAll(t, s, logs)
 		take()
 	}
+}
+
+// TestAssignEpochsFencesOlderEpoch: a leadership still serving the old
+// epoch appends while an AssignEpochs batch makes the new epoch durable
+// (here at the batch's first SyncFS). The append is refused
+// (NOT_LEADER_OR_FOLLOWER, retriable), so no record stamped with the old
+// epoch lands past the offset where the new epoch's entry starts, and
+// OffsetForLeaderEpoch of the old epoch ends where its records end. On the
+// code without the fence the record landed at the new epoch's start offset
+// with the old epoch, and a consumer that read it was told its epoch ended
+// before it (kgo: "lost records", re-read; TestStrataSIGKILL).
+func TestAssignEpochsFencesOlderEpoch(t *testing.T) {
+	fsys := vfs.NewCrashFS()
+	s, logs := openJournalDir(t, fsys, 1, 1<<20, false)
+	l := logs[0]
+	for range 3 {
+		res, err := l.Append(mkBatch(t, 2, "e0", 1), AppendOptions{LeaderEpoch: 0})
+		must(t, err)
+		must(t, l.WaitDurable(context.Background(), res.LastOffset+1))
+	}
+	start := l.LogEndOffset()
+	var raced error
+	var once sync.Once
+	fsys.SetHook(func(op, name string) error {
+		if op == "syncfs" {
+			once.Do(func() {
+				// The hook runs outside l.mu: append as a concurrent producer would.
+				_, raced = l.Append(mkBatch(t, 2, "late", 1), AppendOptions{LeaderEpoch: 0})
+			})
+		}
+		return nil
+	})
+	for _, err := range AssignEpochs([]*Log{l}, []int32{1}) {
+		must(t, err)
+	}
+	fsys.SetHook(nil)
+	if !errors.Is(raced, kerr.NotLeaderForPartition) {
+		t.Fatalf("append at epoch 0 during the batch: %v, want NOT_LEADER_OR_FOLLOWER", raced)
+	}
+	if e, end := l.EndOffsetForEpoch(0); e != 0 || end != start {
+		t.Fatalf("OffsetForLeaderEpoch(0) = epoch %d end %d, want 0 %d", e, end, start)
+	}
+	if _, err := l.Append(mkBatch(t, 2, "e1", 1), AppendOptions{LeaderEpoch: 0}); !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("append at epoch 0 after the batch: %v, want NOT_LEADER_OR_FOLLOWER", err)
+	}
+	res, err := l.Append(mkBatch(t, 2, "e1", 1), AppendOptions{LeaderEpoch: 1})
+	must(t, err)
+	if res.BaseOffset != start {
+		t.Fatalf("first record of epoch 1 at %d, want %d", res.BaseOffset, start)
+	}
+	closeAll(t, s, logs)
 }

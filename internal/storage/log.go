@@ -158,6 +158,15 @@ type Log struct {
 	// epochVer counts changes to the history or its file; AssignEpochs
 	// finds with it that nothing came between its phases.
 	epochVer uint64
+	// epochFence is the newest epoch an AssignEpochs batch took up for
+	// this log (0: none): from its first phase on, Append refuses records
+	// of an older leader epoch. Otherwise a leadership still serving the
+	// old epoch while the batch makes the new one durable would append
+	// past the offset the new epoch's entry names, with the old epoch
+	// stamped on them, and OffsetForLeaderEpoch would answer a consumer
+	// that read them that its epoch ended before them (Kafka's makeLeader
+	// holds the partition's leaderIsrUpdateLock against appends).
+	epochFence int32
 	// recFull: this Open's recovery read the whole log (nothing below a
 	// recovery point was trusted), so the batches rebuilt the whole leader
 	// epoch history (recEpochs) and an unreadable checkpoint file left by
