@@ -49,6 +49,8 @@ type rlog struct {
 	syncer  *storage.Syncer
 	l       *storage.Log
 	entries []entry
+	// segBytes is segment.bytes (0: logConfig's 16 KiB).
+	segBytes int64
 }
 
 const (
@@ -61,13 +63,16 @@ var (
 	topicID  = [16]byte{'s', 'i', 'm'}
 )
 
-func logConfig() storage.Config {
+func logConfig(segBytes int64) storage.Config {
 	cfg := storage.DefaultConfig()
 	cfg.Durable = false     // the simulation calls Flush (see rlog)
 	cfg.FileDeleteDelay = 0 // no timer goroutine: files of a truncation go at once
 	cfg.RetentionMs = -1    // nothing expires
 	cfg.IndexIntervalBytes = 256
 	cfg.SegmentBytes = 16 << 10 // rolls every ~200 records: recovery across segments (see rlog)
+	if segBytes > 0 {
+		cfg.SegmentBytes = segBytes
+	}
 	return cfg
 }
 
@@ -81,7 +86,7 @@ func (m *rlog) open() error {
 		}
 	}
 	m.syncer = storage.NewSyncer(quietLog)
-	l, err := storage.Open(logDir, topicID, logConfig(), false, storage.Options{FS: m.fs, Syncer: m.syncer,
+	l, err := storage.Open(logDir, topicID, logConfig(m.segBytes), false, storage.Options{FS: m.fs, Syncer: m.syncer,
 		Logger: quietLog, Clock: clock.NewManual(time.UnixMilli(baseTS))})
 	if err != nil {
 		m.syncer.Close()

@@ -153,7 +153,7 @@ func TestSimulationRestartedFollowerLeavesISR(t *testing.T) {
 	meaningful := 0
 	for seed := uint64(1); seed <= 20; seed++ {
 		p := params{brokers: 3, minISR: 2, durable: false, lagMs: 1000, sessionMs: 3000, maxDelay: 3 + int64(seed%5),
-			faultMs: 8000, quietMs: 8000, restartKeepsEpoch: true}
+			faultMs: 8000, quietMs: 8000, restartKeepsEpoch: true, segmentBytes: 1 << 30}
 		s := newSim(seed, p)
 		s.at(3000, func() {
 			var f *node

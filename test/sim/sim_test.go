@@ -39,6 +39,12 @@ type params struct {
 	// leaderships at the same leader epoch (the controller never sees its
 	// registration gone).
 	restartKeepsEpoch bool
+	// segmentBytes is the replicas' segment.bytes (0: logConfig's 16 KiB).
+	// With durable acks off a roll leaves the rolled segment's tail to the
+	// syncer's next round, a goroutine outside the simulation's clock: a
+	// scenario that needs unsynced records at a chosen instant keeps
+	// rolls out with large segments.
+	segmentBytes int64
 	// checkpointMs is how often a broker writes its log dir's high
 	// watermark checkpoint (replica.high.watermark.checkpoint.interval.ms,
 	// 5000 by default).
@@ -202,7 +208,7 @@ func newSim(seed uint64, p params) *sim {
 	for i := 1; i <= p.brokers; i++ {
 		id := int32(i)
 		s.ids = append(s.ids, id)
-		s.nodes[id] = &node{id: id, fetchAt: -1}
+		s.nodes[id] = &node{id: id, fetchAt: -1, log: rlog{segBytes: p.segmentBytes}}
 	}
 	// The partition as CreateTopics leaves it: every replica in the ISR,
 	// the first leading at epoch 0.
