@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/servertest"
@@ -113,6 +114,43 @@ func TestClusterStatusUnhealthyPartitions(t *testing.T) {
 	for _, want := range []string{"2 partitions, 1 offline,", "offline partitions: solo-0", "under-replicated partitions: rf3-0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestTopicDescribeReplicatedSize: `strata topic describe` of an RF=3
+// topic reports each partition's size as its leader's replica holds it
+// (as the console does), not the sum over the three replicas; before,
+// the SIZE column of a replicated topic was three times the log.
+func TestTopicDescribeReplicatedSize(t *testing.T) {
+	bin := buildStrata(t)
+	c := servertest.StartN(t, 3, servertest.Options{Controllers: 3})
+	b := "--brokers=" + c.Brokers[0].Addr()
+	ok(t, bin, "", "topic", "create", "rf3", "--partitions", "3", "--replication-factor", "3", b)
+	var lines strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&lines, "k%d:value %d\n", i, i)
+	}
+	ok(t, bin, lines.String(), "produce", "rf3", "-K:", "--acks", "all", b)
+	var d topicDescription
+	if err := json.Unmarshal([]byte(ok(t, bin, "", "topic", "describe", "rf3", "-o", "json", b)), &d); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	adm := c.Brokers[0].Admin()
+	if len(d.Partitions) != 3 {
+		t.Fatalf("partitions %+v", d.Partitions)
+	}
+	for _, p := range d.Partitions {
+		dirs, err := adm.DescribeBrokerLogDirs(ctx, p.Leader, kadm.TopicsSet{"rf3": {p.Partition: {}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var leaderSize int64
+		dirs.Each(func(ld kadm.DescribedLogDir) { leaderSize += ld.Topics["rf3"][p.Partition].Size })
+		if leaderSize == 0 || p.SizeBytes != leaderSize {
+			t.Errorf("partition %d: size %d, its leader %d holds %d bytes", p.Partition, p.SizeBytes, p.Leader, leaderSize)
 		}
 	}
 }

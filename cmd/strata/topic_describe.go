@@ -37,7 +37,7 @@ type partitionDetail struct {
 	ISR         []int32 `json:"isr"`
 	StartOffset int64   `json:"start_offset"`
 	EndOffset   int64   `json:"end_offset"`
-	SizeBytes   int64   `json:"size_bytes"` // -1 when the broker did not report it
+	SizeBytes   int64   `json:"size_bytes"` // the leader's replica; -1 when the leader did not report it
 }
 
 // newTopicDescribeCmd is `strata topic describe <topic>`.
@@ -111,8 +111,12 @@ func describeTopic(ctx context.Context, adm *kadm.Client, topic string, all bool
 	return d, nil
 }
 
-// partitionSizes sums each partition's size over the log dirs; a broker
-// that does not answer DescribeLogDirs leaves the map empty.
+// partitionSizes gives each partition's size as its leader's replica
+// holds it (summed over the leader's log dirs), as the console shows it:
+// every replica holds the same records, so summing over the replicas
+// would count a replicated partition once per replica. A broker that does
+// not answer DescribeLogDirs (stopped, say) leaves out only the
+// partitions it leads: kadm keeps the answers of the others.
 func partitionSizes(ctx context.Context, adm *kadm.Client, td kadm.TopicDetail) map[int32]int64 {
 	sizes := map[int32]int64{}
 	// Name every partition: a topic with an empty partition list
@@ -121,13 +125,17 @@ func partitionSizes(ctx context.Context, adm *kadm.Client, td kadm.TopicDetail) 
 	for p := range td.Partitions {
 		set.Add(td.Topic, p)
 	}
-	if dirs, err := adm.DescribeAllLogDirs(ctx, set); err == nil {
-		dirs.Each(func(ld kadm.DescribedLogDir) {
-			for p, dp := range ld.Topics[td.Topic] {
+	dirs, _ := adm.DescribeAllLogDirs(ctx, set)
+	dirs.Each(func(ld kadm.DescribedLogDir) {
+		if ld.Err != nil {
+			return
+		}
+		for p, dp := range ld.Topics[td.Topic] {
+			if pd, ok := td.Partitions[p]; ok && pd.Leader == ld.Broker {
 				sizes[p] += dp.Size
 			}
-		})
-	}
+		}
+	})
 	return sizes
 }
 
