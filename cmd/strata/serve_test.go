@@ -95,7 +95,7 @@ func TestServeLifecycle(t *testing.T) {
 	ok(t, bin, "", "topic", "create", "lifecycle", "--partitions", "2", b)
 	fails(t, bin, "strata: create topic \"bad\": invalid value \"3\" for configuration segment.bytes: must be at least 14 (INVALID_CONFIG)\n",
 		"topic", "create", "bad", "--config", "segment.bytes=3", b)
-	fails(t, bin, "strata: create topic \"bad\": unknown topic config \"remote.storage.enable\" (INVALID_CONFIG)\n",
+	fails(t, bin, "strata: create topic \"bad\": topic config \"remote.storage.enable\" is not supported: Strata has no tiered storage (KIP-405); remove it (INVALID_CONFIG)\n",
 		"topic", "create", "bad", "--config", "remote.storage.enable=true", b)
 	ok(t, bin, "k:v\n", "produce", "lifecycle", "-K:", "--partition", "1", b)
 	if out := ok(t, bin, "", "consume", "lifecycle", "-e", "-f", `%p %k %s\n`, b); out != "1 k v\n" {

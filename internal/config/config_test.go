@@ -79,12 +79,30 @@ func TestTopicDefaultsMatchKafka(t *testing.T) {
 	}
 }
 
+// TestUnhonouredTopicConfigsRejected: a Kafka topic setting Strata cannot
+// honour is refused with its reason (not as "unknown", which reads as a
+// typo), a typo with the closest name, anything else as unknown.
 func TestUnhonouredTopicConfigsRejected(t *testing.T) {
-	for _, n := range []string{"remote.storage.enable", "message.downconversion.enable", "compression.gzip.level",
-		"compression.zstd.level", "local.retention.ms", "message.format.version", "foo"} {
-		err := ValidateTopicConfigs(map[string]*string{n: ptr("1")})
-		if !errors.Is(err, ErrInvalid) || err.Error() != `unknown topic config "`+n+`"` {
-			t.Errorf("%s: got %v", n, err)
+	for n, want := range map[string]string{
+		"remote.storage.enable":         `topic config "remote.storage.enable" is not supported: Strata has no tiered storage (KIP-405); remove it`,
+		"local.retention.ms":            `topic config "local.retention.ms" is not supported: Strata has no tiered storage (KIP-405): every segment is local, retention.ms applies; remove it`,
+		"message.downconversion.enable": `topic config "message.downconversion.enable" is not supported: Strata never down-converts: it serves record batch v2 only (Kafka 4.0 removed the setting); remove it`,
+		"message.format.version":        `topic config "message.format.version" is not supported: Strata writes record batch v2 only (Kafka 3.0 and later ignore the setting, 4.0 removed it); remove it`,
+		"compression.gzip.level":        `topic config "compression.gzip.level" is not supported: Strata compresses at each codec's default level (KIP-390 levels are not supported); remove it`,
+		"compression.zstd.level":        `topic config "compression.zstd.level" is not supported: Strata compresses at each codec's default level (KIP-390 levels are not supported); remove it`,
+		"retention.mss":                 `unknown topic config "retention.mss": did you mean retention.ms?`,
+		"cleanup.polcy":                 `unknown topic config "cleanup.polcy": did you mean cleanup.policy?`,
+		"foo":                           `unknown topic config "foo"`,
+	} {
+		for _, err := range []error{ValidateTopicConfigs(map[string]*string{n: ptr("1")}), ValidateTopicConfig(n, "1")} {
+			if !errors.Is(err, ErrInvalid) || err.Error() != want {
+				t.Errorf("%s: got %v, want %s", n, err, want)
+			}
+		}
+	}
+	for n := range unsupportedTopic {
+		if _, ok := topicIndex[n]; ok {
+			t.Errorf("%s is both honoured and refused", n)
 		}
 	}
 }

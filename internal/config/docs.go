@@ -44,9 +44,17 @@ func Markdown() string {
 	sb.WriteString("the broker setting in the \"Broker default\" column (the first one set, in order; minutes and hours ")
 	sb.WriteString("are converted to milliseconds), else the default shown. ")
 	sb.WriteString("`min.compaction.lag.ms` must not exceed `max.compaction.lag.ms`.\n\n")
-	sb.WriteString("Kafka topic settings Strata cannot honour are rejected: `remote.storage.enable`, `local.retention.ms`, ")
-	sb.WriteString("`local.retention.bytes`, `message.downconversion.enable`, `message.format.version`, ")
-	sb.WriteString("`compression.gzip.level`, `compression.lz4.level`, `compression.zstd.level`.\n\n")
+	sb.WriteString("Kafka topic settings Strata cannot honour are rejected with INVALID_CONFIG and the reason:\n\n")
+	sb.WriteString("| Kafka topic setting | Why it is refused |\n|---|---|\n")
+	unsupported := make([]string, 0, len(unsupportedTopic))
+	for n := range unsupportedTopic {
+		unsupported = append(unsupported, n)
+	}
+	sort.Strings(unsupported)
+	for _, n := range unsupported {
+		fmt.Fprintf(&sb, "| `%s` | %s. |\n", n, unsupportedTopic[n])
+	}
+	sb.WriteString("\nAny other name is refused as unknown, with the closest setting's name when it looks like a typo.\n\n")
 	sb.WriteString("| Name | Type | Default | Valid values | Broker default | Description |\n")
 	sb.WriteString("|---|---|---|---|---|---|\n")
 	for _, s := range topicTable {

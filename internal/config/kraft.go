@@ -27,7 +27,7 @@ var kraftTable = []Setting{
 	def("process.roles", TypeList, "broker,controller", custom("broker, controller, or broker,controller", rolesReason),
 		"The roles of this node (KRaft): broker serves Kafka clients, controller runs a member of the cluster's metadata store (embedded etcd) on the controller listener. Kafka requires it; Strata defaults to a combined node so that zero configuration is a one-node cluster."),
 	def("controller.quorum.voters", TypeList, "", custom("id@host:port,... (the controllers' controller listeners)", votersReason),
-		"The controllers: id@host:port of each one's controller listener, which is both its metadata-store peer address and the endpoint brokers' metadata clients dial. This release runs one voter (the node itself); a node with no KRaft setting runs without a metadata store (docs/cluster.md)."),
+		"The controllers: id@host:port of each one's controller listener, which is both its metadata-store peer address and the endpoint brokers' metadata clients dial. Unset (zero configuration): the node is its own only voter, on a loopback controller listener chosen at start (docs/cluster.md)."),
 	def("controller.listener.names", TypeList, "", custom("listener names", listenerNamesReason),
 		"Names of the controller listeners among listeners (on controllers), or of the controllers' listener (on broker-only nodes, where they must not appear in listeners). Required with process.roles, as Kafka."),
 	def("listener.security.protocol.map", TypeString, defaultProtocolMap, custom("NAME:PROTOCOL,... with PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL", protocolMapReason),

@@ -4,15 +4,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/strata-io/strata/internal/suggest"
 )
 
 // maxLong is Java's Long.MAX_VALUE as Kafka prints it.
 const maxLong = "9223372036854775807"
 
 // topicTable lists every topic setting Strata honours. Settings Kafka has
-// but Strata cannot honour (remote.storage.enable, local.retention.*,
-// message.downconversion.enable, message.format.version,
-// compression.*.level) are absent and therefore rejected as unknown.
+// but Strata cannot honour are absent and rejected with the reason in
+// unsupportedTopic.
 var topicTable = sortTable([]Setting{
 	def("cleanup.policy", TypeList, "delete", subsetOf("compact", "delete"),
 		"How old log segments are discarded: \"delete\" removes segments past retention.ms/retention.bytes, \"compact\" keeps the latest record of every key (tombstones are removed after delete.retention.ms). \"compact,delete\" does both.",
@@ -91,6 +92,42 @@ var topicTable = sortTable([]Setting{
 
 var topicIndex = indexTable(topicTable)
 
+// unsupportedTopic holds the Kafka topic settings Strata cannot honour
+// (Kafka's LogConfig / TopicConfig names), each with why, so that setting
+// one is refused with a reason instead of "unknown" (which reads as a
+// typo). Kafka itself refuses remote.storage.enable on a broker without
+// tiered storage, and 4.0 removed message.format.version and
+// message.downconversion.enable.
+var unsupportedTopic = map[string]string{
+	"remote.storage.enable":         "Strata has no tiered storage (KIP-405)",
+	"local.retention.ms":            "Strata has no tiered storage (KIP-405): every segment is local, retention.ms applies",
+	"local.retention.bytes":         "Strata has no tiered storage (KIP-405): every segment is local, retention.bytes applies",
+	"remote.log.copy.disable":       "Strata has no tiered storage (KIP-405)",
+	"remote.log.delete.on.disable":  "Strata has no tiered storage (KIP-405)",
+	"message.downconversion.enable": "Strata never down-converts: it serves record batch v2 only (Kafka 4.0 removed the setting)",
+	"message.format.version":        "Strata writes record batch v2 only (Kafka 3.0 and later ignore the setting, 4.0 removed it)",
+	"compression.gzip.level":        "Strata compresses at each codec's default level (KIP-390 levels are not supported)",
+	"compression.lz4.level":         "Strata compresses at each codec's default level (KIP-390 levels are not supported)",
+	"compression.zstd.level":        "Strata compresses at each codec's default level (KIP-390 levels are not supported)",
+}
+
+// unknownTopicConfig is the INVALID_CONFIG error for a topic setting
+// name Strata does not take: the reason for a Kafka setting it cannot
+// honour, else the closest setting's name for a likely typo.
+func unknownTopicConfig(name string) error {
+	if why, ok := unsupportedTopic[name]; ok {
+		return invalidf("topic config %q is not supported: %s; remove it", name, why)
+	}
+	names := make([]string, len(topicTable))
+	for i, s := range topicTable {
+		names[i] = s.Name
+	}
+	if near := suggest.Closest(name, names); near != "" {
+		return invalidf("unknown topic config %q: did you mean %s?", name, near)
+	}
+	return invalidf("unknown topic config %q", name)
+}
+
 func sortTable(t []Setting) []Setting {
 	sort.Slice(t, func(i, j int) bool { return t[i].Name < t[j].Name })
 	return t
@@ -109,7 +146,7 @@ func indexTable(t []Setting) map[string]Setting {
 func ValidateTopicConfig(name, value string) error {
 	s, ok := topicIndex[name]
 	if !ok {
-		return invalidf("unknown topic config %q", name)
+		return unknownTopicConfig(name)
 	}
 	return s.Validate(value)
 }
@@ -140,7 +177,7 @@ func validateTopicConfigs(cfg map[string]*string, dflt func(string) string) erro
 	sort.Strings(names)
 	for _, n := range names {
 		if _, ok := topicIndex[n]; !ok {
-			return invalidf("unknown topic config %q", n)
+			return unknownTopicConfig(n)
 		}
 		if cfg[n] == nil {
 			return invalidf("null value for configuration %s", n)
