@@ -115,6 +115,10 @@ func (f *aclFlags) bindings() ([]authz.ACL, error) {
 	if pt != authz.PatternLiteral && pt != authz.PatternPrefixed {
 		return nil, fmt.Errorf("--resource-pattern-type %s: ACLs are LITERAL or PREFIXED", pt)
 	}
+	if f.cluster && pt != authz.PatternLiteral && !f.producer && !f.consumer {
+		// Kafka's AclCommand adds the cluster resource only for LITERAL.
+		return nil, fmt.Errorf("--cluster with --resource-pattern-type %s: the cluster resource (%s) takes LITERAL ACLs only; give the cluster ACL in a command of its own", pt, authz.ClusterName)
+	}
 	if len(f.allowPrincipals)+len(f.denyPrincipals) == 0 {
 		return nil, errors.New("name a principal: --allow-principal or --deny-principal (e.g. User:alice)")
 	}
@@ -182,11 +186,19 @@ func (f *aclFlags) bindings() ([]authz.ACL, error) {
 	}
 	var out []authz.ACL
 	for _, g := range grants {
+		// The cluster resource is always LITERAL (Kafka's AclCommand
+		// CLUSTER_RESOURCE_FILTER): --producer --idempotent with
+		// --resource-pattern-type PREFIXED gives PREFIXED topic ACLs and
+		// a LITERAL IDEMPOTENT_WRITE on kafka-cluster.
+		rpt := pt
+		if g.res.typ == authz.ResourceCluster {
+			rpt = authz.PatternLiteral
+		}
 		for _, op := range g.ops {
 			add := func(perm authz.Permission, principals, hosts []string) {
 				for _, p := range principals {
 					for _, h := range hostsOr(hosts) {
-						out = append(out, authz.ACL{ResourceType: g.res.typ, ResourceName: g.res.name, PatternType: pt,
+						out = append(out, authz.ACL{ResourceType: g.res.typ, ResourceName: g.res.name, PatternType: rpt,
 							Principal: p, Host: h, Operation: op, Permission: perm})
 					}
 				}

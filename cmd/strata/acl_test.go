@@ -61,6 +61,17 @@ func TestACLAndQuotaCommands(t *testing.T) {
 			t.Errorf("acl list lacks %q:\n%s", want, out)
 		}
 	}
+	// docs/security.md's command: PREFIXED topic ACLs, and the cluster's
+	// IDEMPOTENT_WRITE LITERAL as Kafka's kafka-acls gives it.
+	ok(t, bin, "", with(admin, "acl", "create", "--allow-principal", "User:etl", "--producer", "--idempotent", "--topic", "etl-", "--resource-pattern-type", "prefixed")...)
+	out = ok(t, bin, "", with(admin, "acl", "list", "--principal", "User:etl")...)
+	for _, want := range []string{"TOPIC  etl-  PREFIXED  User:etl  *  WRITE  ALLOW", "CLUSTER  kafka-cluster  LITERAL  User:etl  *  IDEMPOTENT_WRITE  ALLOW"} {
+		if !strings.Contains(strings.Join(strings.Fields(out), "  "), strings.Join(strings.Fields(want), "  ")) {
+			t.Errorf("acl list lacks %q:\n%s", want, out)
+		}
+	}
+	fails(t, bin, "strata: --cluster with --resource-pattern-type PREFIXED: the cluster resource (kafka-cluster) takes LITERAL ACLs only; give the cluster ACL in a command of its own\n",
+		with(admin, "acl", "create", "--allow-principal", "User:x", "--operation", "Alter", "--cluster", "--resource-pattern-type", "prefixed")...)
 	out = ok(t, bin, "", with(admin, "acl", "list", "--topic", "orders", "-o", "json")...)
 	if strings.Count(out, `"resource_type": "TOPIC"`) != 3 {
 		t.Errorf("acl list --topic orders -o json:\n%s", out)
