@@ -12,7 +12,6 @@ import (
 	"github.com/strata-io/strata/internal/etcdnode"
 	"github.com/strata-io/strata/internal/meta"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // newClusterCmd is `strata cluster`: the cluster metadata as the
@@ -58,29 +57,19 @@ func newClusterStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Brokers (rack, epoch, leaders), controllers, partitions, offline and under-replicated partitions",
-		Long: "Reads the cluster metadata from the controllers' metadata store through a controller\n" +
-			"listener (--bootstrap-controller, as kafka-metadata-quorum), so it works while brokers are down.",
-		Args: cobra.NoArgs,
+		Long:  "Reads the cluster metadata from the controllers' metadata store through a controller listener (--bootstrap-controller, as kafka-metadata-quorum), so it works while brokers are down.",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			var eps []string
-			for _, a := range strings.Split(controllers, ",") {
-				if a = strings.TrimSpace(a); a != "" {
-					eps = append(eps, "http://"+a)
-				}
-			}
-			if len(eps) == 0 {
-				return fmt.Errorf("--bootstrap-controller: give at least one controller listener host:port")
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
-			cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: timeout, Logger: zap.NewNop()})
+			cli, err := controllerClient(controllers, timeout)
 			if err != nil {
-				return fmt.Errorf("connect to the controllers %s: %w", controllers, err)
+				return err
 			}
 			defer cli.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
 			st, err := readClusterStatus(ctx, cli)
 			if err != nil {
 				return err

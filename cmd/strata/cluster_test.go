@@ -154,3 +154,24 @@ func TestTopicDescribeReplicatedSize(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterStatusNoController: `strata cluster status` at an address
+// where no controller listens (the default 127.0.0.1:9093 against a
+// zero-configuration broker, whose controller listener is a port chosen at
+// start) says so at once and where to find the address, instead of
+// "metadata store unavailable (is a majority of the controllers
+// running?)" after the whole --timeout.
+func TestClusterStatusNoController(t *testing.T) {
+	bin := buildStrata(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	want := fmt.Sprintf("strata: no controller listener answers at %[1]s (--bootstrap-controller): dial tcp %[1]s: connect: connection refused; "+
+		"give a controller listener of the cluster, an address of its controller.quorum.voters (a broker started with no KRaft setting logs its own at start: "+
+		"\"strata broker listening ... controller=HOST:PORT\")\n", addr)
+	fails(t, bin, want, "cluster", "status", "--bootstrap-controller", addr, "--timeout", "3s")
+	fails(t, bin, want, "controller", "remove", "--controller-id", "2", "--bootstrap-controller", addr, "--timeout", "3s")
+}

@@ -29,22 +29,47 @@ func newControllerCmd() *cobra.Command {
 }
 
 // controllerClient connects to the metadata store through controller
-// listeners.
+// listeners. It first dials them: when none accepts a connection, the
+// etcd client would only report a deadline after the whole timeout
+// ("metadata store unavailable"), which reads as a lost quorum when the
+// address is simply wrong (say, the default 127.0.0.1:9093 against a
+// zero-configuration broker, whose controller listener is a port chosen
+// at start).
 func controllerClient(controllers string, timeout time.Duration) (*clientv3.Client, error) {
-	var eps []string
+	var addrs, eps []string
 	for _, a := range strings.Split(controllers, ",") {
 		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
 			eps = append(eps, "http://"+a)
 		}
 	}
 	if len(eps) == 0 {
 		return nil, fmt.Errorf("--bootstrap-controller: give at least one controller listener host:port")
 	}
+	if err := dialAnyController(addrs, timeout); err != nil {
+		return nil, err
+	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: timeout, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, fmt.Errorf("connect to the controllers %s: %w", controllers, err)
 	}
 	return cli, nil
+}
+
+// dialAnyController returns nil once one of addrs accepts a TCP
+// connection, else an error naming them and where to find the address.
+func dialAnyController(addrs []string, timeout time.Duration) error {
+	var errs []string
+	for _, a := range addrs {
+		c, err := net.DialTimeout("tcp", a, min(timeout, 5*time.Second))
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		errs = append(errs, err.Error())
+	}
+	return fmt.Errorf("no controller listener answers at %s (--bootstrap-controller): %s; give a controller listener of the cluster, an address of its controller.quorum.voters (a broker started with no KRaft setting logs its own at start: \"strata broker listening ... controller=HOST:PORT\")",
+		strings.Join(addrs, ","), strings.Join(errs, "; "))
 }
 
 func newControllerAddCmd() *cobra.Command {
@@ -54,13 +79,8 @@ func newControllerAddCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "add",
 		Short: "Add a new controller as a learner; it becomes a voter once it has started and caught up",
-		Long: "Adds controller --controller-id at --controller-address (its controller listener) to the metadata\n" +
-			"store as a non-voting learner (etcd's learners), and leaves the cluster it joins in --metadata-dir\n" +
-			"(the new node's metadata.log.dir, or its first log dir). Then start the new node there with\n" +
-			"process.roles including controller and controller.quorum.voters listing every controller, itself\n" +
-			"included: it catches up from a snapshot without voting, then promotes itself to a voter. The\n" +
-			"quorum is never at risk meanwhile.",
-		Args: cobra.NoArgs,
+		Long:  "Adds controller --controller-id at --controller-address (its controller listener) to the metadata store as a non-voting learner (etcd's learners), and leaves the cluster it joins in --metadata-dir (the new node's metadata.log.dir, or its first log dir). Then start the new node there with process.roles including controller and controller.quorum.voters listing every controller, itself included: it catches up from a snapshot without voting, then promotes itself to a voter. The quorum is never at risk meanwhile.",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if id < 0 {
 				return fmt.Errorf("--controller-id: give the new controller's node.id")
@@ -138,11 +158,8 @@ func newControllerRemoveCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "remove",
 		Short: "Remove a controller from the metadata store (refused when the rest would lose their quorum)",
-		Long: "Removes controller --controller-id from the metadata store's members. Refused when the remaining\n" +
-			"voters that answer now would be fewer than a majority of the remaining voters (the metadata store\n" +
-			"would stop), and for the last controller. Stop the removed node afterwards; nodes that still list\n" +
-			"it in controller.quorum.voters keep working (update their voter lists at their next restart).",
-		Args: cobra.NoArgs,
+		Long:  "Removes controller --controller-id from the metadata store's members. Refused when the remaining voters that answer now would be fewer than a majority of the remaining voters (the metadata store would stop), and for the last controller. Stop the removed node afterwards; nodes that still list it in controller.quorum.voters keep working (update their voter lists at their next restart).",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if id < 0 {
 				return fmt.Errorf("--controller-id: give the node.id of the controller to remove")
