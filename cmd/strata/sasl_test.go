@@ -111,3 +111,35 @@ func TestScramOfflineBootstrap(t *testing.T) {
 		t.Errorf("offline set on a running broker's dir: %+v", r)
 	}
 }
+
+// TestScramOfflineUserDeletedStaysDeleted: on the cluster path (zero
+// configuration, as `strata serve` runs), users bootstrapped offline with
+// `user scram set --log.dirs` are moved into the cluster metadata at
+// start; one deleted through the cluster afterwards stays deleted across
+// a restart (before, the local file was adopted again at every start and
+// the deleted user's password worked again), and a user bootstrapped
+// offline later is still adopted.
+func TestScramOfflineUserDeletedStaysDeleted(t *testing.T) {
+	bin := buildStrata(t)
+	dir := t.TempDir()
+	for _, u := range []string{"root", "temp"} {
+		ok(t, bin, "", "user", "scram", "set", u, "--mechanism", "SCRAM-SHA-512", "--password", u+"-secret", "--log.dirs", dir)
+	}
+	b := servertest.Start(t, servertest.Options{Dir: dir, OneNodeCluster: true, Settings: map[string]string{
+		"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "SCRAM-SHA-512"}})
+	as := func(user string) []string {
+		return []string{"--brokers=" + b.Addr(), "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", user, "--sasl-password", user + "-secret", "--timeout", "5s"}
+	}
+	ok(t, bin, "", append([]string{"user", "scram", "delete", "temp", "--mechanism", "SCRAM-SHA-512"}, as("root")...)...)
+	b.Restart()
+	if out := ok(t, bin, "", append([]string{"user", "scram", "list", "-o", "json"}, as("root")...)...); strings.Contains(out, "temp") {
+		t.Errorf("the deleted user is back after a restart:\n%s", out)
+	}
+	if r := run(t, bin, "", append([]string{"topic", "list"}, as("temp")...)...); r.code == 0 || !strings.Contains(r.stderr, "SASL_AUTHENTICATION_FAILED") {
+		t.Errorf("the deleted user authenticates after a restart: %+v", r)
+	}
+	b.Close()
+	ok(t, bin, "", "user", "scram", "set", "late", "--mechanism", "SCRAM-SHA-512", "--password", "late-secret", "--log.dirs", dir)
+	b.Open()
+	ok(t, bin, "", append([]string{"topic", "list"}, as("late")...)...)
+}

@@ -118,6 +118,32 @@ func (b *Broker) SetScramRemote(r ScramRemote) {
 	b.scram.mu.Unlock()
 }
 
+// ForgetLocalScramUsers removes users from the local credential file once
+// they live in the ScramRemote (adopted, or there already): adoption is a
+// move, as the records of Kafka's `kafka-storage format --add-scram` are
+// applied once. Left in the file, a user deleted through the cluster
+// would be adopted again at the next start, its password working again.
+func (b *Broker) ForgetLocalScramUsers(users []string) error {
+	st := b.scram
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	next := make(map[string]map[string]scramCredential, len(st.users))
+	for u, mechs := range st.users {
+		next[u] = mechs
+	}
+	for _, u := range users {
+		delete(next, u)
+	}
+	if len(next) == len(st.users) {
+		return nil
+	}
+	if err := st.write(next); err != nil {
+		return fmt.Errorf("remove the SCRAM users adopted into the cluster metadata from %s: %w", st.path, err)
+	}
+	st.users = next
+	return nil
+}
+
 // LocalScramUsers returns the credentials of the local file (for adoption
 // into a ScramRemote).
 func (b *Broker) LocalScramUsers() map[string]map[string]sasl.ScramCredential {

@@ -71,7 +71,9 @@ func (r scramRemote) Store(changed map[string]map[string]sasl.ScramCredential, v
 // metadata: users of the local credential file (the single-node release,
 // or a node that bootstrapped users with `strata user` offline) that the
 // cluster does not have yet are written there, create-only, so adoption
-// never overwrites a credential another broker set.
+// never overwrites a credential another broker set. Then every local user
+// (adopted, or already in the cluster) leaves the file: a user deleted
+// through the cluster later must not come back at the next start.
 func (s *Server) attachScram(ctx context.Context, c *cluster) error {
 	local := s.broker.LocalScramUsers()
 	if len(local) > 0 {
@@ -100,6 +102,13 @@ func (s *Server) attachScram(ctx context.Context, c *cluster) error {
 		}
 		if len(chs) > 0 {
 			s.logger.Info("adopted the local SCRAM credentials into the cluster metadata", "users", len(chs))
+		}
+		names := make([]string, 0, len(local))
+		for u := range local {
+			names = append(names, u)
+		}
+		if err := s.broker.ForgetLocalScramUsers(names); err != nil {
+			return err
 		}
 	}
 	s.broker.SetScramRemote(scramRemote{c})
