@@ -73,7 +73,7 @@ func TestCompactionCLI(t *testing.T) {
 	fails(t, bin, "strata: unknown topic \"nope\"\n", "compaction", "status", "nope", a)
 	fails(t, bin, "strata: unknown topic \"nope\"\n", "compaction", "run", "nope", a)
 	fails(t, bin, "strata: topic \"plain\" is not compacted (set cleanup.policy=compact to compact it)\n", "compaction", "run", "plain", a)
-	fails(t, bin, "strata: accepts 1 arg(s), received 0\n", "compaction", "run", a)
+	fails(t, bin, "strata: accepts 1 arg(s), received 0 (usage: strata compaction run <topic> [flags])\n", "compaction", "run", a)
 	r := run(t, bin, "", "compaction", "status", "--admin", "http://127.0.0.1:1")
 	if r.code != 1 || !strings.HasPrefix(r.stderr, "strata: cannot reach admin API at http://127.0.0.1:1: ") || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("admin down: %+v", r)

@@ -145,7 +145,7 @@ func runProduce(cmd *cobra.Command, o *clientOpts, p *produceOpts, topic string,
 	}
 	// The table form is a note on stderr, leaving stdout empty.
 	return o.emit(cmd, map[string]any{"topic": topic, "records": n}, func(io.Writer) error {
-		fmt.Fprintf(cmd.ErrOrStderr(), "produced %d records to %q\n", n, topic)
+		fmt.Fprintf(cmd.ErrOrStderr(), "produced %d %s to %q\n", n, plural(int64(n), "record", "records"), topic)
 		return nil
 	})
 }

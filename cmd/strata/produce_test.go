@@ -68,7 +68,7 @@ func TestProduceConsumeCLI(t *testing.T) {
 	fails(t, bin, "strata: invalid --acks \"2\": use all, 1 or 0\n", "produce", "t", "--acks", "2", b)
 	fails(t, bin, "strata: invalid --header \"x\": expected key=value\n", "produce", "t", "-H", "x", b)
 	fails(t, bin, "strata: topic \"t\" has no partition 5\n", "consume", "t", "-p", "5", b)
-	fails(t, bin, "strata: requires at least 1 arg(s), only received 0\n", "consume", b)
+	fails(t, bin, "strata: requires at least 1 arg(s), only received 0 (usage: strata consume <topic|^regex>... [flags])\n", "consume", b)
 	r = run(t, bin, "x\n", "produce", "t", "--brokers", deadAddr(t), "--timeout", "3s")
 	if r.code != 1 || !strings.HasPrefix(r.stderr, "strata: cannot reach broker at 127.0.0.1:1: ") {
 		t.Errorf("broker down: %+v", r)
@@ -82,10 +82,10 @@ func TestProduceAutoCreate(t *testing.T) {
 	bin := buildStrata(t)
 	addr := startStrata(t, nil)
 	r := run(t, bin, "x\n", "produce", "fresh", "--brokers", addr)
-	if r.code != 0 || r.stderr != "topic \"fresh\" did not exist: the broker created it (auto.create.topics.enable)\nproduced 1 records to \"fresh\"\n" {
+	if r.code != 0 || r.stderr != "topic \"fresh\" did not exist: the broker created it (auto.create.topics.enable)\nproduced 1 record to \"fresh\"\n" {
 		t.Errorf("auto-create: %+v", r)
 	}
-	if r := run(t, bin, "y\n", "produce", "fresh", "--brokers", addr); r.code != 0 || r.stderr != "produced 1 records to \"fresh\"\n" {
+	if r := run(t, bin, "y\n", "produce", "fresh", "--brokers", addr); r.code != 0 || r.stderr != "produced 1 record to \"fresh\"\n" {
 		t.Errorf("existing: %+v", r)
 	}
 	addr = startStrata(t, map[string]string{"auto.create.topics.enable": "false"})

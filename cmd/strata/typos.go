@@ -29,6 +29,16 @@ func strictCommands(root *cobra.Command) {
 				}
 				return unknownCommand(cmd, args[0])
 			}
+		} else if c.Args != nil {
+			// cobra's "accepts 1 arg(s), received 0" names neither the
+			// command nor what the argument is: add the usage line.
+			check := c.Args
+			c.Args = func(cmd *cobra.Command, args []string) error {
+				if err := check(cmd, args); err != nil {
+					return fmt.Errorf("%w (usage: %s)", err, cmd.UseLine())
+				}
+				return nil
+			}
 		}
 		for _, sub := range c.Commands() {
 			walk(sub)

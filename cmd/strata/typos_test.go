@@ -16,6 +16,10 @@ func TestTyposFail(t *testing.T) {
 	fails(t, bin, "strata: unknown command \"stats\" for \"strata compaction\": did you mean \"status\"?\n", "compaction", "stats")
 	fails(t, bin, "strata: unknown command \"frobnicate\" for \"strata group\": run 'strata group --help' for the commands\n", "group", "frobnicate")
 	fails(t, bin, "strata: unknown command \"st\" for \"strata user scram\": did you mean \"set\"?\n", "user", "scram", "st")
+	// A missing or extra argument names the command and its usage.
+	fails(t, bin, "strata: requires at least 1 arg(s), only received 0 (usage: strata topic create <topic>... [flags])\n", "topic", "create")
+	fails(t, bin, "strata: accepts 1 arg(s), received 0 (usage: strata produce <topic> [flags])\n", "produce")
+	fails(t, bin, "strata: unknown command \"x\" for \"strata topic list\" (usage: strata topic list [flags])\n", "topic", "list", "x")
 	fails(t, bin, "strata: unknown flag: --form: did you mean --from?\n", "consume", "t", "--form", "beginning")
 	fails(t, bin, "strata: unknown flag: --partition: did you mean --partitions?\n", "topic", "create", "t", "--partition", "3")
 	fails(t, bin, "strata: unknown flag: --bogus\n", "topic", "list", "--bogus")
