@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/parallel"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/strata-io/strata/internal/vfs"
 )
@@ -270,7 +271,7 @@ func (b *Broker) load(progress *LoadProgress) error {
 			}
 		}
 	}()
-	err = forEach(b.ioThreads(), jobs, func(j job) error {
+	err = parallel.Each(jobs, b.ioThreads(), func(j job) error {
 		defer progress.loaded.Add(1)
 		return b.openPartition(j.t, j.p, clean[j.p.baseDir], true)
 	})
@@ -496,7 +497,7 @@ func (b *Broker) closeLogs(deferSync bool) error {
 		}
 	}
 	b.mu.RUnlock()
-	return forEach(b.ioThreads(), parts, func(p *Partition) error {
+	return parallel.Each(parts, b.ioThreads(), func(p *Partition) error {
 		closeLog := p.Log.Close
 		if deferSync {
 			closeLog = p.Log.CloseDeferSync

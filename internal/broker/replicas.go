@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/parallel"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -220,7 +221,7 @@ func (b *Broker) ApplyTopics(specs []TopicSpec) error {
 	// New partitions open in parallel (a large topic has thousands).
 	var failMu sync.Mutex
 	failed := map[*Partition]bool{}
-	if err := forEach(b.ioThreads(), jobs, func(j job) error {
+	if err := parallel.Each(jobs, b.ioThreads(), func(j job) error {
 		err := b.removeStale(j.p.Dir())
 		if err == nil {
 			err = b.openPartition(j.t, j.p, true, false)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/parallel"
 	"github.com/strata-io/strata/internal/replica"
 	"github.com/strata-io/strata/internal/storage"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -389,7 +390,7 @@ func (b *Broker) createLogs(ts []*Topic, parts []*Partition) map[*Topic]error {
 	}
 	var mu sync.Mutex
 	failed := map[*Topic]error{}
-	forEach(b.ioThreads(), parts, func(p *Partition) error {
+	parallel.Each(parts, b.ioThreads(), func(p *Partition) error {
 		t := topic[p.Topic]
 		err := b.removeStale(p.Dir())
 		if err == nil {
@@ -431,7 +432,7 @@ func (b *Broker) unpublish(t *Topic) {
 func (b *Broker) deleteLogs(ps []*Partition) {
 	var mu sync.Mutex
 	dirs := map[string]bool{}
-	forEach(b.ioThreads(), ps, func(p *Partition) error {
+	parallel.Each(ps, b.ioThreads(), func(p *Partition) error {
 		if p.Log == nil {
 			return nil
 		}

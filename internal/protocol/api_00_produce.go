@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/strata-io/strata/internal/broker"
+	"github.com/strata-io/strata/internal/parallel"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -62,34 +61,17 @@ func (s *Server) handleProduce(ctx context.Context, c *conn, kreq kmsg.Request) 
 		}
 	}
 	// Partitions are appended by at most maxProduceWorkers goroutines per
-	// request (the handler's own for one partition), whatever the number
-	// of partitions it names.
+	// request (the handler's own among them: one partition starts none),
+	// whatever the number of partitions it names.
 	var verified map[TxnPartition]error
 	if req.TransactionID != nil && common == nil && len(jobs) > 1 {
 		verified = s.verifyTxnPartitions(*req.TransactionID, req)
 	}
 	durable := make([]func(context.Context), len(jobs))
-	run := func(i int) {
+	parallel.ForEach(len(jobs), maxProduceWorkers, func(i int) error {
 		durable[i] = s.producePartition(req, jobs[i].topic, *jobs[i].rp, jobs[i].sp, verified)
-	}
-	if workers := min(len(jobs), maxProduceWorkers); workers <= 1 {
-		for i := range jobs {
-			run(i)
-		}
-	} else {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
-					run(i)
-				}
-			}()
-		}
-		wg.Wait()
-	}
+		return nil
+	})
 	durable = slices.DeleteFunc(durable, func(w func(context.Context)) bool { return w == nil })
 	if req.Acks == 0 {
 		return reply{none: true}, nil

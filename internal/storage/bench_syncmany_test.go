@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/parallel"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,38 +58,17 @@ func rawManyFiles(b *testing.B, n, perFile int) {
 	for i := range buf {
 		buf[i] = byte(i * 7)
 	}
-	parallel := func(files []*os.File, width int, fn func(*os.File) error) error {
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var first error
-		sem := make(chan struct{}, width)
-		for _, f := range files {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				if err := fn(f); err != nil {
-					mu.Lock()
-					first = err
-					mu.Unlock()
-				}
-				<-sem
-			}()
-		}
-		wg.Wait()
-		return first
-	}
 	fdatasync := func(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }
 	methods := []*syncMethod{
-		{name: "fdatasync16", sync: func(m *syncMethod, _ []byte) error { return parallel(m.files, 16, fdatasync) }},
-		{name: "fdatasyncAll", sync: func(m *syncMethod, _ []byte) error { return parallel(m.files, len(m.files), fdatasync) }},
+		{name: "fdatasync16", sync: func(m *syncMethod, _ []byte) error { return parallel.Each(m.files, 16, fdatasync) }},
+		{name: "fdatasyncAll", sync: func(m *syncMethod, _ []byte) error { return parallel.Each(m.files, len(m.files), fdatasync) }},
 		{name: "sfr+fdatasync16", sync: func(m *syncMethod, _ []byte) error {
 			for _, f := range m.files {
 				if err := unix.SyncFileRange(int(f.Fd()), m.off-int64(perFile), int64(perFile), unix.SYNC_FILE_RANGE_WRITE); err != nil {
 					return err
 				}
 			}
-			return parallel(m.files, 16, fdatasync)
+			return parallel.Each(m.files, 16, fdatasync)
 		}},
 		{name: "syncfs", sync: func(m *syncMethod, _ []byte) error { return unix.Syncfs(int(m.files[0].Fd())) }},
 		{name: "journal", sync: func(m *syncMethod, round []byte) error {

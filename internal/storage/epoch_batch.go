@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sync"
 
+	"github.com/strata-io/strata/internal/parallel"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -75,17 +75,18 @@ func AssignEpochs(logs []*Log, epochs []int32) []error {
 // assignEpochsIn runs AssignEpochs' steps for the logs idx of log dir c.
 func assignEpochsIn(c *dirCheckpoints, logs []*Log, epochs []int32, idx []int, errs []error) {
 	writes := make([]*epochWrite, len(idx))
-	parallel(len(idx), func(k int) {
+	parallel.ForEach(len(idx), epochBatchWorkers, func(k int) error {
 		i := idx[k]
 		w, err := logs[i].prepareEpoch(epochs[i])
 		if err != nil {
 			errs[i] = err
-			return
+			return nil
 		}
 		if w != nil {
 			w.i = i
 			writes[k] = w
 		}
+		return nil
 	})
 	writes = slices.DeleteFunc(writes, func(w *epochWrite) bool { return w == nil })
 	if len(writes) == 0 {
@@ -100,11 +101,12 @@ func assignEpochsIn(c *dirCheckpoints, logs []*Log, epochs []int32, idx []int, e
 		failAll(err)
 		return
 	}
-	parallel(len(writes), func(k int) {
+	parallel.ForEach(len(writes), epochBatchWorkers, func(k int) error {
 		w := writes[k]
 		if err := logs[w.i].renameEpoch(w); err != nil {
 			errs[w.i] = fmt.Errorf("assign epoch %d to %s: %v: %w", epochs[w.i], logs[w.i].dir, err, kerr.KafkaStorageError)
 		}
+		return nil
 	})
 	if err := c.syncAll(); err != nil {
 		failAll(err)
@@ -115,38 +117,13 @@ func assignEpochsIn(c *dirCheckpoints, logs []*Log, epochs []int32, idx []int, e
 		}
 		return
 	}
-	parallel(len(writes), func(k int) {
+	parallel.ForEach(len(writes), epochBatchWorkers, func(k int) error {
 		w := writes[k]
 		if errs[w.i] == nil {
 			errs[w.i] = logs[w.i].commitEpoch(w, epochs[w.i])
 		}
+		return nil
 	})
-}
-
-// parallel runs fn(0..n-1) on at most epochBatchWorkers goroutines and
-// waits for them.
-func parallel(n int, fn func(k int)) {
-	workers := min(n, epochBatchWorkers)
-	var next int
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				k := next
-				next++
-				mu.Unlock()
-				if k >= n {
-					return
-				}
-				fn(k)
-			}
-		}()
-	}
-	wg.Wait()
 }
 
 // prepareEpoch is AssignEpochs' step 1 for l: nil when nothing is to be

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"sync"
 
+	"github.com/strata-io/strata/internal/parallel"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/vfs"
 )
@@ -222,22 +222,12 @@ func finishAll(ws []*SegmentWriter) error {
 
 // syncFiles fsyncs files, maxSwapSyncs at a time, and joins the errors.
 func syncFiles(files []vfs.File) error {
-	errs := make([]error, len(files))
-	sem := make(chan struct{}, maxSwapSyncs)
-	var wg sync.WaitGroup
-	for i, f := range files {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := f.Sync(); err != nil {
-				errs[i] = fmt.Errorf("fsync %s: %w", f.Name(), err)
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return parallel.Each(files, maxSwapSyncs, func(f vfs.File) error {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("fsync %s: %w", f.Name(), err)
+		}
+		return nil
+	})
 }
 
 // ReplaceSegments atomically (crash-safe: .cleaned fsynced -> .swap ->

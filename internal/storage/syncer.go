@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strata-io/strata/internal/parallel"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -438,22 +439,40 @@ func (s *Syncer) round() {
 	if useJournal {
 		s.journalRound(preps, errs, journaled)
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, maxParallelSyncs)
 	// New partition directories (each once per round) with the files: a
 	// log's bytes count as durable only once both are synced.
 	dirs := map[string][]int{}
+	var dirNames []string
 	for i := range preps {
 		for _, d := range preps[i].dirs {
+			if dirs[d] == nil {
+				dirNames = append(dirNames, d)
+			}
 			dirs[d] = append(dirs[d], i)
 		}
 	}
-	for d, who := range dirs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
+	type logFile struct {
+		i int // the log's index in preps
+		f *SegmentFile
+	}
+	var files []logFile
+	for i := range preps {
+		for _, f := range preps[i].files {
+			files = append(files, logFile{i, f})
+		}
+	}
+	var mu sync.Mutex
+	fail := func(err error, who ...int) {
+		mu.Lock()
+		for _, i := range who {
+			errs[i] = err
+		}
+		mu.Unlock()
+	}
+	parallel.ForEach(len(dirNames)+len(files), maxParallelSyncs, func(k int) error {
+		if k < len(dirNames) {
+			d := dirNames[k]
+			who := dirs[d]
 			fsys := s.fsys(preps, who)
 			sync := fsys.SyncDir
 			if len(who) == 1 && preps[who[0]].dirs[0] == d {
@@ -461,33 +480,18 @@ func (s *Syncer) round() {
 				sync = func(d string) error { return syncNewDir(fsys, d, epochs) }
 			}
 			if err := sync(d); err != nil {
-				mu.Lock()
-				for _, i := range who {
-					errs[i] = err
-				}
-				mu.Unlock()
+				fail(err, who...)
 			}
-			<-sem
-		}()
-	}
-	for i := range preps {
-		for _, f := range preps[i].files {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func(i int, f *SegmentFile) {
-				defer wg.Done()
-				err := f.f.Sync()
-				f.Release()
-				if err != nil {
-					mu.Lock()
-					errs[i] = err
-					mu.Unlock()
-				}
-				<-sem
-			}(i, f)
+			return nil
 		}
-	}
-	wg.Wait()
+		lf := files[k-len(dirNames)]
+		err := lf.f.f.Sync()
+		lf.f.Release()
+		if err != nil {
+			fail(err, lf.i)
+		}
+		return nil
+	})
 	for i, l := range logs {
 		l.finishSync(preps[i], errs[i], journaled[i], wakes)
 	}
