@@ -297,3 +297,37 @@ func TestListenerFlags(t *testing.T) {
 		t.Errorf("other commands changed: %q", got)
 	}
 }
+
+// TestServeWarnsLoopbackAdvertised: a listener bound to every interface
+// with no advertised.listeners entry is advertised as 127.0.0.1 (Kafka
+// refuses to start instead), and the start says so: a remote client would
+// be sent to 127.0.0.1.
+func TestServeWarnsLoopbackAdvertised(t *testing.T) {
+	bin := buildStrata(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--log.dirs", t.TempDir(), "--listeners", "PLAINTEXT://0.0.0.0:0",
+		"--strata.metrics.listener", "", "--offsets.topic.num.partitions", "1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var warns []string
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, "level=WARN") {
+			warns = append(warns, line)
+		}
+		if strings.Contains(line, "strata broker listening") {
+			break
+		}
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0], `msg="listener binds every interface but is advertised as 127.0.0.1: clients on other machines are sent to 127.0.0.1 and cannot connect; set advertised.listeners to an address they reach" listener=PLAINTEXT addr=`) {
+		t.Errorf("warnings: %q", warns)
+	}
+}

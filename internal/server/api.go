@@ -404,7 +404,13 @@ func (s *Server) advertised(l *clientListener) (string, int32) {
 		}
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		// Kafka refuses to advertise the meta-address ("advertised.listeners
+		// cannot use the nonroutable meta-address 0.0.0.0", KafkaConfig);
+		// Strata keeps a one-machine setup working and says what a remote
+		// client would meet.
 		host = "127.0.0.1"
+		s.logger.Warn("listener binds every interface but is advertised as 127.0.0.1: clients on other machines are sent to 127.0.0.1 and cannot connect; set advertised.listeners to an address they reach",
+			"listener", l.cfg.Name, "addr", l.ln.Addr().String())
 	}
 	return host, int32(port)
 }
