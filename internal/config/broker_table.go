@@ -19,7 +19,7 @@ var brokerTable = sortTable(readOnly(append([]Setting{
 	def("listeners", TypeString, "PLAINTEXT://127.0.0.1:9092", custom("NAME://host:port,... (port 0 = random); NAME a security protocol or a name in listener.security.protocol.map", func(v string) string { return listenersSyntax(v, true, false) }),
 		"Listeners the node binds: any number of client listeners, each PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL through listener.security.protocol.map (listener.name.<name>.<setting> sets one listener's settings); controllers add their controller listener. An empty host binds every interface."),
 	def("advertised.listeners", TypeString, "", custom("empty, or NAME://host:port,... naming listeners", func(v string) string { return listenersSyntax(v, false, true) }),
-		"Addresses given to clients in metadata responses, per listener name: a client is given every broker's address on the listener it connected to. A listener not named here is advertised at its bound address, and one bound to every interface (an empty host or 0.0.0.0) as 127.0.0.1, with a warning at start: set it for clients on other machines (Kafka refuses to advertise 0.0.0.0)."),
+		"Addresses given to clients in metadata responses, per listener name: a client is given every broker's address on the listener it connected to. A listener not named here is advertised at its bound address (127.0.0.1 for 0.0.0.0, with a warning)."),
 	def("socket.request.max.bytes", TypeInt, "104857600", atLeast(1),
 		"Largest request the broker reads; larger requests close the connection."),
 	def("socket.send.buffer.bytes", TypeInt, "102400", socketBuffer,
