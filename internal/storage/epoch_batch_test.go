@@ -28,7 +28,7 @@ const epochKinds = 4
 func epochRestartDir(t *testing.T, parts int) (*vfs.CrashFS, map[int][]ackedBatch) {
 	t.Helper()
 	fsys := vfs.NewCrashFS()
-	s, logs := openJournalDir(t, fsys, parts, 1<<20, false)
+	s, logs := openJournalDir(t, fsys, parts, testConfig(), 1<<20, false)
 	acked := map[int][]ackedBatch{}
 	app := func(p int, epoch int32) {
 		b := mkBatch(t, 2, fmt.Sprint("e", epoch), 1)
@@ -350,7 +350,7 @@ func TestAssignEpochsOps(t *testing.T) {
 // before it (kgo: "lost records", re-read; TestStrataSIGKILL).
 func TestAssignEpochsFencesOlderEpoch(t *testing.T) {
 	fsys := vfs.NewCrashFS()
-	s, logs := openJournalDir(t, fsys, 1, 1<<20, false)
+	s, logs := openJournalDir(t, fsys, 1, testConfig(), 1<<20, false)
 	l := logs[0]
 	for range 3 {
 		res, err := l.Append(mkBatch(t, 2, "e0", 1), AppendOptions{LeaderEpoch: 0})

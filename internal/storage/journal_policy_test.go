@@ -53,9 +53,11 @@ func journalRound(t *testing.T, s *Syncer, logs []*Log, tag string, acked map[in
 	wg.Wait()
 }
 
-// openJournalDir opens n partitions of /data with a journal of at most
-// maxSize per file, without preparing its files (journalDir does).
-func openJournalDir(t *testing.T, fsys vfs.FS, n int, maxSize int64, clean bool) (*Syncer, []*Log) {
+// openJournalDir opens n partitions "/data/j-<i>" of one log dir with a
+// syncer using a journal of at most maxSize bytes per file, recovering
+// them (and replaying the journal) unless clean, then starts the journal,
+// without preparing its files (journalDir does).
+func openJournalDir(t testing.TB, fsys vfs.FS, n int, cfg Config, maxSize int64, clean bool) (*Syncer, []*Log) {
 	t.Helper()
 	if err := fsys.MkdirAll("/data", 0o755); err != nil {
 		t.Fatal(err)
@@ -66,9 +68,9 @@ func openJournalDir(t *testing.T, fsys vfs.FS, n int, maxSize int64, clean bool)
 	}
 	logs := make([]*Log, n)
 	for i := range logs {
-		l, err := Open(fmt.Sprintf("/data/j-%d", i), [16]byte{9, byte(i)}, testConfig(), clean, Options{FS: fsys, Syncer: s, Logger: quiet})
+		l, err := Open(fmt.Sprintf("/data/j-%d", i), [16]byte{9, byte(i)}, cfg, clean, Options{FS: fsys, Syncer: s, Logger: quiet})
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("open partition %d: %v", i, err)
 		}
 		logs[i] = l
 	}
@@ -96,7 +98,7 @@ func TestJournalLazyAndSizedToDisk(t *testing.T) {
 		t.Run(fmt.Sprint(tc.free), func(t *testing.T) {
 			fsys := vfs.NewCrashFS()
 			fsys.SetFreeSpace(tc.free)
-			s, logs := openJournalDir(t, fsys, 8, 8<<20, false)
+			s, logs := openJournalDir(t, fsys, 8, testConfig(), 8<<20, false)
 			if f := journalFiles(t, fsys); len(f) != 0 {
 				t.Fatalf("journal files at open: %v", f)
 			}
@@ -161,7 +163,7 @@ func TestJournalReleasedWhenIdle(t *testing.T) {
 
 	// The image cut right after the release: everything acknowledged then
 	// is in the segments, nothing to replay.
-	s2, logs2 := openJournalDir(t, img, 8, 1<<20, false)
+	s2, logs2 := openJournalDir(t, img, 8, testConfig(), 1<<20, false)
 	if n := s2.JournalStats().Replayed; n != 0 {
 		t.Errorf("replayed %d records after a release", n)
 	}
@@ -171,7 +173,7 @@ func TestJournalReleasedWhenIdle(t *testing.T) {
 	}
 	checkAcked(t, "cut after the release", logs2, first)
 	closeAll(t, s2, logs2)
-	s3, logs3 := openJournalDir(t, img2, 8, 1<<20, false)
+	s3, logs3 := openJournalDir(t, img2, 8, testConfig(), 1<<20, false)
 	checkAcked(t, "cut after the files came back", logs3, acked)
 	closeAll(t, s3, logs3)
 }
@@ -182,7 +184,7 @@ func TestJournalReleasedWhenIdle(t *testing.T) {
 // again after journalRetry.
 func TestJournalCreationFailsCleanly(t *testing.T) {
 	fsys := vfs.NewCrashFS()
-	s, logs := openJournalDir(t, fsys, 8, 1<<20, false)
+	s, logs := openJournalDir(t, fsys, 8, testConfig(), 1<<20, false)
 	fsys.SetHook(func(op, name string) error {
 		if op == "truncate" && strings.Contains(name, journalFilePrefix+"1") {
 			return syscall.ENOSPC
@@ -228,7 +230,7 @@ func TestJournalCrashDuringCreation(t *testing.T) {
 	const parts = 8
 	run := func(crashAt int) (img *vfs.CrashFS, acked map[int][]ackedBatch, steps int) {
 		fsys := vfs.NewCrashFS()
-		s, logs := openJournalDir(t, fsys, parts, 1<<20, false)
+		s, logs := openJournalDir(t, fsys, parts, testConfig(), 1<<20, false)
 		acked = map[int][]ackedBatch{}
 		var mu sync.Mutex
 		n := 0
@@ -259,7 +261,7 @@ func TestJournalCrashDuringCreation(t *testing.T) {
 		if img == nil {
 			continue
 		}
-		s2, logs2 := openJournalDir(t, img, parts, 1<<20, false)
+		s2, logs2 := openJournalDir(t, img, parts, testConfig(), 1<<20, false)
 		checkAcked(t, fmt.Sprintf("power cut before step %d", k), logs2, acked)
 		closeAll(t, s2, logs2)
 	}

@@ -18,7 +18,7 @@ import (
 func killedJournalDir(t *testing.T, parts, rounds int) (*vfs.CrashFS, map[int][]ackedBatch) {
 	t.Helper()
 	fsys := vfs.NewCrashFS()
-	s, logs := openJournalDir(t, fsys, parts, 1<<20, false)
+	s, logs := openJournalDir(t, fsys, parts, testConfig(), 1<<20, false)
 	acked := map[int][]ackedBatch{}
 	for r := range rounds {
 		s.roundMu.Lock()
@@ -280,21 +280,7 @@ func TestStartupWritesRecoveredPoints(t *testing.T) {
 		}
 		return nil
 	})
-	s2 := NewSyncer(quiet)
-	if err := s2.OpenJournal(killed, "/data", 1<<20); err != nil {
-		t.Fatal(err)
-	}
-	logs2 := make([]*Log, parts)
-	for i := range logs2 {
-		l, err := Open(fmt.Sprintf("/data/j-%d", i), [16]byte{9, byte(i)}, testConfig(), false, Options{FS: killed, Syncer: s2, Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		logs2[i] = l
-	}
-	if err := s2.StartJournal(); err != nil {
-		t.Fatal(err)
-	}
+	s2, logs2 := openJournalDir(t, killed, parts, testConfig(), 1<<20, false)
 	killed.SetHook(nil)
 	if syncs != 0 {
 		t.Fatalf("the open after a second kill -9 fsynced %d segments: it found bytes past the recovery points the first start recovered", syncs)
