@@ -232,19 +232,8 @@ func TestJournalCrashDuringCreation(t *testing.T) {
 		fsys := vfs.NewCrashFS()
 		s, logs := openJournalDir(t, fsys, parts, testConfig(), 1<<20, false)
 		acked = map[int][]ackedBatch{}
-		var mu sync.Mutex
-		n := 0
-		fsys.SetHook(func(op, name string) error {
-			mu.Lock()
-			defer mu.Unlock()
-			defer func() { n++ }()
-			if n == crashAt {
-				img = fsys.Crash()
-				return vfs.ErrInjected
-			}
-			return nil
-		})
-		appendRound(t, s, logs, "second", &mu, &img, acked)
+		cut := cutPowerAt(fsys, crashAt, (*vfs.CrashFS).Crash)
+		appendRound(t, s, logs, "second", epoch1, cut, acked)
 		fsys.SetHook(nil)
 		if crashAt < 0 && s.JournalStats().Rounds == 0 {
 			t.Fatalf("the round did not use the journal: %+v", s.JournalStats())
@@ -253,7 +242,7 @@ func TestJournalCrashDuringCreation(t *testing.T) {
 			l.Close()
 		}
 		s.Close()
-		return img, acked, n
+		return cut.img, acked, cut.n
 	}
 	_, _, steps := run(-1)
 	for k := range steps {
@@ -268,18 +257,51 @@ func TestJournalCrashDuringCreation(t *testing.T) {
 	t.Logf("%d steps", steps)
 }
 
+// powerCut fails one mutating file-system operation of a CrashFS, the
+// step-th (counting from 0; a negative step fails none), with
+// vfs.ErrInjected and keeps the image taken at that moment: the power cut
+// of a crash-at-every-step test. appendRound records an acknowledgement
+// only while img is nil.
+type powerCut struct {
+	mu  sync.Mutex
+	img *vfs.CrashFS // the image at the cut; nil before it
+	n   int          // the operations seen
+	ops []string     // each operation seen, "op name"
+}
+
+// cutPowerAt hooks fsys to cut the power at its step-th operation, where
+// image(fsys) takes the image; the caller unhooks it (SetHook(nil)).
+func cutPowerAt(fsys *vfs.CrashFS, step int, image func(*vfs.CrashFS) *vfs.CrashFS) *powerCut {
+	c := &powerCut{}
+	fsys.SetHook(func(op, name string) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		defer func() { c.n++ }()
+		c.ops = append(c.ops, op+" "+name)
+		if c.n == step {
+			c.img = image(fsys)
+			return vfs.ErrInjected
+		}
+		return nil
+	})
+	return c
+}
+
+// epoch1 is appendRound's leader epoch for every partition.
+func epoch1(int) int32 { return 1 }
+
 // appendRound appends one batch of value to every log in a single sync
-// round of s and records in acked each batch that became durable before
-// the power cut (*img still nil, read under mu); a batch whose append
-// failed (the injected failure) was never acknowledged.
-func appendRound(t *testing.T, s *Syncer, logs []*Log, value string, mu *sync.Mutex, img **vfs.CrashFS, acked map[int][]ackedBatch) {
+// round of s, log p at leader epoch epoch(p), and records in acked each
+// batch that became durable before the power cut (cut.img still nil); a
+// batch whose append failed (the injected failure) was never acknowledged.
+func appendRound(t *testing.T, s *Syncer, logs []*Log, value string, epoch func(p int) int32, cut *powerCut, acked map[int][]ackedBatch) {
 	t.Helper()
 	s.roundMu.Lock()
 	ress := make([]AppendResult, len(logs))
 	bs := make([][]byte, len(logs))
 	for p, l := range logs {
 		bs[p] = mkBatch(t, 2, value, 1)
-		res, err := l.Append(bs[p], AppendOptions{LeaderEpoch: 1})
+		res, err := l.Append(bs[p], AppendOptions{LeaderEpoch: epoch(p)})
 		if err != nil {
 			bs[p] = nil
 		}
@@ -288,11 +310,11 @@ func appendRound(t *testing.T, s *Syncer, logs []*Log, value string, mu *sync.Mu
 	s.roundMu.Unlock()
 	for p, l := range logs {
 		if bs[p] != nil && l.WaitDurable(context.Background(), ress[p].LastOffset+1) == nil {
-			mu.Lock()
-			if *img == nil {
+			cut.mu.Lock()
+			if cut.img == nil {
 				acked[p] = append(acked[p], ackedBatch{ress[p].BaseOffset, bs[p]})
 			}
-			mu.Unlock()
+			cut.mu.Unlock()
 		}
 	}
 }

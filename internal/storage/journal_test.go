@@ -321,11 +321,7 @@ func TestJournalCrashAtEveryStep(t *testing.T) {
 	snapshot := func() state {
 		mu.Lock()
 		defer mu.Unlock()
-		out := state{acked: make(map[int][]ackedBatch, len(cur.acked)), restarted: cur.restarted}
-		for k, v := range cur.acked {
-			out.acked[k] = append([]ackedBatch(nil), v...)
-		}
-		return out
+		return state{acked: snapshotAcked(cur.acked), restarted: cur.restarted}
 	}
 	// scenario drives the logs; it stops at the first error (the injected
 	// failure of the step the power was cut at).

@@ -92,26 +92,12 @@ func TestStartupDeferSyncCrashAtEveryStep(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			run := func(crashAt int) (img *vfs.CrashFS, acked map[int][]ackedBatch, steps int) {
 				fsys := c.img()
-				acked = map[int][]ackedBatch{}
-				for p, a := range acked0 {
-					acked[p] = append([]ackedBatch(nil), a...)
-				}
-				var mu sync.Mutex
-				n := 0
-				fsys.SetHook(func(op, name string) error {
-					mu.Lock()
-					defer mu.Unlock()
-					defer func() { n++ }()
-					if n == crashAt {
-						img = fsys.Crash()
-						return vfs.ErrInjected
-					}
-					return nil
-				})
+				acked = snapshotAcked(acked0)
+				cut := cutPowerAt(fsys, crashAt, (*vfs.CrashFS).Crash)
 				s, logs, err := openDeferred(fsys, parts)
 				if err == nil {
 					// The first new round.
-					appendRound(t, s, logs, "new", &mu, &img, acked)
+					appendRound(t, s, logs, "new", epoch1, cut, acked)
 				}
 				fsys.SetHook(nil)
 				if crashAt < 0 && err != nil {
@@ -123,7 +109,7 @@ func TestStartupDeferSyncCrashAtEveryStep(t *testing.T) {
 				if s != nil {
 					s.Close()
 				}
-				return img, acked, n
+				return cut.img, acked, cut.n
 			}
 			_, _, steps := run(-1)
 			for k := range steps {
