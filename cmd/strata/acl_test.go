@@ -100,6 +100,8 @@ func TestACLAndQuotaCommands(t *testing.T) {
 			t.Errorf("quota describe lacks %q:\n%s", want, out)
 		}
 	}
+	fails(t, bin, "strata: --delete-config request_percent: not a quota key (consumer_byte_rate, controller_mutation_rate, producer_byte_rate, request_percentage): did you mean request_percentage?\n",
+		with(admin, "quota", "delete", "--user", "alice", "--delete-config", "request_percent")...)
 	ok(t, bin, "", with(admin, "quota", "delete", "--user", "alice", "--delete-config", "request_percentage")...)
 	out = ok(t, bin, "", with(admin, "quota", "describe", "--user", "alice", "-o", "json")...)
 	if !strings.Contains(out, `"producer_byte_rate": 1048576`) || strings.Contains(out, "request_percentage") {
