@@ -100,6 +100,8 @@ func TestACLAndQuotaCommands(t *testing.T) {
 			t.Errorf("quota describe lacks %q:\n%s", want, out)
 		}
 	}
+	fails(t, bin, "strata: set quotas of user=alice: Invalid configuration key producer_byte_rat (INVALID_REQUEST)\n",
+		with(admin, "quota", "set", "--user", "alice", "--add-config", "producer_byte_rat=5")...)
 	fails(t, bin, "strata: --delete-config request_percent: not a quota key (consumer_byte_rate, controller_mutation_rate, producer_byte_rate, request_percentage): did you mean request_percentage?\n",
 		with(admin, "quota", "delete", "--user", "alice", "--delete-config", "request_percent")...)
 	ok(t, bin, "", with(admin, "quota", "delete", "--user", "alice", "--delete-config", "request_percentage")...)

@@ -91,7 +91,7 @@ func alterQuotas(ctx context.Context, adm *kadm.Client, e kadm.ClientQuotaEntity
 	}
 	for _, r := range res {
 		if r.Err != nil {
-			return fmt.Errorf("%w%s", r.Err, msgSuffix(r.ErrMessage))
+			return withBrokerMessage(r.Err, r.ErrMessage)
 		}
 	}
 	return nil
