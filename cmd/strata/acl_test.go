@@ -113,3 +113,12 @@ func TestACLAndQuotaCommands(t *testing.T) {
 		t.Errorf("fractional byte rate: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// TestACLWithoutAuthorizer: against a broker without authorizer.class.name
+// the ACL commands fail with Kafka's SECURITY_DISABLED and the broker's
+// message first, not kerr's generic description of the code.
+func TestACLWithoutAuthorizer(t *testing.T) {
+	bin := buildStrata(t)
+	b := "--brokers=" + startStrata(t, nil)
+	fails(t, bin, "strata: list ACLs: No Authorizer is configured on the broker (SECURITY_DISABLED)\n", "acl", "list", b)
+}
