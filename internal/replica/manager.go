@@ -231,6 +231,64 @@ func (m *Manager) Replica(tp TP) *Replica {
 // becomes (or stays) its leader or a follower fetching from the leader.
 // log is the local replica's log; minISR the topic's min.insync.replicas.
 func (m *Manager) Apply(tp TP, log *storage.Log, st State, minISR int) *Replica {
+	return m.applyAll([]applyItem{{tp: tp, log: log, st: st, minISR: minISR}})[0]
+}
+
+// applyItem is one partition of a metadata change applyAll applies.
+type applyItem struct {
+	tp     TP
+	log    *storage.Log
+	st     State
+	minISR int
+}
+
+// applyAll applies the committed states of many partitions from one
+// metadata change (an election after a broker failure makes this broker
+// leader of many at once) and returns their replicas, in order. The new
+// leader epochs are recorded first, in one storage.AssignEpochs batch:
+// two SyncFS per log dir however many partitions, instead of an fsync'd
+// checkpoint write per partition. Kafka's ordering is kept: a partition's
+// leadership (which accepts appends at the new epoch) is taken only after
+// the batch made the entry naming the epoch durable (Partition.makeLeader
+// calls UnifiedLog.maybeAssignEpochStartOffset, which is
+// LeaderEpochFileCache.assign, before the partition takes appends). In
+// between, a replica becoming leader has stopped fetching (no follower
+// append moves the log end the entry names), and an append of a leader
+// still serving the older epoch is refused by the batch's fence
+// (NOT_LEADER_OR_FOLLOWER, retriable). A partition whose batched write
+// failed, or a lone new epoch, is assigned the usual way by apply.
+func (m *Manager) applyAll(items []applyItem) []*Replica {
+	rs := make([]*Replica, len(items))
+	var logs []*storage.Log
+	var epochs []int32
+	for i, it := range items {
+		r := m.replica(it.tp, it.log)
+		rs[i] = r
+		if r.prepareLeaderEpoch(it.st) {
+			logs = append(logs, it.log)
+			epochs = append(epochs, it.st.LeaderEpoch)
+		}
+	}
+	if len(logs) < 2 {
+		// One epoch: apply's fsync'd write of one small file costs less
+		// than two SyncFS of a file system that may hold other dirty data.
+		logs = nil
+	}
+	for i, err := range storage.AssignEpochs(logs, epochs) {
+		if err != nil {
+			// apply assigns it again, fsync'd, before leading.
+			m.logger.Warn("record leader epoch (batched)", "epoch", epochs[i], "err", err)
+		}
+	}
+	for i, it := range items {
+		rs[i].apply(it.st, it.minISR)
+	}
+	return rs
+}
+
+// replica returns the replica of tp on log, made and handed to
+// replication if new.
+func (m *Manager) replica(tp TP, log *storage.Log) *Replica {
 	m.mu.Lock()
 	r := m.replicas[tp]
 	fresh := r == nil || r.log != log
@@ -250,7 +308,6 @@ func (m *Manager) Apply(tp TP, log *storage.Log, st State, minISR int) *Replica 
 		log.StartReplication(m.durableHook(r))
 		r.mu.Unlock()
 	}
-	r.apply(st, minISR)
 	return r
 }
 

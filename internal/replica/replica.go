@@ -301,6 +301,28 @@ func (r *Replica) ServeFetch(f FetchPart) (FetchAnswer, error) {
 	return ans, nil
 }
 
+// prepareLeaderEpoch is applyAll's first step for st: it reports whether
+// apply will make this broker lead at a leader epoch newer than the log's
+// latest (the epoch to record in the batch). A replica about to become
+// leader stops fetching here, so that no follower append moves the log
+// end the batched entry names before apply takes the leadership (Kafka's
+// makeLeader removes the partition from its fetcher first too).
+func (r *Replica) prepareLeaderEpoch(st State) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st.Leader != r.m.cfg.Local || st.LeaderEpoch < r.st.LeaderEpoch {
+		return false
+	}
+	if r.leader != nil {
+		if st.LeaderEpoch <= r.leader.st.LeaderEpoch {
+			return false
+		}
+	} else {
+		r.m.unfollow(r)
+	}
+	return st.LeaderEpoch > r.log.LatestEpoch()
+}
+
 // apply brings the replica in line with the partition's committed state
 // (Kafka's makeLeader / makeFollower).
 func (r *Replica) apply(st State, minISR int) {

@@ -31,6 +31,8 @@ func (m *Manager) Sync(v *meta.View, host func(tp TP) (Hosted, bool)) {
 	}
 	m.SetBrokers(brokers)
 	seen := map[TP]bool{}
+	var items []applyItem
+	var attach []func(*Replica)
 	for name, t := range v.Topics {
 		if t.Deleting {
 			continue
@@ -52,13 +54,18 @@ func (m *Manager) Sync(v *meta.View, host func(tp TP) (Hosted, bool)) {
 				// follow until the controller's new election.
 				st.Leader = meta.NoLeader
 			}
-			r := m.Apply(tp, h.Log, st, h.MinISR)
-			r.mu.Lock()
-			r.attach = h.Attach
-			r.mu.Unlock()
-			if h.Attach != nil {
-				h.Attach(r)
-			}
+			items = append(items, applyItem{tp: tp, log: h.Log, st: st, minISR: h.MinISR})
+			attach = append(attach, h.Attach)
+		}
+	}
+	// One batch for the whole view: the new leader epochs of every
+	// partition it makes this broker lead share their checkpoint syncs.
+	for i, r := range m.applyAll(items) {
+		r.mu.Lock()
+		r.attach = attach[i]
+		r.mu.Unlock()
+		if attach[i] != nil {
+			attach[i](r)
 		}
 	}
 	m.mu.Lock()
