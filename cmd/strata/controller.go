@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/strata-io/strata/internal/etcdnode"
 )
@@ -49,7 +48,7 @@ func controllerClient(controllers string, timeout time.Duration) (*clientv3.Clie
 	if err := dialAnyController(addrs, timeout); err != nil {
 		return nil, err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: timeout, Logger: zap.NewNop()})
+	cli, err := clientv3.New(controllerClientConfig(eps, timeout))
 	if err != nil {
 		return nil, fmt.Errorf("connect to the controllers %s: %w", controllers, err)
 	}
@@ -223,4 +222,13 @@ func newControllerRemoveCmd() *cobra.Command {
 	cmd.Flags().Int32Var(&id, "controller-id", -1, "node.id of the controller to remove")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the controllers")
 	return cmd
+}
+
+// controllerClientConfig is the metadata store client of a CLI command:
+// etcdnode.ClientConfig (keepalive pings abandon a frozen controller)
+// with the command's timeout for the first connection.
+func controllerClientConfig(eps []string, timeout time.Duration) clientv3.Config {
+	cfg := etcdnode.ClientConfig(nil, eps...)
+	cfg.DialTimeout = timeout
+	return cfg
 }

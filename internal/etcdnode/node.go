@@ -789,7 +789,7 @@ func (n *Node) PromoteSelf(ctx context.Context, nodeID int32, others []string) e
 	if !n.e.Server.IsLearner() {
 		return nil
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: others, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(ClientConfig(nil, others...))
 	if err != nil {
 		return fmt.Errorf("promote controller %d: %w", nodeID, err)
 	}

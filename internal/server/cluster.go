@@ -20,7 +20,6 @@ import (
 	"github.com/strata-io/strata/internal/quota"
 	"github.com/strata-io/strata/internal/replica"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // cluster is a node's membership of the cluster metadata (docs/cluster.md):
@@ -139,7 +138,9 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 		}
 	}
 	var err error
-	c.cli, err = clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	// Keepalive pings abandon a member whose process froze (SIGSTOP)
+	// with its connections open (etcdnode.ClientConfig).
+	c.cli, err = clientv3.New(etcdnode.ClientConfig(nil, endpoints...))
 	if err != nil {
 		return fail(fmt.Errorf("metadata store client: %w", err))
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/controller"
@@ -96,7 +95,7 @@ func (s *Server) startControllerOnly() error {
 	if err != nil {
 		return fmt.Errorf("cluster metadata: %w", err)
 	}
-	if c.cli, err = clientv3.New(clientv3.Config{Endpoints: []string{c.node.ClientEndpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
+	if c.cli, err = clientv3.New(etcdnode.ClientConfig(nil, c.node.ClientEndpoint())); err != nil {
 		return fail(fmt.Errorf("metadata store client: %w", err))
 	}
 	c.store = meta.NewStore(c.cli, meta.DefaultKeys, etcdnode.DefaultMaxTxnOps)
