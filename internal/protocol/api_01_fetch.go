@@ -74,6 +74,9 @@ func (s *Server) handleFetch(ctx context.Context, c *conn, kreq kmsg.Request) (r
 			}
 		} else {
 			remaining := time.Until(deadline)
+			if s.fetchWaits != nil && remaining > 0 {
+				s.fetchWaits()
+			}
 			if remaining <= 0 || !c.waitFill(ctx, fl, remaining) {
 				break
 			}
