@@ -81,7 +81,10 @@ func (b *Broker) setLeaderships(ps []*Partition, ls []Leadership) {
 	for i, p := range ps {
 		l := ls[i]
 		l.Replicas, l.ISR = slices.Clone(l.Replicas), slices.Clone(l.ISR)
-		p.lead.Store(&l)
+		old := p.lead.Swap(&l)
+		if old != nil && (old.Leader != l.Leader || old.LeaderEpoch != l.LeaderEpoch) {
+			p.Log.WakeWaiters() // long polls answer the change at once
+		}
 	}
 }
 

@@ -64,14 +64,15 @@ func (s *Server) handleFetch(ctx context.Context, c *conn, kreq kmsg.Request) (r
 	defer fl.unwait()
 	fl.readAll()
 	fr.addUnknownTopics(unknown) // after the planned slots, which index fr.topics
-	var moved []int
+	var moved, tags []int
 	for !fr.satisfied(int64(req.MinBytes), maxBytes) && !fr.hasError && !fr.redirected && req.MaxWaitMillis > 0 {
+		if fl.waitable == 0 {
+			break // no partition can wake the poll
+		}
 		if fl.w == nil {
-			// A long poll after all: wait on every partition read (and
-			// read again those that moved since).
-			if moved = fl.addWaiter(moved[:0]); len(fl.logs) == 0 {
-				break
-			}
+			// A sessionless long poll after all: wait on every partition
+			// read (and read again those that moved since).
+			moved = fl.addWaiter(moved[:0])
 		} else {
 			remaining := time.Until(deadline)
 			if s.fetchWaits != nil && remaining > 0 {
@@ -80,7 +81,12 @@ func (s *Server) handleFetch(ctx context.Context, c *conn, kreq kmsg.Request) (r
 			if remaining <= 0 || !c.waitFill(ctx, fl, remaining) {
 				break
 			}
-			moved = fl.w.Take(moved[:0])
+			tags = fl.w.Take(tags[:0])
+			if plan.session != nil {
+				moved = plan.session.moved(moved[:0], tags)
+			} else {
+				moved, tags = tags, moved
+			}
 		}
 		// Read again only the partitions that moved.
 		fl.reread(moved)
@@ -132,16 +138,23 @@ func (fr *fetchReply) keepNews(incremental bool) {
 // fetchFill fills a Fetch reply from the planned partitions and, for a
 // long poll, waits on all of them with one broker.Waiter: a wake-up costs
 // one channel receive whatever the partition count, and only the
-// partitions that moved are read again.
+// partitions that moved are read again. A session's fetch waits on the
+// session's waiter, added to each partition once for the session's life
+// (setLog), so its long poll costs nothing per partition to set up or
+// tear down (issue 18); a sessionless fetch adds a waiter of its own to
+// every partition read when it starts to wait (addWaiter, unwait).
 type fetchFill struct {
 	s         *Server
+	session   *fetchSession // nil: sessionless
 	parts     []*sessionPart
 	fr        *fetchReply
 	remaining int64
 	where     []fetchSlot // per planned partition: its place in fr
 	logs      []*broker.Partition
-	w         *broker.Waiter
-	seen      []bool
+	// waitable counts the partitions read that can wake a long poll
+	// (logs not nil).
+	waitable int
+	w        *broker.Waiter
 	// anyReplica: a follower replica may serve the fetch (v11+); rack is
 	// the consumer's rack_id (KIP-392).
 	anyReplica bool
@@ -166,8 +179,21 @@ type fetchSlot struct{ topic, part int }
 // its slot and partition buffers (one fetch at a time runs on a session).
 func (s *Server) newFetchFill(plan fetchPlan, fr *fetchReply, maxBytes int64, skipQuiet bool) *fetchFill {
 	parts := plan.parts
-	fl := &fetchFill{s: s, parts: parts, fr: fr, remaining: maxBytes, skipQuiet: skipQuiet}
+	fl := &fetchFill{s: s, session: plan.session, parts: parts, fr: fr, remaining: maxBytes, skipQuiet: skipQuiet}
 	if ss := plan.session; ss != nil {
+		// Partitions forgotten by this request stop waking the session,
+		// and wake-ups listed since its last fetch are dropped: every
+		// partition is read (or checked unchanged) below, after its
+		// waiter was added, so whatever moves from here on is listed
+		// again (no lost wake-up) and what moved before is seen by the
+		// read.
+		ss.unregisterDropped()
+		fl.w = ss.w
+		select {
+		case <-fl.w.C():
+		default:
+		}
+		ss.w.Take(nil)
 		if cap(ss.where) < len(parts) {
 			ss.where = make([]fetchSlot, len(parts))
 			ss.logs = make([]*broker.Partition, len(parts))
@@ -213,35 +239,84 @@ func (fl *fetchFill) readAll() {
 			fl.slot(i).errorCode = kerr.TopicAuthorizationFailed.Code // not hasError: the others may still wait
 			continue
 		}
-		if p := fl.unchanged(sp); p != nil {
-			fl.logs[i] = p // no answer, still waited on by a long poll
+		if p := fl.unchanged(i); p != nil {
+			fl.setLog(i, p) // no answer, still waited on by a long poll
 			continue
 		}
-		fp := fl.slot(i)
-		p, err := fl.s.leaderPartition(sp.topic, sp.partition, sp.epoch)
-		if err != nil && fl.anyReplica {
-			p, err = fl.s.followerRead(sp.topic, sp.partition, sp.epoch, err)
-		} else if err == nil && fl.rack != "" && fl.s.cfg.RackAwareReplicaSelector {
-			if id := fl.s.preferredReadReplica(p, sp.offset, fl.rack); id >= 0 {
-				// Answered without records: the consumer fetches from
-				// the replica named, at once (Kafka's fetchMessages
-				// answers a preferred read replica without waiting).
-				fp.setOffsets(p, fl.fr.readCommitted)
-				fp.preferred = &id
-				fl.fr.redirected = true
-				continue
-			}
+		fl.read(i)
+	}
+}
+
+// read resolves planned partition i (this broker must lead it at the
+// client's epoch, or serve it as a follower for a v11+ consumer) and
+// reads it into its answer. A long poll's re-read resolves it again too,
+// so a partition deleted, or led elsewhere, since the first read is
+// answered with its error at once (Kafka's DelayedFetch.tryComplete
+// completes a fetch whose partition it no longer leads or knows).
+func (fl *fetchFill) read(i int) {
+	sp := fl.parts[i]
+	fp := fl.slot(i)
+	p, err := fl.s.leaderPartition(sp.topic, sp.partition, sp.epoch)
+	if err != nil && fl.anyReplica {
+		p, err = fl.s.followerRead(sp.topic, sp.partition, sp.epoch, err)
+	} else if err == nil && fl.rack != "" && fl.s.cfg.RackAwareReplicaSelector {
+		if id := fl.s.preferredReadReplica(p, sp.offset, fl.rack); id >= 0 {
+			// Answered without records: the consumer fetches from
+			// the replica named, at once (Kafka's fetchMessages
+			// answers a preferred read replica without waiting).
+			fp.setOffsets(p, fl.fr.readCommitted)
+			fp.preferred = &id
+			fl.fr.redirected = true
+			fl.setLog(i, nil)
+			return
 		}
-		if err != nil {
-			fp.errorCode = errCode(err)
-			if id, epoch := currentLeader(err); id >= 0 {
-				fp.leader = &[2]int32{id, epoch}
-			}
-			fl.fr.hasError = true
-			continue
+	}
+	if err != nil {
+		fp.errorCode = errCode(err)
+		if id, epoch := currentLeader(err); id >= 0 {
+			fp.leader = &[2]int32{id, epoch}
 		}
-		fl.logs[i] = p
-		fl.s.readPartition(p, sp, fl.fr, fp, &fl.remaining)
+		fl.fr.hasError = true
+		fl.setLog(i, nil)
+		return
+	}
+	fl.setLog(i, p) // before reading: no append is missed
+	fl.s.readPartition(p, sp, fl.fr, fp, &fl.remaining)
+}
+
+// setLog records p (nil: none) as the partition planned partition i is
+// read from and keeps the fetch's waiter on it. A session's waiter is
+// added to a partition once, at its first read, and moved only when the
+// partition read changes (a topic deleted and created again; issue 18):
+// it stays on a partition answered with an error, whose wake-ups reread
+// skips. A sessionless fetch adds its waiter when it starts to wait
+// (addWaiter), and from then on here.
+func (fl *fetchFill) setLog(i int, p *broker.Partition) {
+	old := fl.logs[i]
+	if old != nil {
+		fl.waitable--
+	}
+	if p != nil {
+		fl.waitable++
+	}
+	fl.logs[i] = p
+	sp := fl.parts[i]
+	switch {
+	case fl.session != nil:
+		if p != nil && sp.reg != p {
+			if sp.reg != nil {
+				sp.reg.RemoveWaiter(fl.w)
+			}
+			p.AddWaiter(fl.w, sp.tag)
+			sp.reg = p
+		}
+	case fl.w != nil && old != p:
+		if old != nil {
+			old.RemoveWaiter(fl.w)
+		}
+		if p != nil {
+			p.AddWaiter(fl.w, sp.tag)
+		}
 	}
 }
 
@@ -255,11 +330,13 @@ func (fl *fetchFill) readAll() {
 // (keepNews; Kafka's CachedPartition.maybeUpdateResponseData responds for
 // records, a changed high watermark or log start offset, or an error), so
 // it is not read: a fetch over a session of 1,000 mostly idle partitions
-// costs a few atomic loads for each of them instead of a lookup and a
-// read (issue 18, end-to-end latency). Nil: read it.
-func (fl *fetchFill) unchanged(sp *sessionPart) *broker.Partition {
+// read (issue 18, end-to-end latency). It is only skipped when the
+// session's waiter is on it (a long poll hears of its next move). Nil:
+// read it.
+func (fl *fetchFill) unchanged(i int) *broker.Partition {
+	sp := fl.parts[i]
 	p := sp.quiet
-	if p == nil || !fl.skipQuiet || !sp.sent {
+	if p == nil || !fl.skipQuiet || !sp.sent || sp.reg != p {
 		return nil
 	}
 	if fl.s.cfg.Cluster == nil {
@@ -302,19 +379,17 @@ func (fl *fetchFill) markQuiet() {
 	}
 }
 
-// addWaiter adds one waiter to every partition read, then appends to moved
-// those whose high watermark or last stable offset moved since they were
-// read (an append between the read and the registration). It leaves
-// fl.logs empty when no partition can wake the poll.
+// addWaiter adds one waiter to every partition a sessionless fetch read,
+// then appends to moved those whose high watermark or last stable offset
+// moved since they were read (an append between the read and the
+// registration).
 func (fl *fetchFill) addWaiter(moved []int) []int {
 	fl.w = broker.NewWaiter()
-	n := 0
 	for i, p := range fl.logs {
 		if p == nil {
 			continue
 		}
-		n++
-		p.AddWaiter(fl.w, i)
+		p.AddWaiter(fl.w, fl.parts[i].tag)
 		readHW, readLSO := fl.parts[i].hw, fl.parts[i].lso // skipped: as last answered
 		if fl.where[i].part >= 0 {
 			fp := fl.slot(i)
@@ -324,9 +399,6 @@ func (fl *fetchFill) addWaiter(moved []int) []int {
 		if hw != readHW || min(p.LastStableOffset(), hw) != readLSO {
 			moved = append(moved, i)
 		}
-	}
-	if n == 0 {
-		fl.logs = nil
 	}
 	return moved
 }
@@ -346,17 +418,14 @@ func (fl *fetchFill) wait(ctx context.Context, d time.Duration) bool {
 }
 
 // reread reads again the partitions of moved (positions in the plan, any
-// order, repeats allowed), replacing their previous answers.
+// order, each once: Waiter.Take lists a tag once), replacing their
+// previous answers. A partition not read by this fetch (an error, or a
+// registration left from an earlier fetch of the session) is skipped.
 func (fl *fetchFill) reread(moved []int) {
-	if fl.seen == nil {
-		fl.seen = make([]bool, len(fl.parts))
-	}
 	for _, i := range moved {
-		if fl.seen[i] {
+		if fl.logs[i] == nil {
 			continue
 		}
-		fl.seen[i] = true
-		p := fl.logs[i]
 		fp := fl.slot(i)
 		if fp.read != nil {
 			fp.read.Release()
@@ -368,16 +437,14 @@ func (fl *fetchFill) reread(moved []int) {
 			fl.fr.olderSegments--
 		}
 		*fp = fetchPart{partition: fp.partition, hw: -1, lso: -1, logStart: -1, session: fp.session}
-		fl.s.readPartition(p, fl.parts[i], fl.fr, fp, &fl.remaining)
-	}
-	for _, i := range moved {
-		fl.seen[i] = false
+		fl.read(i)
 	}
 }
 
-// unwait removes the waiter from every partition it was added to.
+// unwait removes a sessionless fetch's waiter from every partition it was
+// added to (a session's stays: release).
 func (fl *fetchFill) unwait() {
-	if fl.w == nil {
+	if fl.w == nil || fl.session != nil {
 		return
 	}
 	for _, p := range fl.logs {

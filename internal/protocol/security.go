@@ -208,11 +208,14 @@ func (s *Server) emptyThrottledFetch(fr *fetchReply) {
 	}
 }
 
-// close drops a session.
+// close drops a session (released now, or by the fetch running on it).
 func (fs *fetchSessions) close(id int32) {
 	fs.mu.Lock()
-	fs.closeLocked(id)
+	gone := fs.closeLocked(id, nil)
 	fs.mu.Unlock()
+	for _, s := range gone {
+		s.release()
+	}
 }
 
 // waitThrottle holds the connection's next request until its throttle

@@ -390,6 +390,7 @@ func (r *Replica) apply(st State, minISR int) {
 	if r.leader != nil {
 		r.m.logger.Info("no longer leading", "partition", r.tp, "leader", st.Leader, "epoch", st.LeaderEpoch)
 		r.leader = nil
+		r.log.WakeWaiters() // consumer long polls answer NOT_LEADER_OR_FOLLOWER at once
 	}
 	if st.LeaderEpoch > r.st.LeaderEpoch || st.Leader != r.st.Leader {
 		// A new leader: the lag is unknown again, and whether it counts

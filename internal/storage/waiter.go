@@ -2,16 +2,19 @@ package storage
 
 import "sync"
 
-// Waiter lets one long-polling fetch wait on many logs at once: it is
-// added to each log it reads (AddWaiter, with a tag such as the
-// partition's position in the request), and a log whose high watermark or
-// last stable offset moves fires it. A wake-up costs the same whatever the
-// number of logs: one channel to wait on, and Take tells which logs moved,
-// so only those are read again.
+// Waiter lets one long-polling fetch, or one fetch session, wait on many
+// logs at once: it is added to each log it reads (AddWaiter, with a tag
+// such as the partition's position in the request), and a log whose high
+// watermark or last stable offset moves fires it. A wake-up costs the same
+// whatever the number of logs: one channel to wait on, and Take tells
+// which logs moved, so only those are read again. A tag is listed once
+// until taken, however often its log moves, so a waiter left on its logs
+// between fetches (a fetch session's) holds at most one entry per tag.
 type Waiter struct {
-	ch    chan struct{}
-	mu    sync.Mutex
-	fired []int
+	ch     chan struct{}
+	mu     sync.Mutex
+	fired  []int
+	listed []uint64 // bit per tag: in fired
 }
 
 // NewWaiter returns a waiter that has not fired.
@@ -21,10 +24,13 @@ func NewWaiter() *Waiter { return &Waiter{ch: make(chan struct{}, 1)} }
 func (w *Waiter) C() <-chan struct{} { return w.ch }
 
 // Take appends to dst the tags of the logs that fired since the last Take
-// (a log may appear more than once) and forgets them.
+// (each once) and forgets them.
 func (w *Waiter) Take(dst []int) []int {
 	w.mu.Lock()
 	dst = append(dst, w.fired...)
+	for _, tag := range w.fired {
+		w.listed[tag>>6] &^= 1 << (tag & 63)
+	}
 	w.fired = w.fired[:0]
 	w.mu.Unlock()
 	return dst
@@ -37,8 +43,15 @@ func (w *Waiter) fire(tag int) {
 
 // mark records that the log tagged tag moved, without waking the waiter.
 func (w *Waiter) mark(tag int) {
+	word, bit := tag>>6, uint64(1)<<(tag&63)
 	w.mu.Lock()
-	w.fired = append(w.fired, tag)
+	if word >= len(w.listed) {
+		w.listed = append(w.listed, make([]uint64, word+1-len(w.listed))...)
+	}
+	if w.listed[word]&bit == 0 {
+		w.listed[word] |= bit
+		w.fired = append(w.fired, tag)
+	}
 	w.mu.Unlock()
 }
 
@@ -90,16 +103,19 @@ type waiterReg struct {
 	tag int
 }
 
-// AddWaiter makes the log fire w with tag whenever its high watermark or
-// last stable offset moves (and when it fails or closes), until
-// RemoveWaiter. Add it before reading, so no append is missed.
+// AddWaiter makes the log fire w with tag (>= 0; tags are kept as a bit
+// set, so small) whenever its high watermark or last stable offset moves
+// (and when it fails or closes), until RemoveWaiter. Add it before
+// reading, so no append is missed. A waiter is added to a log at most
+// once.
 func (l *Log) AddWaiter(w *Waiter, tag int) {
 	l.hwMu.Lock()
 	l.waiters = append(l.waiters, waiterReg{w, tag})
 	l.hwMu.Unlock()
 }
 
-// RemoveWaiter undoes AddWaiter.
+// RemoveWaiter undoes AddWaiter: once it returns, the log no longer fires
+// w.
 func (l *Log) RemoveWaiter(w *Waiter) {
 	l.hwMu.Lock()
 	for i, r := range l.waiters {
@@ -112,4 +128,25 @@ func (l *Log) RemoveWaiter(w *Waiter) {
 		}
 	}
 	l.hwMu.Unlock()
+}
+
+// WakeWaiters fires every waiter added to the log as a move would: the
+// partition's leadership changed, and a long poll on it must look again
+// to answer NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH at once (Kafka's
+// ReplicaManager completes the partition's delayed fetches when it makes
+// it a follower).
+func (l *Log) WakeWaiters() {
+	l.hwMu.Lock()
+	for _, r := range l.waiters {
+		r.w.fire(r.tag)
+	}
+	l.hwMu.Unlock()
+}
+
+// Waiters is the number of waiters added to the log and not removed
+// (tests: a fetch session's waiter leaves its logs when it ends).
+func (l *Log) Waiters() int {
+	l.hwMu.Lock()
+	defer l.hwMu.Unlock()
+	return len(l.waiters)
 }

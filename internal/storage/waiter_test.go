@@ -116,3 +116,43 @@ func TestWaiterWakesOncePerRound(t *testing.T) {
 		})
 	}
 }
+
+// TestWaiterListsTagOnce: a waiter left on its logs between fetches (a
+// fetch session's) lists each tag once until taken, however often its log
+// moved, so it holds at most one entry per log (and Take forgets them:
+// the same tag is listed again after the next move).
+func TestWaiterListsTagOnce(t *testing.T) {
+	fsys := vfs.NewCrashFS()
+	s := NewSyncer(quiet)
+	defer s.Close()
+	l, err := Open("/d/once-0", [16]byte{1}, testConfig(), false, Options{FS: fsys, Syncer: s, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	w := NewWaiter()
+	const tag = 200 // past the first word of the bit set
+	l.AddWaiter(w, tag)
+	for range 20 {
+		res := mustAppend(t, l, mkBatch(t, 2, "x", 1))
+		if err := l.WaitDurable(t.Context(), res.LastOffset+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-w.C()
+	if got := w.Take(nil); !slices.Equal(got, []int{tag}) {
+		t.Fatalf("after 20 moves: tags %v, want [%d]", got, tag)
+	}
+	if got := w.Take(nil); len(got) != 0 {
+		t.Fatalf("taken twice: %v", got)
+	}
+	res := mustAppend(t, l, mkBatch(t, 2, "y", 1))
+	if err := l.WaitDurable(t.Context(), res.LastOffset+1); err != nil {
+		t.Fatal(err)
+	}
+	<-w.C()
+	if got := w.Take(nil); !slices.Equal(got, []int{tag}) {
+		t.Fatalf("after one more move: tags %v, want [%d]", got, tag)
+	}
+	l.RemoveWaiter(w)
+}
