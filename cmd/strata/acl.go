@@ -298,11 +298,11 @@ func writeACLs(w io.Writer, rows []aclRow) error {
 	}, "RESOURCE-TYPE", "NAME", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION")
 }
 
-// brokerErr formats a Kafka error with its message (withBrokerMessage).
+// brokerErr formats a Kafka error with its message.
 func brokerErr(code int16, msg *string) error {
 	err := kerr.ErrorForCode(code)
 	if msg != nil && *msg != "" {
-		return withBrokerMessage(err, *msg)
+		return fmt.Errorf("%w: %s", err, *msg)
 	}
 	return err
 }

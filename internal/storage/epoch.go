@@ -268,7 +268,7 @@ func (l *Log) loadEpochs(leo int64, recovered []EpochEntry) error {
 			return nil
 		}
 		l.epochDisk = data
-		l.ck.deferEpochRename(filepath.Join(l.dir, LeaderEpochFile))
+		l.ck.deferRename(filepath.Join(l.dir, LeaderEpochFile))
 		return nil
 	}
 	if err := l.writeEpochCheckpoint(); err != nil {

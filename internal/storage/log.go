@@ -536,7 +536,9 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 				if leo, _, err = l.recover(from, gapsLost); err != nil {
 					return err
 				}
-				l.rebuildTxnFrom = min(rebuild, l.rebuildTxnFrom)
+				if rebuild >= 0 && (l.rebuildTxnFrom < 0 || rebuild < l.rebuildTxnFrom) {
+					l.rebuildTxnFrom = rebuild // -1: none
+				}
 				l.changed, dirChanged = true, true
 			}
 		}
@@ -996,10 +998,13 @@ func jitter(cfg *Config) int64 {
 
 // closeActiveFiles writes the active segment's trimmed indexes (with the
 // final time-index entry) and fsyncs them, trims the .log and, when
-// syncLog, fsyncs it. With deferSync nothing is fsynced and the index
-// files are rewritten in place: the caller makes the whole log dir durable
-// at once (Syncer.Close), and until then the log's recovery point is not
-// moved, so a crash in between rebuilds this segment's indexes anyway.
+// syncLog, fsyncs it. With deferSync nothing is fsynced: each index file
+// is written to "<name>.tmp" and renamed over its name by Syncer.Close
+// after the SyncFS that makes the whole log dir durable (and before its
+// second one), so a crash at any point leaves each index file as the
+// previous close wrote it or as this one does, never torn (recovery
+// resumes from them, resumeIndexes). The files go in the order
+// .txnindex, .timeindex, .index (see writeSegmentIndexes).
 func (l *Log) closeActiveFiles(s *segment, syncLog, deferSync bool) error {
 	s.mu.Lock()
 	oi, ti, active := s.oi, s.ti, s.active
@@ -1010,17 +1015,21 @@ func (l *Log) closeActiveFiles(s *segment, syncLog, deferSync bool) error {
 	s.bld.finish()
 	write := writeIndexFile
 	if deferSync {
-		write = writeFileNoSync
+		write = func(fsys vfs.FS, name string, data []byte) error {
+			if err := writeFileNoSync(fsys, name+TmpSuffix, data); err != nil {
+				return err
+			}
+			l.ck.deferRename(name)
+			return nil
+		}
 		syncLog = false
 	}
-	errs := []error{
-		write(l.fsys, s.path(IndexSuffix), oi.snapshot()),
-		write(l.fsys, s.path(TimeIndexSuffix), ti.snapshot()),
-	}
+	var txn []byte
 	if ents := s.abortedTxns(); len(ents) > 0 {
 		// Appended unsynced as aborts happened; now whole and durable.
-		errs = append(errs, write(l.fsys, s.path(TxnIndexSuffix), EncodeTxnIndex(ents)))
+		txn = EncodeTxnIndex(ents)
 	}
+	errs := writeSegmentIndexes(l.fsys, s, write, txn, ti.snapshot(), oi.snapshot())
 	// A file the cache closed was fsynced first (evictActive) and has
 	// no byte past the segment's size (a failed write is cut at once).
 	if f := s.fileRef(); f != nil {

@@ -73,10 +73,11 @@ type dirCheckpoints struct {
 	// deferred are the recovery points of logs closed without fsync
 	// (Log.CloseDeferSync), applied after one SyncFS of the dir.
 	deferred []deferredPoint
-	// epochRenames are leader epoch checkpoints that logs opened with
-	// DeferSync wrote to "<name>.tmp" without fsync (loadEpochs):
-	// applyDeferred renames them between two SyncFS of the dir.
-	epochRenames []string
+	// renames are files written to "<name>.tmp" without fsync: leader
+	// epoch checkpoints of logs opened with DeferSync (loadEpochs) and
+	// index files of logs closed with CloseDeferSync (closeActiveFiles).
+	// applyDeferred renames them, in order, between two SyncFS of the dir.
+	renames []string
 	// syncFS flushes the whole file system of the dir; opened when the
 	// files are loaded, so it reports write-back errors since then.
 	syncFS vfs.SyncFS
@@ -140,20 +141,22 @@ func (c *dirCheckpoints) load() error {
 	return c.loadErr
 }
 
-// deferEpochRename records that name+".tmp" holds the leader epoch
-// checkpoint that replaces name once applyDeferred made it durable.
-func (c *dirCheckpoints) deferEpochRename(name string) {
+// deferRename records that name+".tmp" holds the content (a leader
+// epoch checkpoint, an index file) that replaces name once applyDeferred
+// made it durable.
+func (c *dirCheckpoints) deferRename(name string) {
 	c.mu.Lock()
-	c.epochRenames = append(c.epochRenames, name)
+	c.renames = append(c.renames, name)
 	c.mu.Unlock()
 }
 
 // applyDeferred makes the dir durable with one SyncFS when logs were
 // opened or closed without fsync, then sets their recovery points.
 //
-// Leader epoch checkpoints written at open (epochRenames) take two-phase
-// steps, as Kafka's CheckpointFile.write (tmp, fsync, atomic move, fsync
-// of the directory) does for one file: the first SyncFS makes every tmp's
+// Leader epoch checkpoints written at open and index files written at
+// close (renames) take two-phase steps, as Kafka's CheckpointFile.write
+// (tmp, fsync, atomic move, fsync of the directory) does for one file:
+// the first SyncFS makes every tmp's
 // data durable, then they are renamed, and a second SyncFS makes the
 // renames durable, all before the recovery points move past the batches
 // whose epochs they record. Renamed before the first SyncFS, a file
@@ -163,8 +166,8 @@ func (c *dirCheckpoints) applyDeferred() error {
 	c.mu.Lock()
 	d := c.deferred
 	c.deferred = nil
-	renames := c.epochRenames
-	c.epochRenames = nil
+	renames := c.renames
+	c.renames = nil
 	sfs := c.syncFS
 	c.mu.Unlock()
 	if len(d) == 0 && len(renames) == 0 {
@@ -186,7 +189,7 @@ func (c *dirCheckpoints) applyDeferred() error {
 	if len(renames) > 0 {
 		for _, name := range renames {
 			if err := c.fsys.Rename(name+".tmp", name); err != nil {
-				return fmt.Errorf("log dir %s: leader epoch checkpoint: %w", c.dir, err)
+				return fmt.Errorf("log dir %s: deferred rename: %w", c.dir, err)
 			}
 		}
 		if err := sfs.Sync(); err != nil {

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -18,15 +19,22 @@ import (
 
 // recover validates what lies past the recovery point rp (Kafka's
 // LogLoader.recoverLog; rp is the offset below which everything was
-// fsynced). The
-// segment holding rp is read from its start, but below rp only batch
-// headers are read (to rebuild its indexes and find where rp is); from rp
-// on, and in every later segment, batches are checked (framing, CRC,
-// offsets increasing and in range), indexes rebuilt, the .log truncated at
-// the first torn or corrupt batch and every later segment removed. What
-// was read past rp is fsynced so it counts as durable. A log with nothing
-// past rp is neither written nor fsynced (changed is false). It returns
-// the log end offset.
+// fsynced). Kafka re-reads the whole segment holding rp
+// (LogSegments.values(recoveryPoint, ...) starts at its floor segment).
+// Here, below rp only batch headers are read, and only from the last
+// entry of the segment's on-disk offset index on (resumeIndexes: the
+// index files of the last close, checked against the .log), or from its
+// start when they cannot be used; from rp on, and in every later
+// segment, batches are checked (framing, CRC, offsets increasing and in
+// range), indexes rebuilt, the .log truncated at the first torn or
+// corrupt batch and every later segment removed. What was read past rp
+// is fsynced so it counts as durable. A log with nothing past rp is
+// neither written nor fsynced (changed is false). When the last segment
+// is the only one scanned and its scanned part holds no control batch,
+// its .txnindex is kept (txnIndexKept) instead of rebuilt by a
+// producer-state scan of the whole segment, so an idle partition reads
+// its index files and a few batch headers. It returns the log end
+// offset.
 //
 // A segment that ends before the next segment's base lost its tail: a
 // roll without strata.durable.acks makes the next segment's file durable
@@ -67,12 +75,16 @@ func (l *Log) recover(rp int64, gapsLost bool) (leo int64, changed bool, err err
 		if i == start {
 			trusted = rp
 		}
-		end, truncated, past, err := l.recoverSegment(s, i == len(l.segs)-1, trusted)
+		r, err := l.recoverSegment(s, i == len(l.segs)-1, trusted)
 		if err != nil {
 			return 0, false, err
 		}
+		end, truncated, past := r.leo, r.truncated, r.past
 		leo = end
 		changed = changed || past
+		if i == start && i == len(l.segs)-1 && l.txnIndexKept(s, r) {
+			l.rebuildTxnFrom = -1
+		}
 		if truncated && i+1 < len(l.segs) {
 			l.logger.Warn("truncated segment; removing later segments", "base", s.base, "removed", len(l.segs)-i-1)
 			for _, r := range l.segs[i+1:] {
@@ -101,38 +113,66 @@ func (l *Log) recover(rp int64, gapsLost bool) (leo int64, changed bool, err err
 	return leo, changed, nil
 }
 
+// segRecovery is what recoverSegment found in one segment.
+type segRecovery struct {
+	leo       int64
+	truncated bool // cut at a torn or corrupt batch
+	past      bool // bytes past the trusted offset were read (or cut): the segment was fsynced
+	// scanFrom is the base offset of the first batch read (the segment's
+	// base when read from its start, later when resumed from its on-disk
+	// index); controls tells whether a control batch was read from there.
+	scanFrom int64
+	controls bool
+}
+
 // recoverSegment scans one segment: batch headers only while their last
 // offset is below trusted (fsynced before the crash), whole batches from
-// there. last tells whether it is the newest (its time index gets no
-// closing entry, and its indexes stay in memory: the active segment's
-// index files are written when it closes). past reports bytes read past
-// trusted, or a cut: the segment was then fsynced.
-func (l *Log) recoverSegment(s *segment, last bool, trusted int64) (leo int64, truncated, past bool, err error) {
+// there. Below trusted the scan resumes from the segment's on-disk
+// indexes when they check out (resumeIndexes). last tells whether it is
+// the newest (its time index gets no closing entry, and its indexes stay
+// in memory: the active segment's index files are written when it
+// closes).
+func (l *Log) recoverSegment(s *segment, last bool, trusted int64) (r segRecovery, err error) {
 	cfg := l.cfg.Load()
 	f, err := l.fsys.OpenFile(s.path(LogSuffix), os.O_RDWR, 0)
 	if err != nil {
-		return 0, false, false, fmt.Errorf("recover segment %d: %w", s.base, err)
+		return r, fmt.Errorf("recover segment %d: %w", s.base, err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return 0, false, false, err
+		return r, err
 	}
 	size := st.Size()
 	oi := &offsetIndex{maxEntries: int(cfg.SegmentIndexBytes) / offsetEntrySize}
 	ti := &timeIndex{maxEntries: int(cfg.SegmentIndexBytes) / timeEntrySize}
 	b := newIndexBuilder(s.base, oi, ti, int64(cfg.IndexIntervalBytes))
-	leo = s.base
+	leo := s.base
+	r.scanFrom = s.base
 	var pos int64
+	hr := headerReader{f: f, size: size}
+	if trusted > s.base {
+		if rs, ok := l.resumeIndexes(s, &hr, trusted); ok {
+			oi.buf, ti.buf = rs.oi, rs.ti
+			b.first, b.since, b.maxTs, b.maxTsOff = false, rs.h.size, rs.maxTs, rs.maxTsOff
+			l.noteEpoch(rs.epoch, rs.h.base)
+			r.scanFrom, r.controls = rs.h.base, rs.control
+			leo, pos = rs.h.last+1, rs.pos+rs.h.size
+		}
+	}
 	// The fsynced prefix: headers only.
-	var hdr [record.HeaderSize]byte
 	for pos < size && trusted > leo {
-		h, herr := readHeader(f, pos, hdr[:])
+		hdr, herr := hr.header(pos)
+		if herr != nil {
+			break // checked in full below
+		}
+		h, herr := headerInfo(hdr)
 		if herr != nil || pos+h.size > size || h.last >= trusted || h.base < leo || h.last-s.base > math.MaxInt32 || h.base < s.base {
 			break // checked in full below
 		}
 		b.add(h, pos)
-		l.noteEpoch(record.Batch(hdr[:]).PartitionLeaderEpoch(), h.base)
+		l.noteEpoch(hdr.PartitionLeaderEpoch(), h.base)
+		r.controls = r.controls || hdr.IsControl()
 		leo = h.last + 1
 		pos += h.size
 	}
@@ -146,7 +186,7 @@ scan:
 	for pos < size {
 		n, rerr := f.ReadAt(buf, pos)
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
-			return 0, false, false, fmt.Errorf("recover segment %d: %w", s.base, rerr)
+			return r, fmt.Errorf("recover segment %d: %w", s.base, rerr)
 		}
 		chunk := buf[:n]
 		consumed := 0
@@ -187,18 +227,21 @@ scan:
 			}
 			b.add(h, pos+int64(consumed))
 			l.noteEpoch(bt.PartitionLeaderEpoch(), h.base)
+			r.controls = r.controls || bt.IsControl()
 			leo = h.last + 1
 			consumed += int(h.size)
 			chunk = rest
 		}
 		pos += int64(consumed)
 	}
-	past = scanFrom < size
+	r.leo = leo
+	r.past = scanFrom < size
+	past := r.past
 	if pos < size {
-		truncated = true
+		r.truncated = true
 		l.logger.Warn("truncating segment at invalid batch", "base", s.base, "pos", pos, "size", size, "reason", reason)
 		if err := f.Truncate(pos); err != nil {
-			return 0, false, false, fmt.Errorf("truncate segment %d: %w", s.base, err)
+			return r, fmt.Errorf("truncate segment %d: %w", s.base, err)
 		}
 	}
 	if past && !l.deferSync {
@@ -207,7 +250,7 @@ scan:
 		// (with deferSync: StartJournal's SyncFS of the dir, before the
 		// journal is voided and before the broker serves).
 		if err := f.Sync(); err != nil {
-			return 0, false, false, fmt.Errorf("fsync segment %d: %w", s.base, err)
+			return r, fmt.Errorf("fsync segment %d: %w", s.base, err)
 		}
 	}
 	if !last {
@@ -218,17 +261,17 @@ scan:
 		// A closed segment re-scanned: fresh index files. On a full disk
 		// (e.g. after a shutdown that failed for lack of space) the
 		// rebuilt indexes stay in memory only, so the log still opens;
-		// the on-disk ones are left as they were (tmp + rename).
-		if err := errors.Join(writeIndexFile(l.fsys, s.path(IndexSuffix), oi.buf),
-			writeIndexFile(l.fsys, s.path(TimeIndexSuffix), ti.buf)); err != nil {
+		// the on-disk ones are left as they were (tmp + rename). The time
+		// index goes first (see writeSegmentIndexes).
+		if err := errors.Join(writeSegmentIndexes(l.fsys, s, writeIndexFile, nil, ti.buf, oi.buf)...); err != nil {
 			s.persistErr(err)
 		}
-	case last && truncated:
+	case last && r.truncated:
 		// The on-disk indexes of the active segment (from its last close)
 		// may point past the cut: gone, the segment's close writes new
 		// ones.
 		if err := removeIndexFiles(l, s); err != nil {
-			return 0, false, false, fmt.Errorf("segment %d: %w", s.base, err)
+			return r, fmt.Errorf("segment %d: %w", s.base, err)
 		}
 	}
 	s.size.Store(pos)
@@ -238,7 +281,155 @@ scan:
 	s.mu.Lock()
 	s.oi, s.ti = oi, ti
 	s.mu.Unlock()
-	return leo, truncated, past, nil
+	return r, nil
+}
+
+// resumed is where recovery picks up a segment from its on-disk indexes.
+type resumed struct {
+	oi, ti   []byte  // the entries of the .index and .timeindex files
+	pos      int64   // position of the batch the last offset index entry names
+	h        hdrInfo // that batch's header
+	epoch    int32   // its partition leader epoch
+	control  bool    // it is a control batch
+	maxTs    int64   // largest batch timestamp up to it (the time index's last entry, or its own)
+	maxTsOff int64   // offset of the batch carrying maxTs
+}
+
+// resumeIndexes loads the .index and .timeindex of s, the segment holding
+// the recovery point trusted, and checks them against its .log (size
+// bytes, read through hr), so that recovery reads batch headers only from
+// the batch named by the last offset index entry instead of from the
+// segment's start. Kafka does not check the indexes of segments below the
+// recovery point (LogSegment.sanityCheck leaves them to recoverLog, and
+// OffsetIndex.sanityCheck only checks the file's length and last offset)
+// and re-reads the segment holding it from its start; here the indexes of
+// that segment are used when:
+//   - both files parse (ParseOffsetIndex: whole entries, offsets strictly
+//     and positions weakly increasing, every position inside the .log;
+//     ParseTimeIndex), and the offset index has an entry;
+//   - the last offset index entry names the start of a whole batch whose
+//     last offset is the entry's, below trusted (one read, which also
+//     serves the headers that follow it);
+//   - the time index's last entry names an offset below trusted and a
+//     timestamp at least that batch's.
+//
+// Why that is enough: index files are only ever replaced whole (tmp +
+// rename: closeActiveFiles, recovery, rebuildIndexes; the active
+// segment's live in memory), a truncation removes them before the
+// segment takes new bytes (TruncateTo, recovery), and the .timeindex is
+// written before the .index (writeSegmentIndexes). So the files are those
+// of an earlier close of this segment, whose .log has only grown since: a
+// prefix of the entries a rebuild would make, the time index at least as
+// new as the offset index. Entries that could name bytes a power cut took
+// (the files are written before the .log is fsynced at a close) fail the
+// checks against trusted and the .log. Resuming at the last entry's batch
+// with its bytes counted since that entry and the time index's last
+// timestamp as the largest so far, the scan then adds exactly the entries
+// a scan from the start would.
+func (l *Log) resumeIndexes(s *segment, hr *headerReader, trusted int64) (resumed, bool) {
+	oiData, err := vfs.ReadFile(l.fsys, s.path(IndexSuffix))
+	if err != nil || len(oiData) < offsetEntrySize {
+		return resumed{}, false
+	}
+	oiBuf, err := ParseOffsetIndex(oiData, hr.size)
+	if err != nil {
+		return resumed{}, false
+	}
+	tiData, err := vfs.ReadFile(l.fsys, s.path(TimeIndexSuffix))
+	if err != nil {
+		return resumed{}, false
+	}
+	tiBuf, err := ParseTimeIndex(tiData)
+	if err != nil || len(tiBuf) < timeEntrySize {
+		return resumed{}, false
+	}
+	e := oiBuf[len(oiBuf)-offsetEntrySize:]
+	rel := int64(int32(binary.BigEndian.Uint32(e)))
+	pos := int64(int32(binary.BigEndian.Uint32(e[4:])))
+	hdr, err := hr.header(pos)
+	if err != nil {
+		return resumed{}, false
+	}
+	h, err := headerInfo(hdr)
+	if err != nil || h.last != s.base+rel || h.base < s.base || h.base > h.last || pos+h.size > hr.size || h.last >= trusted {
+		return resumed{}, false
+	}
+	te := tiBuf[len(tiBuf)-timeEntrySize:]
+	ts := int64(binary.BigEndian.Uint64(te))
+	tsOff := s.base + int64(int32(binary.BigEndian.Uint32(te[8:])))
+	if tsOff >= trusted || ts < h.maxTs {
+		return resumed{}, false
+	}
+	return resumed{oi: oiBuf, ti: tiBuf, pos: pos, h: h, epoch: hdr.PartitionLeaderEpoch(), control: hdr.IsControl(),
+		maxTs: ts, maxTsOff: tsOff}, true
+}
+
+// txnIndexKept reports whether recovery may keep the .txnindex of s, the
+// last segment and the only one it scanned (r), instead of rebuilding it
+// with the producer state (a scan of every batch header of the segment
+// from a snapshot at or below its base; Kafka's LogSegment.recover
+// rebuilds it with the segment). It may when no control batch was read
+// from r.scanFrom on and every entry of the file (loaded here) names a
+// marker before r.scanFrom: entries are appended as aborts are written
+// and the file is written whole at every close before the indexes
+// recovery resumed from (writeSegmentIndexes), so it holds every abort
+// before r.scanFrom, and none lies after it. The producer state then
+// comes from the newest snapshot at or below the log end.
+func (l *Log) txnIndexKept(s *segment, r segRecovery) bool {
+	if r.controls {
+		return false
+	}
+	if !l.txnFiles[s.base] {
+		s.setAbortedTxns(nil)
+		return true
+	}
+	if !l.loadTxnIndex(s) {
+		return false
+	}
+	for _, e := range s.abortedTxns() {
+		if e.LastOffset < s.base || e.LastOffset >= r.scanFrom {
+			return false
+		}
+	}
+	delete(l.txnFiles, s.base) // loaded
+	return true
+}
+
+// headerReader serves the batch headers of one .log from windows of up to
+// headerWindow bytes, one read each, instead of one read per header.
+type headerReader struct {
+	f    vfs.File
+	size int64  // file size
+	buf  []byte // window
+	off  int64  // file position of buf[0]
+	n    int    // bytes in the window
+}
+
+const headerWindow = 16 << 10
+
+// header returns the record.HeaderSize bytes at pos (valid until the next
+// call).
+func (r *headerReader) header(pos int64) (record.Batch, error) {
+	if pos < r.off || pos+record.HeaderSize > r.off+int64(r.n) {
+		if r.buf == nil {
+			r.buf = make([]byte, headerWindow)
+		}
+		want := min(int64(len(r.buf)), r.size-pos)
+		if pos < 0 || want < record.HeaderSize {
+			return nil, io.ErrUnexpectedEOF
+		}
+		n, err := r.f.ReadAt(r.buf[:want], pos)
+		r.off, r.n = pos, n
+		if n < record.HeaderSize {
+			r.n = 0
+			if err == nil || errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	i := pos - r.off
+	return record.Batch(r.buf[i : i+record.HeaderSize]), nil
 }
 
 // noteEpoch records a batch's leader epoch for the epoch history rebuilt

@@ -319,8 +319,7 @@ func (s *segment) rebuildIndexes(size int64) (*offsetIndex, *timeIndex, error) {
 	b.finish()
 	// A failure to persist (a full disk) keeps the rebuilt indexes in
 	// memory only: they are rebuilt again on the next load.
-	if err := errors.Join(writeIndexFile(s.fsys, s.path(IndexSuffix), oi.buf),
-		writeIndexFile(s.fsys, s.path(TimeIndexSuffix), ti.buf)); err != nil {
+	if err := errors.Join(writeSegmentIndexes(s.fsys, s, writeIndexFile, nil, ti.buf, oi.buf)...); err != nil {
 		s.persistErr(err)
 	}
 	s.maxTs.Store(b.maxTs)
@@ -549,3 +548,24 @@ func (b *indexBuilder) finish() []byte {
 
 // errNotExist reports whether err is a missing file.
 func errNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+
+// writeSegmentIndexes writes a segment's index files with write in the
+// order recovery relies on: the .txnindex (when txn is not nil), then the
+// .timeindex, then the .index, stopping at the first failure. Each write
+// replaces its file whole (tmp + rename), and renames become durable in
+// their order, so whenever a crash leaves the .index of some close, the
+// other two are of that close or a later one: the .timeindex's last entry
+// is then at least the largest timestamp up to the .index's last entry,
+// and the .txnindex holds every abort whose marker lies before it
+// (resumeIndexes, txnIndexKept).
+func writeSegmentIndexes(fsys vfs.FS, s *segment, write func(vfs.FS, string, []byte) error, txn, ti, oi []byte) []error {
+	if txn != nil {
+		if err := write(fsys, s.path(TxnIndexSuffix), txn); err != nil {
+			return []error{err}
+		}
+	}
+	if err := write(fsys, s.path(TimeIndexSuffix), ti); err != nil {
+		return []error{err}
+	}
+	return []error{write(fsys, s.path(IndexSuffix), oi)}
+}
