@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/strata-io/strata/internal/parallel"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -200,7 +201,7 @@ func (c *Console) group(w http.ResponseWriter, r *http.Request) {
 		md                 kadm.Metadata
 		err, lagErr, mdErr error
 	)
-	parallel(
+	parallel.Do(
 		func() { d, err = c.kafkaFor(ctx).describeGroup(ctx, group) },
 		func() { lags, lagErr = c.kafkaFor(ctx).lags(ctx, group) },
 		func() { md, mdErr = c.kafkaFor(ctx).metadata(ctx) },

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -432,21 +431,6 @@ func totalLag(rows []groupLag) int64 {
 		return -1
 	}
 	return total
-}
-
-// parallel runs each function in its own goroutine and waits for all: a
-// page's independent Kafka requests go out at once (a page's few, never a
-// number that grows with the data).
-func parallel(fns ...func()) {
-	var wg sync.WaitGroup
-	for _, fn := range fns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn()
-		}()
-	}
-	wg.Wait()
 }
 
 // topicOps returns the operations this client's principal may perform on

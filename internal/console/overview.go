@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/strata-io/strata/internal/parallel"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -65,7 +66,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		mdErr, csErr error
 		dirErr       error
 	)
-	parallel(
+	parallel.Do(
 		func() { md, mdErr = c.kafkaFor(ctx).metadata(ctx) },
 		func() { cs, csErr = c.cluster.ClusterState(ctx) },
 		func() { _, dirs, dirErr = c.kafkaFor(ctx).sizes(ctx, nil) },

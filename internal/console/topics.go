@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/strata-io/strata/internal/parallel"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -89,7 +90,7 @@ func (c *Console) topics(w http.ResponseWriter, r *http.Request) {
 		cfgs  map[string]map[string]string
 	)
 	if len(set) > 0 {
-		parallel(
+		parallel.Do(
 			func() { sizes, _, _ = c.kafkaFor(ctx).sizes(ctx, set) },
 			func() { cfgs, _ = c.kafkaFor(ctx).topicConfigs(ctx, names, listConfigNames) },
 		)
@@ -226,7 +227,7 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 		sizes          replicaSizes
 		lags           map[string][]groupLag
 	)
-	parallel(
+	parallel.Do(
 		func() { start, end, offErr = c.kafkaFor(ctx).offsets(ctx, name) },
 		func() { sizes, _, _ = c.kafkaFor(ctx).sizes(ctx, set) },
 		func() { d.Configs, cfgErr = c.kafkaFor(ctx).describeTopicConfigs(ctx, name) },

@@ -2,7 +2,8 @@
 // goroutines. It is the one place Strata writes a worker pool: a produce
 // request's partitions, the logs opened at startup and closed at shutdown
 // (num.recovery.threads.per.data.dir), a sync round's fsyncs and a batch
-// of leader epoch checkpoints all go through ForEach or Each.
+// of leader epoch checkpoints all go through ForEach or Each; Do asks a
+// few independent questions at once (the web console's pages).
 //
 // A call owns the goroutines it starts and returns only once every one of
 // them has returned, so nothing outlives it. A loop of one iteration (or
@@ -68,4 +69,14 @@ func ForEach(n, workers int, fn func(i int) error) error {
 // the order of items.
 func Each[T any](items []T, workers int, fn func(T) error) error {
 	return ForEach(len(items), workers, func(i int) error { return fn(items[i]) })
+}
+
+// Do runs every fn at once, each on a goroutine of its own, and returns
+// when all have returned: for a few independent calls whose results the
+// fns write to variables of their own.
+func Do(fns ...func()) {
+	ForEach(len(fns), len(fns), func(i int) error {
+		fns[i]()
+		return nil
+	})
 }

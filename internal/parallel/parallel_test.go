@@ -119,3 +119,21 @@ func TestEach(t *testing.T) {
 		t.Fatalf("ran %v, want every item", got)
 	}
 }
+
+// TestDoRunsAtOnce: every fn of Do runs at the same time (each waits for
+// all to have started).
+func TestDoRunsAtOnce(t *testing.T) {
+	const n = 3
+	var started sync.WaitGroup
+	started.Add(n)
+	var ran atomic.Int32
+	fn := func() {
+		started.Done()
+		started.Wait()
+		ran.Add(1)
+	}
+	Do(fn, fn, fn)
+	if ran.Load() != n {
+		t.Fatalf("%d of %d ran", ran.Load(), n)
+	}
+}

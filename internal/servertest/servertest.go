@@ -26,6 +26,7 @@ import (
 	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/etcdnode"
 	"github.com/strata-io/strata/internal/freeport"
+	"github.com/strata-io/strata/internal/parallel"
 	"github.com/strata-io/strata/internal/server"
 )
 
@@ -160,20 +161,13 @@ func StartN(t testing.TB, n int, opts Options) *Cluster {
 		c.Brokers = append(c.Brokers, newBroker(t, o, i))
 	}
 	t.Cleanup(c.Close)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i, b := range c.Brokers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = b.start()
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("servertest: node %d: %v", i+1, err)
+	if err := parallel.ForEach(n, n, func(i int) error {
+		if err := c.Brokers[i].start(); err != nil {
+			return fmt.Errorf("node %d: %w", i+1, err)
 		}
+		return nil
+	}); err != nil {
+		t.Fatalf("servertest: %v", err)
 	}
 	if opts.Controllers > 0 {
 		c.waitRegistered(t)
@@ -257,15 +251,10 @@ func (c *Cluster) Client(opts ...kgo.Opt) *kgo.Client {
 // Close stops every broker (idempotent), all at once: a cluster's
 // controllers then still form a quorum while each broker unregisters.
 func (c *Cluster) Close() {
-	var wg sync.WaitGroup
-	for _, b := range c.Brokers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			b.Close()
-		}()
-	}
-	wg.Wait()
+	parallel.Each(c.Brokers, len(c.Brokers), func(b *Broker) error {
+		b.Close()
+		return nil
+	})
 }
 
 func newBroker(t testing.TB, opts Options, index int) *Broker {
