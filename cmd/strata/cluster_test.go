@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/strata-io/strata/internal/config"
+	"github.com/strata-io/strata/internal/server"
 	"github.com/strata-io/strata/internal/servertest"
 )
 
@@ -174,4 +178,58 @@ func TestClusterStatusNoController(t *testing.T) {
 		"\"strata broker listening ... controller=HOST:PORT\")\n", addr)
 	fails(t, bin, want, "cluster", "status", "--bootstrap-controller", addr, "--timeout", "3s")
 	fails(t, bin, want, "controller", "remove", "--controller-id", "2", "--bootstrap-controller", addr, "--timeout", "3s")
+}
+
+// TestControllerOnNewDiskRejoins: a controller of three whose disk was
+// replaced (an empty log dir) cannot start as the member the others know;
+// the refusal says how to bring it back, and following it (controller
+// remove, controller add, start) works. Before, the refusal was etcd's
+// bare "member ... has already been bootstrapped", and the failed start
+// left a new cluster id in meta.properties and member data in the
+// metadata dir, so that `controller add` refused the directory and the
+// node, once added, refused to start ("the log directories belong to
+// cluster X").
+func TestControllerOnNewDiskRejoins(t *testing.T) {
+	bin := buildStrata(t)
+	var mu sync.Mutex
+	var cfg3 *config.Broker
+	c := servertest.StartN(t, 3, servertest.Options{Controllers: 3, Configure: func(i int, cfg *config.Broker) error {
+		if i == 2 {
+			mu.Lock()
+			cfg3 = cfg
+			mu.Unlock()
+		}
+		return nil
+	}})
+	ctl := "--bootstrap-controller=" + c.Brokers[0].Server().ControllerAddr().String()
+	n3 := c.Brokers[2]
+	addr3 := n3.Server().ControllerAddr().String()
+	n3.Close()
+	if err := os.RemoveAll(n3.Dir); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	cfg := cfg3
+	mu.Unlock()
+	srv, err := server.NewWithOptions(cfg, nil, server.Options{StoreTiming: servertest.StoreTiming})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = srv.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_ = srv.Shutdown(ctx)
+	if err == nil || !strings.Contains(err.Error(), "remove it with `strata controller remove --controller-id 3`, add it back with `strata controller add --controller-id 3 --controller-address "+addr3) {
+		t.Fatalf("start on an empty disk: %v", err)
+	}
+	ok(t, bin, "", "controller", "remove", "--controller-id", "3", ctl)
+	ok(t, bin, "", "controller", "add", "--controller-id", "3", "--controller-address", addr3, "--metadata-dir", n3.Dir, ctl)
+	n3.Open()
+	var st clusterStatus
+	if err := json.Unmarshal([]byte(ok(t, bin, "", "cluster", "status", ctl, "-o", "json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Controllers) != 3 || len(st.Brokers) != 3 {
+		t.Errorf("after the rejoin: %+v", st)
+	}
 }

@@ -3,7 +3,9 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -355,6 +357,26 @@ func (b *Broker) AdoptClusterID(id string) error {
 		}
 	}
 	b.clusterID = id
+	return nil
+}
+
+// DiscardFreshClusterID removes the meta.properties this start wrote into
+// new log directories (no topic in them) when the node failed to join its
+// cluster: kept, the cluster id generated for them would refuse the next
+// start ("the log directories belong to cluster X"), and a node whose
+// first start failed (say, a controller on a replaced disk, before
+// `strata controller remove` and `add`) could never join.
+func (b *Broker) DiscardFreshClusterID() error {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	if !b.freshDirs || len(b.topics) > 0 {
+		return nil
+	}
+	for _, d := range b.dirs {
+		if err := b.fs.Remove(filepath.Join(d.path, metaPropertiesName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove the cluster id of new log dir %s: %w", d.path, err)
+		}
+	}
 	return nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/url"
@@ -214,6 +215,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Listener == nil {
 		return nil, errors.New("etcdnode: no controller listener")
 	}
+	// The Node owns the listener from here on: a start that fails before
+	// the Node exists closes it (after, Node.Close does), so that the
+	// port is free for the next start in the same process.
+	owned := false
+	defer func() {
+		if !owned {
+			cfg.Listener.Close()
+		}
+	}()
 	if cfg.Timing == (Timing{}) {
 		cfg.Timing = DefaultTiming
 	}
@@ -229,6 +239,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	_, statErr := os.Stat(cfg.Dir)
+	created := errors.Is(statErr, fs.ErrNotExist)
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("etcd data dir: %w", err)
 	}
@@ -241,6 +253,19 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
+		if created {
+			// A first start that failed leaves no member data behind, so
+			// that `strata controller add` (which wants an empty directory)
+			// and the next start see a new member's directory again.
+			os.RemoveAll(cfg.Dir)
+		}
+		if strings.Contains(err.Error(), "has already been bootstrapped") {
+			// etcd's bootstrap check (isMemberBootstrapped): the peers list
+			// this member as started, but this directory holds no data.
+			return nil, fmt.Errorf("start etcd member %[1]s in %[2]s: %[3]w: the other controllers know controller %[4]d as a member, but this directory holds no metadata store data (a new or wiped disk); "+
+				"remove it with `strata controller remove --controller-id %[4]d`, add it back with `strata controller add --controller-id %[4]d --controller-address %[5]s --metadata-dir <its metadata.log.dir or first log dir>`, then start it again (docs/cluster.md \"Adding and removing controllers\")",
+				MemberName(cfg.NodeID), cfg.Dir, err, cfg.NodeID, cfg.Listener.Addr().String())
+		}
 		return nil, fmt.Errorf("start etcd member %s in %s: %w", MemberName(cfg.NodeID), cfg.Dir, err)
 	}
 	n := &Node{
@@ -250,6 +275,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		stop:       make(chan struct{}),
 		conns:      map[net.Conn]struct{}{},
 	}
+	owned = true
 	n.wg.Add(1)
 	go n.serveFront()
 	select {

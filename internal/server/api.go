@@ -278,6 +278,9 @@ func (s *Server) Start() (err error) {
 		cancel()
 		if err != nil {
 			closeAll()
+			if derr := s.broker.DiscardFreshClusterID(); derr != nil {
+				s.logger.Warn("a failed first start keeps its log directories' new cluster id", "err", derr)
+			}
 			return fmt.Errorf("cluster metadata: %w", err)
 		}
 		defer func() {
