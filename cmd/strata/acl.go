@@ -298,11 +298,11 @@ func writeACLs(w io.Writer, rows []aclRow) error {
 	}, "RESOURCE-TYPE", "NAME", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION")
 }
 
-// brokerErr formats a Kafka error with its message.
+// brokerErr formats a Kafka error with its message (withBrokerMessage).
 func brokerErr(code int16, msg *string) error {
 	err := kerr.ErrorForCode(code)
 	if msg != nil && *msg != "" {
-		return fmt.Errorf("%w: %s", err, *msg)
+		return withBrokerMessage(err, *msg)
 	}
 	return err
 }

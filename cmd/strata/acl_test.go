@@ -100,6 +100,10 @@ func TestACLAndQuotaCommands(t *testing.T) {
 			t.Errorf("quota describe lacks %q:\n%s", want, out)
 		}
 	}
+	fails(t, bin, "strata: set quotas of user=alice: Invalid configuration key producer_byte_rat (INVALID_REQUEST)\n",
+		with(admin, "quota", "set", "--user", "alice", "--add-config", "producer_byte_rat=5")...)
+	fails(t, bin, "strata: --delete-config request_percent: not a quota key (consumer_byte_rate, controller_mutation_rate, producer_byte_rate, request_percentage): did you mean request_percentage?\n",
+		with(admin, "quota", "delete", "--user", "alice", "--delete-config", "request_percent")...)
 	ok(t, bin, "", with(admin, "quota", "delete", "--user", "alice", "--delete-config", "request_percentage")...)
 	out = ok(t, bin, "", with(admin, "quota", "describe", "--user", "alice", "-o", "json")...)
 	if !strings.Contains(out, `"producer_byte_rate": 1048576`) || strings.Contains(out, "request_percentage") {
@@ -108,4 +112,13 @@ func TestACLAndQuotaCommands(t *testing.T) {
 	if r := run(t, bin, "", with(admin, "quota", "set", "--user", "alice", "--producer-byte-rate", "1.5")...); r.code == 0 || !strings.Contains(r.stderr, "producer_byte_rate cannot be a fractional value") {
 		t.Errorf("fractional byte rate: exit %d %s", r.code, r.stderr)
 	}
+}
+
+// TestACLWithoutAuthorizer: against a broker without authorizer.class.name
+// the ACL commands fail with Kafka's SECURITY_DISABLED and the broker's
+// message first, not kerr's generic description of the code.
+func TestACLWithoutAuthorizer(t *testing.T) {
+	bin := buildStrata(t)
+	b := "--brokers=" + startStrata(t, nil)
+	fails(t, bin, "strata: list ACLs: No Authorizer is configured on the broker (SECURITY_DISABLED)\n", "acl", "list", b)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/strata-io/strata/internal/quota"
+	"github.com/strata-io/strata/internal/suggest"
 )
 
 // newQuotaCmd is `strata quota set|describe|delete`: Kafka's client quotas
@@ -89,7 +91,7 @@ func alterQuotas(ctx context.Context, adm *kadm.Client, e kadm.ClientQuotaEntity
 	}
 	for _, r := range res {
 		if r.Err != nil {
-			return fmt.Errorf("%w%s", r.Err, msgSuffix(r.ErrMessage))
+			return withBrokerMessage(r.Err, r.ErrMessage)
 		}
 	}
 	return nil
@@ -238,6 +240,18 @@ func newQuotaDeleteCmd(o *clientOpts) *cobra.Command {
 			}
 			if len(keys) == 0 {
 				keys = quota.Keys()
+			}
+			for _, k := range keys {
+				// Kafka's controller skips the removal of a key it does
+				// not know (ClientQuotaControlManager), so a typo would
+				// print "deleted" and delete nothing.
+				if !slices.Contains(quota.Keys(), k) {
+					hint := ""
+					if near := suggest.Closest(k, quota.Keys()); near != "" {
+						hint = fmt.Sprintf(": did you mean %s?", near)
+					}
+					return fmt.Errorf("--delete-config %s: not a quota key (%s)%s", k, strings.Join(quota.Keys(), ", "), hint)
+				}
 			}
 			var ops []kadm.AlterClientQuotaOp
 			for _, k := range keys {

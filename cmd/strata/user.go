@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strata-io/strata/internal/broker"
 	"github.com/strata-io/strata/internal/config"
@@ -46,7 +47,7 @@ func scramMechanism(v string) (kadm.ScramMechanism, error) {
 func alterErr(res kadm.AlteredUserSCRAMs) error {
 	for _, u := range res.Sorted() {
 		if u.Err != nil {
-			return fmt.Errorf("user %q: %w%s", u.User, u.Err, msgSuffix(u.ErrMessage))
+			return fmt.Errorf("user %q: %w", u.User, withBrokerMessage(u.Err, u.ErrMessage))
 		}
 	}
 	return nil
@@ -58,6 +59,18 @@ func msgSuffix(m string) string {
 		return ""
 	}
 	return ": " + m
+}
+
+// withBrokerMessage is a per-entity Kafka error as the other commands
+// print it: the broker's message first, then the code, without kerr's
+// generic description of the code ("This most likely occurs because of a
+// request being malformed ...") in between.
+func withBrokerMessage(err error, msg string) error {
+	var ke *kerr.Error
+	if msg != "" && errors.As(err, &ke) {
+		return fmt.Errorf("%s (%w)", msg, kafkaCode{ke})
+	}
+	return fmt.Errorf("%w%s", err, msgSuffix(msg))
 }
 
 // newUserScramSetCmd is `strata user scram set NAME`.
@@ -185,7 +198,7 @@ func newUserScramListCmd(o *clientOpts) *cobra.Command {
 				out := []scramListed{}
 				for _, u := range d.Sorted() {
 					if u.Err != nil {
-						return fmt.Errorf("user %q: %w%s", u.User, u.Err, msgSuffix(u.ErrMessage))
+						return fmt.Errorf("user %q: %w", u.User, withBrokerMessage(u.Err, u.ErrMessage))
 					}
 					for _, ci := range u.CredInfos {
 						out = append(out, scramListed{u.User, ci.Mechanism.String(), ci.Iterations})

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/broker"
-	"github.com/strata-io/strata/internal/config"
 	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -44,20 +42,7 @@ type fetchFixture struct {
 
 func newFetchFixture(tb testing.TB, disableSendfile bool) *fetchFixture {
 	tb.Helper()
-	dir := tb.TempDir()
-	cfg, err := config.LoadBroker("", nil, map[string]string{"log.dirs": dir, "strata.metrics.listener": ""})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b, err := broker.Open(cfg, logger)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { b.Close() })
-	if _, err := b.CreateTopic(broker.CreateTopicRequest{Name: "bench", NumPartitions: 1, ReplicationFactor: 1}); err != nil {
-		tb.Fatal(err)
-	}
+	b := openTestBroker(tb, nil, "bench", 1)
 	p, _ := b.Partition("bench", 0)
 	val := make([]byte, 1024)
 	rand.Read(val)
@@ -79,7 +64,7 @@ func newFetchFixture(tb testing.TB, disableSendfile bool) *fetchFixture {
 	if err := p.Log.Flush(); err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := New(Config{Broker: b, Logger: logger, DisableSendfile: disableSendfile})
+	srv, err := New(Config{Broker: b, Logger: testLogger(), DisableSendfile: disableSendfile})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -2,16 +2,11 @@ package protocol
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/strata-io/strata/internal/broker"
-	"github.com/strata-io/strata/internal/config"
-	"github.com/strata-io/strata/internal/record"
-	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -34,32 +29,15 @@ func BenchmarkFetchSessionManyPartitions(b *testing.B) {
 }
 
 func benchFetchSession(b *testing.B, n int, wait bool) {
-	cfg, err := config.LoadBroker("", nil, map[string]string{"log.dirs": b.TempDir(), "strata.metrics.listener": "", "strata.durable.acks": "false"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	br, err := broker.Open(cfg, logger)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer br.Close()
-	if _, err := br.CreateTopic(broker.CreateTopicRequest{Name: "t", NumPartitions: int32(n), ReplicationFactor: 1}); err != nil {
-		b.Fatal(err)
-	}
-	srv, err := New(Config{Broker: br, Logger: logger})
-	if err != nil {
-		b.Fatal(err)
-	}
+	br := openTestBroker(b, map[string]string{"strata.durable.acks": "false"}, "t", int32(n))
+	srv := newTestServer(b, br)
 	parts := make([]*broker.Partition, n)
 	for i := range parts {
 		parts[i], _ = br.Partition("t", int32(i))
 	}
 	val := make([]byte, 512)
 	appendOne := func(p *broker.Partition) {
-		h := recordtest.NoProducer
-		h.PartitionLeaderEpoch, h.BaseTimestamp = 0, time.Now().UnixMilli()
-		if _, err := p.Append(context.Background(), recordtest.Batch(h, record.Record{Value: val}), 1); err != nil {
+		if err := appendValue(p, val, 1); err != nil {
 			b.Error(err)
 		}
 	}

@@ -2,15 +2,9 @@ package protocol
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/strata-io/strata/internal/broker"
-	"github.com/strata-io/strata/internal/config"
-	"github.com/strata-io/strata/internal/record"
-	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -21,35 +15,19 @@ import (
 // record appended, a log start offset moved by DeleteRecords, leadership
 // lost; and a partition the request names is always read.
 func TestFetchSessionQuietPartitions(t *testing.T) {
-	cfg, err := config.LoadBroker("", nil, map[string]string{"log.dirs": t.TempDir(), "strata.metrics.listener": ""})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	br, err := broker.Open(cfg, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer br.Close()
 	const n = 4
-	if _, err := br.CreateTopic(broker.CreateTopicRequest{Name: "t", NumPartitions: n, ReplicationFactor: 1}); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Config{Broker: br, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
+	br := openTestBroker(t, nil, "t", n)
+	srv := newTestServer(t, br)
 	parts := make([]*broker.Partition, n)
 	for i := range parts {
+		var err error
 		if parts[i], err = br.Partition("t", int32(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	appendOne := func(p *broker.Partition) {
 		t.Helper()
-		h := recordtest.NoProducer
-		h.PartitionLeaderEpoch, h.BaseTimestamp = 0, time.Now().UnixMilli()
-		if _, err := p.Append(context.Background(), recordtest.Batch(h, record.Record{Value: []byte("v")}), -1); err != nil {
+		if err := appendValue(p, []byte("v"), -1); err != nil {
 			t.Fatal(err)
 		}
 	}

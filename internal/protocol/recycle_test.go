@@ -3,16 +3,12 @@ package protocol
 import (
 	"context"
 	"encoding/binary"
-	"io"
-	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/strata-io/strata/internal/broker"
-	"github.com/strata-io/strata/internal/config"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -24,25 +20,9 @@ import (
 func TestRecycledFrames(t *testing.T) {
 	var recycled atomic.Int64
 
-	dir := t.TempDir()
-	cfg, err := config.LoadBroker("", nil, map[string]string{"log.dirs": dir, "strata.metrics.listener": ""})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	b, err := broker.Open(cfg, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	const parts = 6
-	if _, err := b.CreateTopic(broker.CreateTopicRequest{Name: "r", NumPartitions: parts, ReplicationFactor: 1}); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Config{Broker: b, Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openTestBroker(t, nil, "r", parts)
+	srv := newTestServer(t, b)
 	srv.frames.onRecycle = func(b []byte) {
 		for i := range b {
 			b[i] = 0xA5

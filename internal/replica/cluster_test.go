@@ -417,7 +417,7 @@ func (r *rig) waitMetric(nd *rigNode, name string, want float64) {
 	}
 }
 
-func checkAcked(t *testing.T, acked, got map[int64]string) {
+func checkAcked(t testing.TB, acked, got map[int64]string) {
 	t.Helper()
 	for off, v := range acked {
 		if got[off] != v {
@@ -579,73 +579,39 @@ func (h *crashHost) Restart() {
 	h.open()
 }
 
-// TestPowerCutOfEveryReplica: three replicas on CrashFS, acks=all produce
-// running; every replica loses its unsynced bytes at the same instant.
-// With strata.durable.acks a record is acknowledged only once every ISR
-// member fsynced it, so after the three recover and elect a leader (from
-// the eligible replicas, KIP-966) every acknowledged record is there, and
-// the replicas converge on one log.
-func TestPowerCutOfEveryReplica(t *testing.T) {
-	hosts := make([]host, 3)
-	crash := make([]*crashHost, 3)
-	for i := range hosts {
+// startCrashHosts starts n crash hosts, node ids 1..n, also as hosts for
+// newRigOn.
+func startCrashHosts(t *testing.T, n int) ([]*crashHost, []host) {
+	crash := make([]*crashHost, n)
+	hosts := make([]host, n)
+	for i := range crash {
 		crash[i] = startCrashHost(t, int32(i+1))
 		hosts[i] = crash[i]
 	}
-	r := newRigOn(t, hosts)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.node(1).b.Addr()), kgo.DefaultProduceTopic(r.tp.Topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond), kgo.MaxBufferedRecords(64),
-		kgo.RecordDeliveryTimeout(20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	acked := map[int64]string{}
-	ctx, cancel := context.WithCancel(r.ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 0; ctx.Err() == nil; i++ {
-			v := fmt.Sprintf("v%06d", i)
-			cl.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(rec *kgo.Record, err error) {
-				if err == nil {
-					mu.Lock()
-					acked[rec.Offset] = v
-					mu.Unlock()
-				}
-			})
-		}
-	}()
-	for {
-		mu.Lock()
-		n := len(acked)
-		mu.Unlock()
-		if n >= 500 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	// What was acknowledged before the cut must survive it.
-	mu.Lock()
-	before := make(map[int64]string, len(acked))
-	for k, v := range acked {
-		before[k] = v
-	}
-	mu.Unlock()
-	// From the cut on nothing the running brokers write becomes durable
-	// (every mutating operation fails): else a replica could fsync, report
-	// and join the ISR after the cut with bytes its image does not hold.
+	return crash, hosts
+}
+
+// cutPowerOfAll cuts the power of every host at the same instant: each
+// image keeps what its node fsynced, and from then on every mutating
+// operation of the running brokers fails, so no replica can fsync, report
+// and join the ISR after the cut with bytes its image does not hold. It
+// returns each node's log end and fsynced end of topic-0 at the cut.
+func cutPowerOfAll(crash []*crashHost, topic string) []string {
 	errCut := errors.New("power cut")
 	var ends []string
 	for i, h := range crash {
-		p, _ := h.Broker().Partition(r.tp.Topic, 0)
+		p, _ := h.Broker().Partition(topic, 0)
 		ends = append(ends, fmt.Sprintf("node %d end %d fsynced %d", i+1, p.Log.LogEndOffset(), p.Log.DurableEnd()))
 		h.fs.SetHook(func(string, string) error { return errCut })
 		h.PowerCut()
 	}
-	cancel()
-	<-done
-	cl.Close()
+	return ends
+}
+
+// restartAllAndCheck kills and restarts every node, waits for a leader
+// with a full ISR that has caught up, and checks that it holds every
+// record of acked and that the replicas converged.
+func (r *rig) restartAllAndCheck(acked map[int64]string) meta.PartitionState {
 	for _, nd := range r.nodes {
 		r.kill(nd)
 	}
@@ -654,9 +620,94 @@ func TestPowerCutOfEveryReplica(t *testing.T) {
 	}
 	st := r.waitState("a leader and a full ISR", func(st meta.PartitionState) bool { return st.Leader > 0 && len(st.ISR) == 3 })
 	r.waitCaughtUp(st.Leader)
-	got := r.readAll(st.Leader)
-	checkAcked(t, before, got)
+	checkAcked(r.t, acked, r.readAll(st.Leader))
 	r.checkConverged(st.Leader)
+	return st
+}
+
+// ackedProducer produces records "v<i>" (i from its start) to the rig's
+// partition through node 1 in the background, acks=all as fast as the
+// client takes them, and keeps each acknowledged record by offset.
+type ackedProducer struct {
+	cl     *kgo.Client
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	acked  map[int64]string
+}
+
+func (r *rig) startProducing(from int) *ackedProducer {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.node(1).b.Addr()), kgo.DefaultProduceTopic(r.tp.Topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond), kgo.MaxBufferedRecords(64),
+		kgo.RecordDeliveryTimeout(20*time.Second))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	p := &ackedProducer{cl: cl, cancel: cancel, done: make(chan struct{}), acked: map[int64]string{}}
+	go func() { // owner: p; stopped by p.stop
+		defer close(p.done)
+		for i := from; ctx.Err() == nil; i++ {
+			v := fmt.Sprintf("v%06d", i)
+			cl.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(rec *kgo.Record, err error) {
+				if err == nil {
+					p.mu.Lock()
+					p.acked[rec.Offset] = v
+					p.mu.Unlock()
+				}
+			})
+		}
+	}()
+	return p
+}
+
+// waitAcked polls until n records are acknowledged or, unless it is zero,
+// the deadline passes.
+func (p *ackedProducer) waitAcked(n int, deadline time.Time) {
+	for {
+		p.mu.Lock()
+		got := len(p.acked)
+		p.mu.Unlock()
+		if got >= n || (!deadline.IsZero() && time.Now().After(deadline)) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// ackedSoFar adds the records acknowledged so far to into.
+func (p *ackedProducer) ackedSoFar(into map[int64]string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, v := range p.acked {
+		into[k] = v
+	}
+}
+
+// stop stops producing and closes the client.
+func (p *ackedProducer) stop() {
+	p.cancel()
+	<-p.done
+	p.cl.Close()
+}
+
+// TestPowerCutOfEveryReplica: three replicas on CrashFS, acks=all produce
+// running; every replica loses its unsynced bytes at the same instant.
+// With strata.durable.acks a record is acknowledged only once every ISR
+// member fsynced it, so after the three recover and elect a leader (from
+// the eligible replicas, KIP-966) every acknowledged record is there, and
+// the replicas converge on one log.
+func TestPowerCutOfEveryReplica(t *testing.T) {
+	crash, hosts := startCrashHosts(t, 3)
+	r := newRigOn(t, hosts)
+	prod := r.startProducing(0)
+	prod.waitAcked(500, time.Time{})
+	// What was acknowledged before the cut must survive it.
+	before := map[int64]string{}
+	prod.ackedSoFar(before)
+	ends := cutPowerOfAll(crash, r.tp.Topic)
+	prod.stop()
+	st := r.restartAllAndCheck(before)
 	lp, _ := r.node(st.Leader).b.Broker().Partition(r.tp.Topic, 0)
 	t.Logf("%d records acknowledged before the power cut (%s), all read back after it; leader %d at epoch %d, log end %d",
 		len(before), strings.Join(ends, ", "), st.Leader, st.LeaderEpoch, lp.Log.LogEndOffset())
@@ -670,12 +721,7 @@ func TestPowerCutOfEveryReplica(t *testing.T) {
 // back while acks=all produce runs; then every replica loses its unsynced
 // bytes at once: every acknowledged record survives.
 func TestPipelinedFollowerFsync(t *testing.T) {
-	hosts := make([]host, 3)
-	crash := make([]*crashHost, 3)
-	for i := range hosts {
-		crash[i] = startCrashHost(t, int32(i+1))
-		hosts[i] = crash[i]
-	}
+	crash, hosts := startCrashHosts(t, 3)
 	r := newRigOn(t, hosts)
 	var lead *replica.Replica
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -717,29 +763,7 @@ func TestPipelinedFollowerFsync(t *testing.T) {
 	}
 	t.Cleanup(releaseAll)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.node(1).b.Addr()), kgo.DefaultProduceTopic(r.tp.Topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(time.Millisecond), kgo.MaxBufferedRecords(64),
-		kgo.RecordDeliveryTimeout(20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var amu sync.Mutex
-	acked := map[int64]string{}
-	ctx, cancel := context.WithCancel(r.ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 100; ctx.Err() == nil; i++ {
-			v := fmt.Sprintf("v%06d", i)
-			cl.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(rec *kgo.Record, err error) {
-				if err == nil {
-					amu.Lock()
-					acked[rec.Offset] = v
-					amu.Unlock()
-				}
-			})
-		}
-	}()
+	prod := r.startProducing(100)
 	// The leader records a fetch from follower 2 past its fsynced end while
 	// that follower's fsync is held: the fetch went out before the fsync
 	// completed.
@@ -768,46 +792,14 @@ func TestPipelinedFollowerFsync(t *testing.T) {
 	}
 	// Let acks=all go on (with follower 2 in the ISR or removed from it) a
 	// little, then cut the power of all three while its fsync is held.
-	for {
-		amu.Lock()
-		n := len(acked)
-		amu.Unlock()
-		if n >= 100 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	amu.Lock()
-	for k, v := range acked {
-		before[k] = v
-	}
-	amu.Unlock()
-	// The cut: each replica's image keeps what it fsynced; from then on
-	// nothing the running brokers write becomes durable (every mutating
-	// operation fails), so no replica can report, after the cut, an fsync
-	// its image does not hold.
-	var ends []string
-	for i, h := range crash {
-		p, _ := h.Broker().Partition(r.tp.Topic, 0)
-		ends = append(ends, fmt.Sprintf("node %d end %d fsynced %d", i+1, p.Log.LogEndOffset(), p.Log.DurableEnd()))
-		h.fs.SetHook(func(string, string) error { return errCut })
-		h.PowerCut()
-	}
+	prod.waitAcked(100, deadline)
+	prod.ackedSoFar(before)
+	// The cut, while follower 2's fsync is held.
+	ends := cutPowerOfAll(crash, r.tp.Topic)
 	releaseAll()
 	held.Wait()
-	cancel()
-	<-done
-	cl.Close()
-	for _, nd := range r.nodes {
-		r.kill(nd)
-	}
-	for _, nd := range r.nodes {
-		r.restart(nd)
-	}
-	st := r.waitState("a leader and a full ISR", func(st meta.PartitionState) bool { return st.Leader > 0 && len(st.ISR) == 3 })
-	r.waitCaughtUp(st.Leader)
-	checkAcked(t, before, r.readAll(st.Leader))
-	r.checkConverged(st.Leader)
+	prod.stop()
+	r.restartAllAndCheck(before)
 	t.Logf("fetch at %d with fsynced end %d while %d fsyncs were held; at the cut %s; %d records acknowledged before it, all read back",
 		seen.EndOffset, seen.DurableEnd, nblocked, strings.Join(ends, ", "), len(before))
 }

@@ -28,7 +28,7 @@ const epochKinds = 4
 func epochRestartDir(t *testing.T, parts int) (*vfs.CrashFS, map[int][]ackedBatch) {
 	t.Helper()
 	fsys := vfs.NewCrashFS()
-	s, logs := openJournalDir(t, fsys, parts, 1<<20, false)
+	s, logs := openJournalDir(t, fsys, parts, testConfig(), 1<<20, false)
 	acked := map[int][]ackedBatch{}
 	app := func(p int, epoch int32) {
 		b := mkBatch(t, 2, fmt.Sprint("e", epoch), 1)
@@ -157,32 +157,17 @@ func TestAssignEpochsCrashAtEveryStep(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			run := func(crashAt int) (img *vfs.CrashFS, acked map[int][]ackedBatch, steps int, ops []string) {
 				fsys := c.base.Clone()
-				acked = map[int][]ackedBatch{}
-				for p, a := range acked0 {
-					acked[p] = append([]ackedBatch(nil), a...)
-				}
-				var mu sync.Mutex
-				n := 0
-				fsys.SetHook(func(op, name string) error {
-					mu.Lock()
-					defer mu.Unlock()
-					defer func() { n++ }()
-					ops = append(ops, op+" "+name)
-					if n == crashAt {
-						img = c.image(fsys)
-						return vfs.ErrInjected
-					}
-					return nil
-				})
+				acked = snapshotAcked(acked0)
+				cut := cutPowerAt(fsys, crashAt, c.image)
 				s, logs, err := openDeferred(fsys, parts)
 				if err == nil {
 					assign(logs, 2)
 					assign(logs, 3)
-					epochRound(t, s, logs, &mu, &img, acked)
+					appendRound(t, s, logs, "new", kindEpoch, cut, acked)
 				}
 				fsys.SetHook(nil)
-				if crashAt >= n && img == nil {
-					img = c.image(fsys) // after the last step
+				if crashAt >= cut.n && cut.img == nil {
+					cut.img = c.image(fsys) // after the last step
 				}
 				if crashAt < 0 {
 					if err != nil {
@@ -199,7 +184,7 @@ func TestAssignEpochsCrashAtEveryStep(t *testing.T) {
 					l.Close()
 				}
 				s.Close()
-				return img, acked, n, ops
+				return cut.img, acked, cut.n, cut.ops
 			}
 			_, _, steps, ops := run(-1)
 			if w := strings.Count(strings.Join(ops, "\n"), LeaderEpochFile); w == 0 {
@@ -224,36 +209,14 @@ func TestAssignEpochsCrashAtEveryStep(t *testing.T) {
 	}
 }
 
-// epochRound appends one batch to every log in one sync round, at epoch
-// 3 (kind 3: epoch 1), recording what became durable before the power
-// cut (*img nil under mu).
-func epochRound(t *testing.T, s *Syncer, logs []*Log, mu *sync.Mutex, img **vfs.CrashFS, acked map[int][]ackedBatch) {
-	t.Helper()
-	s.roundMu.Lock()
-	ress := make([]AppendResult, len(logs))
-	bs := make([][]byte, len(logs))
-	for p, l := range logs {
-		epoch := int32(3)
-		if p%epochKinds == 3 {
-			epoch = 1
-		}
-		bs[p] = mkBatch(t, 2, "new", 1)
-		res, err := l.Append(bs[p], AppendOptions{LeaderEpoch: epoch})
-		if err != nil {
-			bs[p] = nil
-		}
-		ress[p] = res
+// kindEpoch is the leader epoch of partition p's appends after the
+// election: 3, or 1 for kind 3 (a follower still appending at its old
+// epoch).
+func kindEpoch(p int) int32 {
+	if p%epochKinds == 3 {
+		return 1
 	}
-	s.roundMu.Unlock()
-	for p, l := range logs {
-		if bs[p] != nil && l.WaitDurable(context.Background(), ress[p].LastOffset+1) == nil {
-			mu.Lock()
-			if *img == nil {
-				acked[p] = append(acked[p], ackedBatch{ress[p].BaseOffset, bs[p]})
-			}
-			mu.Unlock()
-		}
-	}
+	return 3
 }
 
 // TestAssignEpochsOps: a restart's epochs cost no per-partition fsync:
@@ -350,7 +313,7 @@ func TestAssignEpochsOps(t *testing.T) {
 // before it (kgo: "lost records", re-read; TestStrataSIGKILL).
 func TestAssignEpochsFencesOlderEpoch(t *testing.T) {
 	fsys := vfs.NewCrashFS()
-	s, logs := openJournalDir(t, fsys, 1, 1<<20, false)
+	s, logs := openJournalDir(t, fsys, 1, testConfig(), 1<<20, false)
 	l := logs[0]
 	for range 3 {
 		res, err := l.Append(mkBatch(t, 2, "e0", 1), AppendOptions{LeaderEpoch: 0})

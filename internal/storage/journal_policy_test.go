@@ -53,9 +53,11 @@ func journalRound(t *testing.T, s *Syncer, logs []*Log, tag string, acked map[in
 	wg.Wait()
 }
 
-// openJournalDir opens n partitions of /data with a journal of at most
-// maxSize per file, without preparing its files (journalDir does).
-func openJournalDir(t *testing.T, fsys vfs.FS, n int, maxSize int64, clean bool) (*Syncer, []*Log) {
+// openJournalDir opens n partitions "/data/j-<i>" of one log dir with a
+// syncer using a journal of at most maxSize bytes per file, recovering
+// them (and replaying the journal) unless clean, then starts the journal,
+// without preparing its files (journalDir does).
+func openJournalDir(t testing.TB, fsys vfs.FS, n int, cfg Config, maxSize int64, clean bool) (*Syncer, []*Log) {
 	t.Helper()
 	if err := fsys.MkdirAll("/data", 0o755); err != nil {
 		t.Fatal(err)
@@ -66,9 +68,9 @@ func openJournalDir(t *testing.T, fsys vfs.FS, n int, maxSize int64, clean bool)
 	}
 	logs := make([]*Log, n)
 	for i := range logs {
-		l, err := Open(fmt.Sprintf("/data/j-%d", i), [16]byte{9, byte(i)}, testConfig(), clean, Options{FS: fsys, Syncer: s, Logger: quiet})
+		l, err := Open(fmt.Sprintf("/data/j-%d", i), [16]byte{9, byte(i)}, cfg, clean, Options{FS: fsys, Syncer: s, Logger: quiet})
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("open partition %d: %v", i, err)
 		}
 		logs[i] = l
 	}
@@ -96,7 +98,7 @@ func TestJournalLazyAndSizedToDisk(t *testing.T) {
 		t.Run(fmt.Sprint(tc.free), func(t *testing.T) {
 			fsys := vfs.NewCrashFS()
 			fsys.SetFreeSpace(tc.free)
-			s, logs := openJournalDir(t, fsys, 8, 8<<20, false)
+			s, logs := openJournalDir(t, fsys, 8, testConfig(), 8<<20, false)
 			if f := journalFiles(t, fsys); len(f) != 0 {
 				t.Fatalf("journal files at open: %v", f)
 			}
@@ -161,7 +163,7 @@ func TestJournalReleasedWhenIdle(t *testing.T) {
 
 	// The image cut right after the release: everything acknowledged then
 	// is in the segments, nothing to replay.
-	s2, logs2 := openJournalDir(t, img, 8, 1<<20, false)
+	s2, logs2 := openJournalDir(t, img, 8, testConfig(), 1<<20, false)
 	if n := s2.JournalStats().Replayed; n != 0 {
 		t.Errorf("replayed %d records after a release", n)
 	}
@@ -171,7 +173,7 @@ func TestJournalReleasedWhenIdle(t *testing.T) {
 	}
 	checkAcked(t, "cut after the release", logs2, first)
 	closeAll(t, s2, logs2)
-	s3, logs3 := openJournalDir(t, img2, 8, 1<<20, false)
+	s3, logs3 := openJournalDir(t, img2, 8, testConfig(), 1<<20, false)
 	checkAcked(t, "cut after the files came back", logs3, acked)
 	closeAll(t, s3, logs3)
 }
@@ -182,7 +184,7 @@ func TestJournalReleasedWhenIdle(t *testing.T) {
 // again after journalRetry.
 func TestJournalCreationFailsCleanly(t *testing.T) {
 	fsys := vfs.NewCrashFS()
-	s, logs := openJournalDir(t, fsys, 8, 1<<20, false)
+	s, logs := openJournalDir(t, fsys, 8, testConfig(), 1<<20, false)
 	fsys.SetHook(func(op, name string) error {
 		if op == "truncate" && strings.Contains(name, journalFilePrefix+"1") {
 			return syscall.ENOSPC
@@ -228,21 +230,10 @@ func TestJournalCrashDuringCreation(t *testing.T) {
 	const parts = 8
 	run := func(crashAt int) (img *vfs.CrashFS, acked map[int][]ackedBatch, steps int) {
 		fsys := vfs.NewCrashFS()
-		s, logs := openJournalDir(t, fsys, parts, 1<<20, false)
+		s, logs := openJournalDir(t, fsys, parts, testConfig(), 1<<20, false)
 		acked = map[int][]ackedBatch{}
-		var mu sync.Mutex
-		n := 0
-		fsys.SetHook(func(op, name string) error {
-			mu.Lock()
-			defer mu.Unlock()
-			defer func() { n++ }()
-			if n == crashAt {
-				img = fsys.Crash()
-				return vfs.ErrInjected
-			}
-			return nil
-		})
-		appendRound(t, s, logs, "second", &mu, &img, acked)
+		cut := cutPowerAt(fsys, crashAt, (*vfs.CrashFS).Crash)
+		appendRound(t, s, logs, "second", epoch1, cut, acked)
 		fsys.SetHook(nil)
 		if crashAt < 0 && s.JournalStats().Rounds == 0 {
 			t.Fatalf("the round did not use the journal: %+v", s.JournalStats())
@@ -251,7 +242,7 @@ func TestJournalCrashDuringCreation(t *testing.T) {
 			l.Close()
 		}
 		s.Close()
-		return img, acked, n
+		return cut.img, acked, cut.n
 	}
 	_, _, steps := run(-1)
 	for k := range steps {
@@ -259,25 +250,58 @@ func TestJournalCrashDuringCreation(t *testing.T) {
 		if img == nil {
 			continue
 		}
-		s2, logs2 := openJournalDir(t, img, parts, 1<<20, false)
+		s2, logs2 := openJournalDir(t, img, parts, testConfig(), 1<<20, false)
 		checkAcked(t, fmt.Sprintf("power cut before step %d", k), logs2, acked)
 		closeAll(t, s2, logs2)
 	}
 	t.Logf("%d steps", steps)
 }
 
+// powerCut fails one mutating file-system operation of a CrashFS, the
+// step-th (counting from 0; a negative step fails none), with
+// vfs.ErrInjected and keeps the image taken at that moment: the power cut
+// of a crash-at-every-step test. appendRound records an acknowledgement
+// only while img is nil.
+type powerCut struct {
+	mu  sync.Mutex
+	img *vfs.CrashFS // the image at the cut; nil before it
+	n   int          // the operations seen
+	ops []string     // each operation seen, "op name"
+}
+
+// cutPowerAt hooks fsys to cut the power at its step-th operation, where
+// image(fsys) takes the image; the caller unhooks it (SetHook(nil)).
+func cutPowerAt(fsys *vfs.CrashFS, step int, image func(*vfs.CrashFS) *vfs.CrashFS) *powerCut {
+	c := &powerCut{}
+	fsys.SetHook(func(op, name string) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		defer func() { c.n++ }()
+		c.ops = append(c.ops, op+" "+name)
+		if c.n == step {
+			c.img = image(fsys)
+			return vfs.ErrInjected
+		}
+		return nil
+	})
+	return c
+}
+
+// epoch1 is appendRound's leader epoch for every partition.
+func epoch1(int) int32 { return 1 }
+
 // appendRound appends one batch of value to every log in a single sync
-// round of s and records in acked each batch that became durable before
-// the power cut (*img still nil, read under mu); a batch whose append
-// failed (the injected failure) was never acknowledged.
-func appendRound(t *testing.T, s *Syncer, logs []*Log, value string, mu *sync.Mutex, img **vfs.CrashFS, acked map[int][]ackedBatch) {
+// round of s, log p at leader epoch epoch(p), and records in acked each
+// batch that became durable before the power cut (cut.img still nil); a
+// batch whose append failed (the injected failure) was never acknowledged.
+func appendRound(t *testing.T, s *Syncer, logs []*Log, value string, epoch func(p int) int32, cut *powerCut, acked map[int][]ackedBatch) {
 	t.Helper()
 	s.roundMu.Lock()
 	ress := make([]AppendResult, len(logs))
 	bs := make([][]byte, len(logs))
 	for p, l := range logs {
 		bs[p] = mkBatch(t, 2, value, 1)
-		res, err := l.Append(bs[p], AppendOptions{LeaderEpoch: 1})
+		res, err := l.Append(bs[p], AppendOptions{LeaderEpoch: epoch(p)})
 		if err != nil {
 			bs[p] = nil
 		}
@@ -286,11 +310,11 @@ func appendRound(t *testing.T, s *Syncer, logs []*Log, value string, mu *sync.Mu
 	s.roundMu.Unlock()
 	for p, l := range logs {
 		if bs[p] != nil && l.WaitDurable(context.Background(), ress[p].LastOffset+1) == nil {
-			mu.Lock()
-			if *img == nil {
+			cut.mu.Lock()
+			if cut.img == nil {
 				acked[p] = append(acked[p], ackedBatch{ress[p].BaseOffset, bs[p]})
 			}
-			mu.Unlock()
+			cut.mu.Unlock()
 		}
 	}
 }

@@ -18,29 +18,10 @@ import (
 	"github.com/strata-io/strata/internal/vfs"
 )
 
-// journalDir opens n partitions "/data/j-<i>" of one log dir with a syncer
-// using a journal of fileSize bytes per file, recovering them (and
-// replaying the journal) unless clean, then starts the journal.
+// journalDir is openJournalDir with the journal's files prepared.
 func journalDir(t testing.TB, fsys vfs.FS, n int, cfg Config, fileSize int64, clean bool) (*Syncer, []*Log) {
 	t.Helper()
-	if err := fsys.MkdirAll("/data", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	s := NewSyncer(quiet)
-	if err := s.OpenJournal(fsys, "/data", fileSize); err != nil {
-		t.Fatal(err)
-	}
-	logs := make([]*Log, n)
-	for i := range logs {
-		l, err := Open(fmt.Sprintf("/data/j-%d", i), [16]byte{9, byte(i)}, cfg, clean, Options{FS: fsys, Syncer: s, Logger: quiet})
-		if err != nil {
-			t.Fatalf("open partition %d: %v", i, err)
-		}
-		logs[i] = l
-	}
-	if err := s.StartJournal(); err != nil {
-		t.Fatal(err)
-	}
+	s, logs := openJournalDir(t, fsys, n, cfg, fileSize, clean)
 	// The files are prepared when a round first wants them; tests want
 	// the journal from the first round.
 	s.jrnl.reserve(0)
@@ -340,11 +321,7 @@ func TestJournalCrashAtEveryStep(t *testing.T) {
 	snapshot := func() state {
 		mu.Lock()
 		defer mu.Unlock()
-		out := state{acked: make(map[int][]ackedBatch, len(cur.acked)), restarted: cur.restarted}
-		for k, v := range cur.acked {
-			out.acked[k] = append([]ackedBatch(nil), v...)
-		}
-		return out
+		return state{acked: snapshotAcked(cur.acked), restarted: cur.restarted}
 	}
 	// scenario drives the logs; it stops at the first error (the injected
 	// failure of the step the power was cut at).

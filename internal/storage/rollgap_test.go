@@ -29,12 +29,7 @@ func TestRollPowerCutLeavesNoGap(t *testing.T) {
 			cfg := testConfig()
 			cfg.Durable = durable
 			cfg.SegmentBytes = 1024
-			syncer := NewSyncer(quiet)
-			defer syncer.Close()
-			l, err := Open(dir, [16]byte{}, cfg, false, Options{FS: fsys, Syncer: syncer, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := openSynced(t, fsys, dir, cfg)
 			var images []*vfs.CrashFS
 			fsys.SetHook(func(op, name string) error {
 				images = append(images, fsys.Crash())
@@ -70,49 +65,36 @@ func TestRollPowerCutLeavesNoGap(t *testing.T) {
 // batches from the log start are contiguous and end at the log end.
 func checkNoHoles(t *testing.T, what string, fsys *vfs.CrashFS, dir string, cfg Config) {
 	t.Helper()
-	syncer := NewSyncer(quiet)
-	defer syncer.Close()
-	l, err := Open(dir, [16]byte{}, cfg, false, Options{FS: fsys, Syncer: syncer, Logger: quiet})
-	if err != nil {
-		t.Fatalf("%s: recover: %v", what, err)
-	}
+	l := openSynced(t, fsys, dir, cfg)
 	defer l.Close()
 	next := l.LogStartOffset()
-	for next < l.LogEndOffset() {
-		res, err := l.ReadUpToEnd(next, 1<<20, true)
-		if err != nil {
-			t.Fatalf("%s: read at %d: %v", what, next, err)
+	for _, b := range readAllUpToEnd(t, what, l) {
+		if b.BaseOffset() != next {
+			t.Fatalf("%s: batch at %d where %d was expected (log end %d)", what, b.BaseOffset(), next, l.LogEndOffset())
 		}
-		if len(res.Chunks) == 0 {
-			res.Release()
-			t.Fatalf("%s: offset %d below the log end %d reads nothing (segments %+v)\nfiles:\n%s",
-				what, next, l.LogEndOffset(), l.Segments(), logFiles(fsys))
-		}
-		for _, c := range res.Chunks {
-			buf := make([]byte, c.Len)
-			if _, err := c.File.File().ReadAt(buf, c.Pos); err != nil && !errors.Is(err, io.EOF) {
-				t.Fatal(err)
-			}
-			for len(buf) > 0 {
-				b, rest, err := record.Next(buf)
-				if err != nil {
-					t.Fatalf("%s: batch at %d: %v", what, next, err)
-				}
-				if b.BaseOffset() != next {
-					t.Fatalf("%s: batch at %d where %d was expected (log end %d)", what, b.BaseOffset(), next, l.LogEndOffset())
-				}
-				next = b.LastOffset() + 1
-				buf = rest
-			}
-		}
-		res.Release()
+		next = b.LastOffset() + 1
 	}
 	if next != l.LogEndOffset() {
 		t.Fatalf("%s: records end at %d, log end %d", what, next, l.LogEndOffset())
 	}
 }
 
-func logFiles(fsys *vfs.CrashFS) string {
+// openSynced opens dir on fsys (recovering it) with a Syncer of its own,
+// which t's cleanup closes; the caller closes the log.
+func openSynced(t *testing.T, fsys vfs.FS, dir string, cfg Config) *Log {
+	t.Helper()
+	syncer := NewSyncer(quiet)
+	t.Cleanup(func() { syncer.Close() })
+	l, err := Open(dir, [16]byte{}, cfg, false, Options{FS: fsys, Syncer: syncer, Logger: quiet})
+	if err != nil {
+		t.Fatalf("open %s: %v", dir, err)
+	}
+	return l
+}
+
+// logFiles is the .log lines of fsys's listing (a CrashFS lists its files
+// with their synced and unsynced sizes).
+func logFiles(fsys vfs.FS) string {
 	s := fmt.Sprint(fsys)
 	var out []string
 	for _, line := range strings.Split(s, "\n") {
@@ -136,12 +118,7 @@ func TestCleanerGapSurvivesPowerCut(t *testing.T) {
 			cfg := testConfig()
 			cfg.Durable = durable
 			cfg.SegmentBytes = 900
-			syncer := NewSyncer(quiet)
-			defer syncer.Close()
-			l, err := Open(dir, [16]byte{}, cfg, false, Options{FS: fsys, Syncer: syncer, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := openSynced(t, fsys, dir, cfg)
 			defer l.Close()
 			for i := 0; i < 80; i++ {
 				if _, err := l.Append(mkBatch(t, 1+i%3, "s", int64(i)), AppendOptions{LeaderEpoch: 1}); err != nil {
@@ -152,7 +129,7 @@ func TestCleanerGapSurvivesPowerCut(t *testing.T) {
 			if len(segs) < 5 {
 				t.Fatalf("only %d segments", len(segs))
 			}
-			all := readAllUpToEnd(t, l)
+			all := readAllUpToEnd(t, "before the swap", l)
 			rangeEnd := segs[3].BaseOffset
 			w, err := l.NewCleanedSegment(segs[0].BaseOffset)
 			if err != nil {
@@ -175,14 +152,9 @@ func TestCleanerGapSurvivesPowerCut(t *testing.T) {
 			}
 			leo := l.LogEndOffset()
 			img := fsys.Crash()
-			syncer2 := NewSyncer(quiet)
-			defer syncer2.Close()
-			r, err := Open(dir, [16]byte{}, cfg, false, Options{FS: img, Syncer: syncer2, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := openSynced(t, img, dir, cfg)
 			defer r.Close()
-			got := readAllUpToEnd(t, r)
+			got := readAllUpToEnd(t, "after the power cut", r)
 			if r.LogEndOffset() != leo || len(got) != len(kept) {
 				t.Fatalf("after the power cut: log end %d (was %d), %d batches (want %d)", r.LogEndOffset(), leo, len(got), len(kept))
 			}
@@ -195,18 +167,21 @@ func TestCleanerGapSurvivesPowerCut(t *testing.T) {
 	}
 }
 
-// readAllUpToEnd reads every batch of l up to its log end.
-func readAllUpToEnd(t *testing.T, l *Log) []record.Batch {
+// readAllUpToEnd reads every batch of l from its log start up to its log
+// end; an offset below the log end that reads nothing fails t (what names
+// the log in the message).
+func readAllUpToEnd(t *testing.T, what string, l *Log) []record.Batch {
 	t.Helper()
 	var out []record.Batch
 	for off := l.LogStartOffset(); off < l.LogEndOffset(); {
 		res, err := l.ReadUpToEnd(off, 1<<20, true)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: read at %d: %v", what, off, err)
 		}
 		if len(res.Chunks) == 0 {
 			res.Release()
-			t.Fatalf("nothing at %d below the log end %d", off, l.LogEndOffset())
+			t.Fatalf("%s: offset %d below the log end %d reads nothing (segments %+v)\nfiles:\n%s",
+				what, off, l.LogEndOffset(), l.Segments(), logFiles(l.fsys))
 		}
 		for _, c := range res.Chunks {
 			buf := make([]byte, c.Len)
@@ -216,7 +191,7 @@ func readAllUpToEnd(t *testing.T, l *Log) []record.Batch {
 			for len(buf) > 0 {
 				b, rest, err := record.Next(buf)
 				if err != nil {
-					t.Fatal(err)
+					t.Fatalf("%s: batch at %d: %v", what, off, err)
 				}
 				out = append(out, append(record.Batch(nil), b...))
 				off = b.LastOffset() + 1

@@ -18,7 +18,7 @@ import (
 func killedJournalDir(t *testing.T, parts, rounds int) (*vfs.CrashFS, map[int][]ackedBatch) {
 	t.Helper()
 	fsys := vfs.NewCrashFS()
-	s, logs := openJournalDir(t, fsys, parts, 1<<20, false)
+	s, logs := openJournalDir(t, fsys, parts, testConfig(), 1<<20, false)
 	acked := map[int][]ackedBatch{}
 	for r := range rounds {
 		s.roundMu.Lock()
@@ -92,26 +92,12 @@ func TestStartupDeferSyncCrashAtEveryStep(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			run := func(crashAt int) (img *vfs.CrashFS, acked map[int][]ackedBatch, steps int) {
 				fsys := c.img()
-				acked = map[int][]ackedBatch{}
-				for p, a := range acked0 {
-					acked[p] = append([]ackedBatch(nil), a...)
-				}
-				var mu sync.Mutex
-				n := 0
-				fsys.SetHook(func(op, name string) error {
-					mu.Lock()
-					defer mu.Unlock()
-					defer func() { n++ }()
-					if n == crashAt {
-						img = fsys.Crash()
-						return vfs.ErrInjected
-					}
-					return nil
-				})
+				acked = snapshotAcked(acked0)
+				cut := cutPowerAt(fsys, crashAt, (*vfs.CrashFS).Crash)
 				s, logs, err := openDeferred(fsys, parts)
 				if err == nil {
 					// The first new round.
-					appendRound(t, s, logs, "new", &mu, &img, acked)
+					appendRound(t, s, logs, "new", epoch1, cut, acked)
 				}
 				fsys.SetHook(nil)
 				if crashAt < 0 && err != nil {
@@ -123,7 +109,7 @@ func TestStartupDeferSyncCrashAtEveryStep(t *testing.T) {
 				if s != nil {
 					s.Close()
 				}
-				return img, acked, n
+				return cut.img, acked, cut.n
 			}
 			_, _, steps := run(-1)
 			for k := range steps {
@@ -280,21 +266,7 @@ func TestStartupWritesRecoveredPoints(t *testing.T) {
 		}
 		return nil
 	})
-	s2 := NewSyncer(quiet)
-	if err := s2.OpenJournal(killed, "/data", 1<<20); err != nil {
-		t.Fatal(err)
-	}
-	logs2 := make([]*Log, parts)
-	for i := range logs2 {
-		l, err := Open(fmt.Sprintf("/data/j-%d", i), [16]byte{9, byte(i)}, testConfig(), false, Options{FS: killed, Syncer: s2, Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		logs2[i] = l
-	}
-	if err := s2.StartJournal(); err != nil {
-		t.Fatal(err)
-	}
+	s2, logs2 := openJournalDir(t, killed, parts, testConfig(), 1<<20, false)
 	killed.SetHook(nil)
 	if syncs != 0 {
 		t.Fatalf("the open after a second kill -9 fsynced %d segments: it found bytes past the recovery points the first start recovered", syncs)
