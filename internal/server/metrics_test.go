@@ -33,20 +33,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	// Requests are counted right after their answer is written, so poll.
-	var body string
-	for i := 0; i < 100; i++ {
-		var code int
-		code, body = get("/metrics")
-		if code != 200 {
-			t.Fatalf("/metrics: %d", code)
-		}
-		if strings.Contains(body, `strata_requests_total{api="Produce"}`) && strings.Contains(body, `strata_requests_total{api="Fetch"}`) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	for _, want := range []string{
+	wants := []string{
 		`strata_requests_total{api="Produce"}`, `strata_request_duration_seconds_bucket{api="Produce"`,
 		`strata_open_connections`, `strata_requests_total{api="Fetch"}`, `strata_topic_bytes_in_total{topic="m"}`, `strata_topic_bytes_out_total{topic="m"}`,
 		`strata_partition_size_bytes{partition="0",topic="m"}`, `strata_partition_high_watermark{partition="0",topic="m"} 1`,
@@ -54,13 +41,35 @@ func TestMetricsEndpoint(t *testing.T) {
 		`strata_partition_log_start_offset{partition="0",topic="m"} 0`, `strata_partition_log_end_offset{partition="0",topic="m"} 1`,
 		`strata_group_groups{state="Stable"}`, `strata_group_members`, `strata_group_offset_commits_total`,
 		`strata_cleaner_max_dirty_percent`, `strata_cleaner_rounds_total`, `strata_cleaner_uncleanable_partitions_count`,
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("/metrics lacks %s", want)
-			for _, l := range strings.Split(body, "\n") {
-				if strings.HasPrefix(l, "strata_requests_total") {
-					t.Log(l)
-				}
+	}
+	missing := func(body string) []string {
+		var out []string
+		for _, want := range wants {
+			if !strings.Contains(body, want) {
+				out = append(out, want)
+			}
+		}
+		return out
+	}
+	// A request's count and its duration are recorded after its answer is
+	// written, each on its own, so poll until every series is there.
+	var body string
+	for i := 0; i < 100; i++ {
+		var code int
+		code, body = get("/metrics")
+		if code != 200 {
+			t.Fatalf("/metrics: %d", code)
+		}
+		if len(missing(body)) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if m := missing(body); len(m) > 0 {
+		t.Errorf("/metrics lacks %q", m)
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "strata_requests_total") {
+				t.Log(l)
 			}
 		}
 	}
