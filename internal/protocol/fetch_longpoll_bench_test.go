@@ -1,18 +1,10 @@
 package protocol
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/strata-io/strata/internal/broker"
-	"github.com/strata-io/strata/internal/config"
-	"github.com/strata-io/strata/internal/record"
-	"github.com/strata-io/strata/internal/record/recordtest"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // BenchmarkFetchLongPoll is issue 18's long poll over many partitions: a
@@ -37,62 +29,20 @@ func BenchmarkFetchLongPoll(b *testing.B) {
 }
 
 func benchFetchLongPoll(b *testing.B, n int, session bool) {
-	cfg, err := config.LoadBroker("", nil, map[string]string{"log.dirs": b.TempDir(), "strata.metrics.listener": "", "strata.durable.acks": "false"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	br, err := broker.Open(cfg, logger)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer br.Close()
-	if _, err := br.CreateTopic(broker.CreateTopicRequest{Name: "t", NumPartitions: int32(n), ReplicationFactor: 1}); err != nil {
-		b.Fatal(err)
-	}
-	srv, err := New(Config{Broker: br, Logger: logger})
-	if err != nil {
-		b.Fatal(err)
-	}
-	parts := make([]*broker.Partition, n)
-	for i := range parts {
-		parts[i], _ = br.Partition("t", int32(i))
-	}
 	val := make([]byte, 512)
+	srv, parts := newFetchBenchTopic(b, n, val)
 	appendOne := func(p *broker.Partition) {
-		h := recordtest.NoProducer
-		h.PartitionLeaderEpoch, h.BaseTimestamp = 0, time.Now().UnixMilli()
-		if _, err := p.Append(context.Background(), recordtest.Batch(h, record.Record{Value: val}), 1); err != nil {
+		if err := appendValue(p, val, 1); err != nil {
 			b.Error(err)
 		}
 	}
-	// Every partition holds one record (a partition's first append also
-	// writes its leader epoch checkpoint: not the fetch's cost), and the
-	// consumer is past it.
+	// Every partition holds one record and the consumer is past it.
 	offsets := make([]int64, n)
-	for i, p := range parts {
-		appendOne(p)
+	for i := range offsets {
 		offsets[i] = 1
 	}
-	ctx := context.Background()
 	fetch := func(id, epoch int32, named []int) *fetchReply {
-		req := kmsg.NewPtrFetchRequest()
-		req.Version = 12
-		req.MaxBytes, req.MinBytes, req.MaxWaitMillis = 64<<20, 1, 10_000
-		req.SessionID, req.SessionEpoch = id, epoch
-		t := kmsg.NewFetchRequestTopic()
-		t.Topic = "t"
-		for _, i := range named {
-			p := kmsg.NewFetchRequestTopicPartition()
-			p.Partition, p.FetchOffset, p.PartitionMaxBytes = int32(i), offsets[i], 1<<20
-			t.Partitions = append(t.Partitions, p)
-		}
-		req.Topics = append(req.Topics, t)
-		rep, err := srv.handleFetch(ctx, nil, req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return rep.fetch
+		return fetchNamed(b, srv, id, epoch, 10_000, named, offsets)
 	}
 	all := make([]int, n)
 	for i := range all {

@@ -1,13 +1,11 @@
 package protocol
 
 import (
-	"context"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/strata-io/strata/internal/broker"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // BenchmarkFetchSessionManyPartitions is the broker's share of issue 18's
@@ -29,44 +27,19 @@ func BenchmarkFetchSessionManyPartitions(b *testing.B) {
 }
 
 func benchFetchSession(b *testing.B, n int, wait bool) {
-	br := openTestBroker(b, map[string]string{"strata.durable.acks": "false"}, "t", int32(n))
-	srv := newTestServer(b, br)
-	parts := make([]*broker.Partition, n)
-	for i := range parts {
-		parts[i], _ = br.Partition("t", int32(i))
-	}
 	val := make([]byte, 512)
+	srv, parts := newFetchBenchTopic(b, n, val) // every partition holds a record
 	appendOne := func(p *broker.Partition) {
 		if err := appendValue(p, val, 1); err != nil {
 			b.Error(err)
 		}
 	}
-	for _, p := range parts { // every partition holds a record
-		appendOne(p)
-	}
 	offsets := make([]int64, n)
 	for i := range offsets {
 		offsets[i] = 1
 	}
-	ctx := context.Background()
 	fetch := func(id, epoch int32, named []int) *fetchReply {
-		req := kmsg.NewPtrFetchRequest()
-		req.Version = 12
-		req.MaxBytes, req.MinBytes, req.MaxWaitMillis = 64<<20, 1, 500
-		req.SessionID, req.SessionEpoch = id, epoch
-		t := kmsg.NewFetchRequestTopic()
-		t.Topic = "t"
-		for _, i := range named {
-			p := kmsg.NewFetchRequestTopicPartition()
-			p.Partition, p.FetchOffset, p.PartitionMaxBytes = int32(i), offsets[i], 1<<20
-			t.Partitions = append(t.Partitions, p)
-		}
-		req.Topics = append(req.Topics, t)
-		rep, err := srv.handleFetch(ctx, nil, req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return rep.fetch
+		return fetchNamed(b, srv, id, epoch, 500, named, offsets)
 	}
 	all := make([]int, n)
 	for i := range all {
