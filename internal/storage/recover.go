@@ -150,7 +150,7 @@ func (l *Log) recoverSegment(s *segment, last bool, trusted int64) (r segRecover
 	leo := s.base
 	r.scanFrom = s.base
 	var pos int64
-	hr := headerReader{f: f, size: size}
+	hr := headerReader{f: f, size: size, prev: -1}
 	if trusted > s.base {
 		if rs, ok := l.resumeIndexes(s, &hr, trusted); ok {
 			oi.buf, ti.buf = rs.oi, rs.ti
@@ -396,13 +396,16 @@ func (l *Log) txnIndexKept(s *segment, r segRecovery) bool {
 }
 
 // headerReader serves the batch headers of one .log from windows of up to
-// headerWindow bytes, one read each, instead of one read per header.
+// headerWindow bytes, one read each, instead of one read per header while
+// batches are small; past a batch of more than a quarter window it reads
+// the header alone (a window would then read the batches' bodies).
 type headerReader struct {
 	f    vfs.File
 	size int64  // file size
 	buf  []byte // window
 	off  int64  // file position of buf[0]
 	n    int    // bytes in the window
+	prev int64  // position of the previous header asked for (-1: none yet)
 }
 
 const headerWindow = 16 << 10
@@ -410,11 +413,16 @@ const headerWindow = 16 << 10
 // header returns the record.HeaderSize bytes at pos (valid until the next
 // call).
 func (r *headerReader) header(pos int64) (record.Batch, error) {
+	big := r.prev >= 0 && pos-r.prev > headerWindow/4
+	r.prev = pos
 	if pos < r.off || pos+record.HeaderSize > r.off+int64(r.n) {
 		if r.buf == nil {
 			r.buf = make([]byte, headerWindow)
 		}
 		want := min(int64(len(r.buf)), r.size-pos)
+		if big {
+			want = min(record.HeaderSize, want)
+		}
 		if pos < 0 || want < record.HeaderSize {
 			return nil, io.ErrUnexpectedEOF
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-io/strata/internal/record"
+	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -408,4 +410,54 @@ func compareRecovered(t *testing.T, what string, a, b *Log, acked []record.Batch
 	if x, y := a.AbortedTransactions(0, a.LogEndOffset()), b.AbortedTransactions(0, b.LogEndOffset()); !slices.Equal(x, y) {
 		t.Fatalf("%s: aborted transactions %v, full scan %v", what, x, y)
 	}
+}
+
+// TestHeaderReaderWindows: small batches' headers come from one window
+// read; past a large batch only the header is read, not the window (which
+// would read the batches' bodies).
+func TestHeaderReaderWindows(t *testing.T) {
+	fsys := vfs.NewCrashFS()
+	f, err := fsys.OpenFile("/x.log", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pos []int64
+	var data []byte
+	for i := range 40 {
+		n := 1 + i%3
+		if i >= 20 {
+			n = 40 // ~10 KiB batches
+		}
+		recs := make([]record.Record, n)
+		for j := range recs {
+			recs[j] = record.Record{Value: make([]byte, 250)}
+		}
+		b := mkBatchRecs(recs)
+		pos = append(pos, int64(len(data)))
+		data = append(data, b...)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	c := &readCountFS{FS: fsys}
+	cf := &readCountFile{File: f, c: c}
+	hr := headerReader{f: cf, size: int64(len(data)), prev: -1}
+	for i, p := range pos {
+		h, err := hr.header(p)
+		if err != nil || h.BatchLength() != record.Batch(data[p:]).BatchLength() {
+			t.Fatalf("header %d at %d: %v", i, p, err)
+		}
+		if i == 19 {
+			if n, calls := c.take(); calls > 1+int(p)/headerWindow || n > int64(len(data[:pos[20]]))+headerWindow {
+				t.Fatalf("20 small batches: %d reads of %d bytes", calls, n)
+			}
+		}
+	}
+	if n, calls := c.take(); calls > 20 || n > 2*headerWindow+20*record.HeaderSize {
+		t.Fatalf("20 large batches (%d bytes): %d reads of %d bytes, want about a header each", len(data)-int(pos[20]), calls, n)
+	}
+}
+
+func mkBatchRecs(recs []record.Record) []byte {
+	return recordtest.Batch(record.BatchHeader{PartitionLeaderEpoch: -1, BaseTimestamp: 1, ProducerID: -1, BaseSequence: -1}, recs...)
 }
