@@ -43,23 +43,5 @@ func BenchmarkRecoverIdlePartitions(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ResetTimer()
-	for range b.N {
-		syncer := NewSyncer(quiet)
-		logs := make([]*Log, parts)
-		for p := range logs {
-			l, err := Open(filepath.Join(root, fmt.Sprintf("t-%d", p)), [16]byte{}, cfg, false, Options{Syncer: syncer, Logger: quiet})
-			if err != nil {
-				b.Fatal(err)
-			}
-			logs[p] = l
-		}
-		b.StopTimer()
-		for _, l := range logs {
-			l.Close()
-		}
-		syncer.Close()
-		b.StartTimer()
-	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*parts), "µs/partition")
+	benchOpenPartitions(b, root, parts, cfg, false)
 }

@@ -412,12 +412,19 @@ func BenchmarkOpenManyPartitions(b *testing.B) {
 		}
 		l.Close()
 	}
+	benchOpenPartitions(b, root, parts, cfg, true)
+}
+
+// benchOpenPartitions opens the logs root/t-<p>, p < parts, with one
+// Syncer, clean or recovering, b.N times, timing the opens only (not the
+// closes), and reports µs/partition.
+func benchOpenPartitions(b *testing.B, root string, parts int, cfg Config, clean bool) {
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	for range b.N {
 		syncer := NewSyncer(quiet)
 		logs := make([]*Log, parts)
 		for p := range logs {
-			l, err := Open(filepath.Join(root, fmt.Sprintf("t-%d", p)), [16]byte{}, cfg, true, Options{Syncer: syncer, Logger: quiet})
+			l, err := Open(filepath.Join(root, fmt.Sprintf("t-%d", p)), [16]byte{}, cfg, clean, Options{Syncer: syncer, Logger: quiet})
 			if err != nil {
 				b.Fatal(err)
 			}
