@@ -141,6 +141,7 @@ func OpenWithProgress(cfg *config.Broker, logger *slog.Logger, fsys vfs.FS, prog
 		return nil, err
 	}
 	b.clusterID, b.freshDirs = clusterID, fresh
+	progress.setLocked()
 	if err := b.load(progress); err != nil {
 		b.closeLogs(false)
 		b.unlockAll()
@@ -155,7 +156,25 @@ func OpenWithProgress(cfg *config.Broker, logger *slog.Logger, fsys vfs.FS, prog
 type LoadProgress struct {
 	total, loaded atomic.Int64
 	recovering    atomic.Bool
+	lockedInit    sync.Once
+	lockedOnce    sync.Once
+	locked        chan struct{}
 }
+
+// Locked is closed once the broker holds the lock of every log directory
+// and has checked their meta.properties, before it loads the logs: from
+// then on the server may start work that must not run beside another
+// broker on the same directories (the metadata store member) while the
+// logs load. It stays open when the open fails first.
+func (p *LoadProgress) Locked() <-chan struct{} { return p.lockedChan() }
+
+func (p *LoadProgress) lockedChan() chan struct{} {
+	p.lockedInit.Do(func() { p.locked = make(chan struct{}) })
+	return p.locked
+}
+
+// setLocked closes Locked.
+func (p *LoadProgress) setLocked() { p.lockedOnce.Do(func() { close(p.lockedChan()) }) }
 
 // Counts returns how many partitions are loaded, of how many.
 func (p *LoadProgress) Counts() (loaded, total int64) { return p.loaded.Load(), p.total.Load() }

@@ -251,6 +251,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
 		if created {
@@ -268,6 +269,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		return nil, fmt.Errorf("start etcd member %s in %s: %w", MemberName(cfg.NodeID), cfg.Dir, err)
 	}
+	opened := time.Since(start) // the WAL replayed, the backend open
 	n := &Node{
 		cfg: cfg, e: e, logger: cfg.Logger,
 		clientAddr: e.Clients[0].Addr().String(),
@@ -287,6 +289,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.Close()
 		return nil, fmt.Errorf("etcd member %s not ready: %w (are a majority of controller.quorum.voters running and reachable?)", MemberName(cfg.NodeID), ctx.Err())
 	}
+	ready := time.Since(start) // a Raft leader elected, the member published
 	if err := n.moveSelf(ctx); err != nil {
 		n.Close()
 		return nil, err
@@ -301,6 +304,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.wg.Add(1)
 	go n.spaceLoop()
+	cfg.Logger.Debug("metadata store member started", "open", opened, "ready", ready, "took", time.Since(start))
 	return n, nil
 }
 

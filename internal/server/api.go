@@ -54,9 +54,16 @@ type Server struct {
 	// in-process connections).
 	lns []*clientListener
 	// ctlLn is the controller listener, bound by New and handed to the
-	// metadata store member at Start (nil on broker-only nodes).
+	// metadata store member, which New starts while the logs load
+	// (member_start.go; nil on broker-only nodes).
 	ctlLn net.Listener
-	opts  Options
+	// member is the metadata store member starting while the logs load
+	// (member_start.go), until startCluster takes it.
+	member *earlyMember
+	// zeroConfig: a one-node cluster of zero configuration, whose store
+	// has this member alone for good (storeTiming).
+	zeroConfig bool
+	opts       Options
 	// cluster is the node's cluster membership (nil without KRaft
 	// settings; see cluster.go).
 	cluster *cluster
@@ -107,7 +114,8 @@ type Options struct {
 // (strata.metrics.listener) serves from the start, so /healthz answers and
 // /readyz reports the progress of the log recovery (503, "not ready:
 // recovering logs: N of M partitions loaded") while it runs; the Kafka
-// listener serves from Start.
+// listener serves from Start. On a controller node the metadata store
+// member starts while the logs load (member_start.go).
 func New(cfg *config.Broker, logger *slog.Logger) (*Server, error) {
 	return NewWithOptions(cfg, logger, Options{})
 }
@@ -134,7 +142,7 @@ func NewWithOptions(cfg *config.Broker, logger *slog.Logger, opts Options) (*Ser
 		}
 		ctlLn = ln
 	}
-	s := &Server{cfg: cfg, logger: logger, reg: metrics.NewRegistry(), opts: opts, ctlLn: ctlLn}
+	s := &Server{cfg: cfg, logger: logger, reg: metrics.NewRegistry(), opts: opts, ctlLn: ctlLn, zeroConfig: ctlLn != nil}
 	early := func(err error) (*Server, error) {
 		if s.ctlLn != nil {
 			s.ctlLn.Close()
@@ -176,7 +184,12 @@ func NewWithOptions(cfg *config.Broker, logger *slog.Logger, opts Options) (*Ser
 			return nil, err
 		}
 	}
+	if s.ctlLn != nil && clusterConfigured(cfg) {
+		// The metadata store member starts while the logs load.
+		s.startMemberEarly(progress)
+	}
 	if err := s.open(progress); err != nil {
+		s.stopMember()
 		s.closeListeners()
 		return nil, err
 	}
@@ -292,6 +305,7 @@ func (s *Server) Start() (err error) {
 		}()
 		s.sec.attach(s.cluster.store, s.cluster.cache)
 	}
+	phase := s.startPhases("start")
 	s.newCoordinatorDialer()
 	if err := s.startGroup(host, port); err != nil {
 		closeAll()
@@ -301,6 +315,7 @@ func (s *Server) Start() (err error) {
 		closeAll()
 		return err
 	}
+	phase("group and transaction coordinators built")
 	limits, err := connectionLimits(s.currentConfig())
 	if err != nil {
 		closeAll()
@@ -361,6 +376,7 @@ func (s *Server) Start() (err error) {
 	for _, l := range s.lns {
 		proto.ServeListener(l.ln, l.protocolListener())
 	}
+	phase("serving")
 	s.ready.Store(true)
 	return nil
 }
@@ -491,6 +507,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if s.ctlLn != nil {
 			s.ctlLn.Close() // never handed to a member
 		}
+		errs = append(errs, s.stopMember()) // started, never taken by Start
 		s.closeConsole()
 		s.sec.close()
 		s.stopCoordinators()

@@ -105,11 +105,9 @@ func clusterToken(voters []config.Voter) string {
 // registers the broker and starts the controller driver.
 func (s *Server) startCluster(ctx context.Context, host string, port int32) error {
 	me := int32(s.cfg.Int("node.id"))
-	var voters []etcdnode.Voter
-	for _, v := range s.cfg.Voters() {
-		voters = append(voters, etcdnode.Voter{ID: v.ID, Host: v.Host, Port: v.Port})
-	}
+	voters := s.storeVoters()
 	c := &cluster{done: make(chan struct{})}
+	phase := s.startPhases("cluster start")
 	fail := func(err error) error {
 		c.close(context.Background(), s.logger)
 		return err
@@ -117,21 +115,17 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 	// A controller runs a member of the metadata store on its controller
 	// listener and talks to it directly; every node also knows the other
 	// voters' controller listeners, which serve the store's clients too.
+	// The member was started by New while the logs loaded
+	// (member_start.go).
 	var endpoints []string
-	if s.ctlLn != nil {
-		dir := s.cfg.Get("metadata.log.dir")
-		if dir == "" {
-			dir = s.cfg.List("log.dirs")[0]
-		}
-		ln := s.ctlLn
-		s.ctlLn = nil // the member owns it now
+	if s.member != nil {
 		var err error
-		c.node, err = s.startMember(ctx, me, dir, ln, voters)
-		if err != nil {
+		if c.node, err = s.takeMember(ctx); err != nil {
 			return err
 		}
 		endpoints = append(endpoints, c.node.ClientEndpoint())
 	}
+	phase("metadata store member started")
 	for _, v := range voters {
 		if v.ID != me || c.node == nil {
 			endpoints = append(endpoints, v.URL())
@@ -164,9 +158,11 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 				config.ErrInvalid, s.broker.ClusterID(), id))
 		}
 	}
+	phase("cluster id checked")
 	if err := retryStart(ctx, deadline, s.logger, "adopt local topics", func() error { return s.adoptLocalTopics(ctx, c) }); err != nil {
 		return fail(err)
 	}
+	phase("local topics adopted")
 	if err := retryStart(ctx, deadline, s.logger, "load metadata", func() (err error) {
 		c.cache, err = meta.StartCache(ctx, c.store, s.logger)
 		return err
@@ -174,6 +170,7 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 		return fail(err)
 	}
 	s.metaCache.Store(c.cache)
+	phase("metadata loaded")
 	session := time.Duration(s.cfg.Int64("broker.session.timeout.ms")) * time.Millisecond
 	hb := time.Duration(s.cfg.Int64("broker.heartbeat.interval.ms")) * time.Millisecond
 	var sess *meta.Session
@@ -184,6 +181,7 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 		return fail(err)
 	}
 	c.reg.Store(&registration{session: sess})
+	phase("session opened")
 	c.admin = &controller.Admin{Store: c.store, Cache: c.cache, Policy: s.policy}
 	if why := s.replicationRefusal(); why != "" {
 		c.admin.MaxReplicationFactor, c.admin.MaxReplicationReason = 1, why
@@ -198,11 +196,13 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 	// The local replicas match the metadata before the broker registers
 	// (and may be elected leader of its partitions).
 	c.appliedCh = make(chan struct{})
+	phase("replication and credentials started")
 	v := c.cache.View()
 	if err := s.applyView(ctx, c, v); err != nil {
 		return fail(fmt.Errorf("apply the cluster metadata to the local replicas: %w", err))
 	}
 	c.setApplied(v.Rev)
+	phase("metadata applied to the local replicas")
 	s.broker.SetProducerIDAllocator(func(n int64) (int64, error) {
 		actx, cancel := context.WithTimeout(c.bgCtx, 10*time.Second)
 		defer cancel()
@@ -212,6 +212,7 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 	if err != nil {
 		return fail(err)
 	}
+	phase("registered")
 	// Serve only once the local view holds this registration (its epoch is
 	// the registration's revision): until then a restarted broker's
 	// Metadata answers could name its previous incarnation's endpoints, and
@@ -226,6 +227,7 @@ func (s *Server) startCluster(ctx context.Context, host string, port int32) erro
 		return fail(fmt.Errorf("wait for the cluster metadata to show this broker's registration: %w", err))
 	}
 	c.reg.Store(&registration{session: sess, epoch: epoch})
+	phase("registration seen")
 	kctx, kcancel := context.WithCancel(context.Background())
 	c.regStop, c.regDone = kcancel, make(chan struct{})
 	go s.keepRegistered(kctx, c, host, port)
@@ -492,5 +494,18 @@ func retryStart(ctx context.Context, deadline time.Time, logger *slog.Logger, st
 			return err
 		case <-time.After(500 * time.Millisecond):
 		}
+	}
+}
+
+// startPhases returns a function that logs, at debug level, the time each
+// named phase of a start took since the previous one (and since the
+// first), so an operator can see where a slow start goes.
+func (s *Server) startPhases(what string) func(name string) {
+	start := time.Now()
+	last := start
+	return func(name string) {
+		now := time.Now()
+		s.logger.Debug(what, "phase", name, "took", now.Sub(last), "since_start", now.Sub(start))
+		last = now
 	}
 }
