@@ -133,33 +133,9 @@ func TestClientAbandonsFrozenMember(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three etcd members")
 	}
-	var lns []net.Listener
-	var voters []Voter
-	for i := 1; i <= 3; i++ {
-		ln, v := listen(t)
-		v.ID = int32(i)
-		lns = append(lns, ln)
-		voters = append(voters, v)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	nodes := make([]*Node, 3)
-	errs := make(chan error, 3)
-	for i := range 3 {
-		go func() {
-			n, err := Start(ctx, Config{NodeID: int32(i + 1), Dir: t.TempDir(), Listener: lns[i], Voters: voters, ClusterToken: "frozen", Logger: quiet()})
-			nodes[i] = n
-			errs <- err
-		}()
-	}
-	for range 3 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range nodes {
-		defer n.Close()
-	}
+	voters := startVoters(t, ctx, 3, "frozen")
 	proxy := newFreezeProxy(t, voters[2].Addr())
 	cli, err := clientv3.New(ClientConfig(nil, proxy.URL()))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-io/strata/internal/parallel"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -33,6 +34,35 @@ func client(t *testing.T, endpoints ...string) *clientv3.Client {
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// startVoters starts n members, node ids 1..n, each on its own listener
+// (listen), at once (each Start waits for a quorum), and returns them as
+// voters; t's cleanup closes them.
+func startVoters(t *testing.T, ctx context.Context, n int, token string) []Voter {
+	t.Helper()
+	lns := make([]net.Listener, n)
+	voters := make([]Voter, n)
+	for i := range n {
+		lns[i], voters[i] = listen(t)
+		voters[i].ID = int32(i + 1)
+	}
+	nodes := make([]*Node, n)
+	t.Cleanup(func() {
+		for _, nd := range nodes {
+			if nd != nil {
+				nd.Close()
+			}
+		}
+	})
+	if err := parallel.ForEach(n, n, func(i int) error {
+		var err error
+		nodes[i], err = Start(ctx, Config{NodeID: int32(i + 1), Dir: t.TempDir(), Listener: lns[i], Voters: voters, ClusterToken: token, Logger: quiet()})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return voters
+}
 
 func TestParseVoters(t *testing.T) {
 	vs, err := ParseVoters("1@127.0.0.1:19193, 2@[::1]:19293,3@h:1")
@@ -136,33 +166,9 @@ func TestThreeMembersAndLearner(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four etcd members")
 	}
-	var lns []net.Listener
-	var voters []Voter
-	for i := 1; i <= 3; i++ {
-		ln, v := listen(t)
-		v.ID = int32(i)
-		lns = append(lns, ln)
-		voters = append(voters, v)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	nodes := make([]*Node, 3)
-	errs := make(chan error, 3)
-	for i := range 3 {
-		go func() {
-			n, err := Start(ctx, Config{NodeID: int32(i + 1), Dir: t.TempDir(), Listener: lns[i], Voters: voters, ClusterToken: "t3", Logger: quiet()})
-			nodes[i] = n
-			errs <- err
-		}()
-	}
-	for range 3 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, n := range nodes {
-		defer n.Close()
-	}
+	voters := startVoters(t, ctx, 3, "t3")
 	var eps []string
 	for _, v := range voters {
 		eps = append(eps, v.URL())
