@@ -222,6 +222,33 @@ func freePort(t *testing.T) string {
 	return port
 }
 
+// startupWarnings starts cmd, a `strata serve` logging as text, and
+// returns the WARN lines of its log up to "strata broker listening"; t's
+// cleanup kills it.
+func startupWarnings(t *testing.T, cmd *exec.Cmd) []string {
+	t.Helper()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	var warns []string
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, "level=WARN") {
+			warns = append(warns, line)
+		}
+		if strings.Contains(line, "strata broker listening") {
+			break
+		}
+	}
+	return warns
+}
+
 // TestServeWarnings checks the startup warnings: Kafka's thread-pool
 // settings named in one line, an unknown STRATA_ variable with a
 // suggestion, the deprecated doubled prefix.
@@ -233,25 +260,10 @@ func TestServeWarnings(t *testing.T) {
 		"--strata.metrics.listener", "", "--override", "num.io.threads=16", "--override", "num.network.threads=4",
 		"--offsets.topic.num.partitions", "1", "--transaction.state.log.num.partitions", "1")
 	cmd.Env = append(os.Environ(), "STRATA_DURABLE_ACK=false", "STRATA_STRATA_LOG_FORMAT=text", "STRATA_BROKERS=x:1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
 	var warns []string
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.Contains(line, "level=WARN") {
-			_, msg, _ := strings.Cut(line, "msg=")
-			warns = append(warns, msg)
-		}
-		if strings.Contains(line, "strata broker listening") {
-			break
-		}
+	for _, line := range startupWarnings(t, cmd) {
+		_, msg, _ := strings.Cut(line, "msg=")
+		warns = append(warns, msg)
 	}
 	want := []string{
 		`"accepted without effect: num.io.threads, num.network.threads (Kafka thread-pool settings with no meaning in Strata: each connection is served by its own goroutines and background work runs on its own loops, so there is no pool to size)"`,
@@ -308,25 +320,7 @@ func TestServeWarnsLoopbackAdvertised(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "serve", "--log.dirs", t.TempDir(), "--listeners", "PLAINTEXT://0.0.0.0:0",
 		"--strata.metrics.listener", "", "--offsets.topic.num.partitions", "1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	var warns []string
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.Contains(line, "level=WARN") {
-			warns = append(warns, line)
-		}
-		if strings.Contains(line, "strata broker listening") {
-			break
-		}
-	}
+	warns := startupWarnings(t, cmd)
 	if len(warns) != 1 || !strings.Contains(warns[0], `msg="listener binds every interface but is advertised as 127.0.0.1: clients on other machines are sent to 127.0.0.1 and cannot connect; set advertised.listeners to an address they reach" listener=PLAINTEXT addr=`) {
 		t.Errorf("warnings: %q", warns)
 	}
