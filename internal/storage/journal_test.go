@@ -273,23 +273,7 @@ func TestJournalOneFsyncPerRound(t *testing.T) {
 	before := s.JournalStats().Rounds
 	// Appends pile up while a round is held back, as they do while a
 	// round's fsync is under way.
-	s.roundMu.Lock()
-	var wg sync.WaitGroup
-	for _, l := range logs {
-		res, err := l.Append(mkBatch(t, 1, "x", 1), AppendOptions{LeaderEpoch: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := l.WaitDurable(context.Background(), res.LastOffset+1); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	s.roundMu.Unlock()
-	wg.Wait()
+	appendInOneRound(t, s, logs, 1, map[int][]ackedBatch{}, func(int) []byte { return mkBatch(t, 1, "x", 1) })
 	rounds := s.JournalStats().Rounds - before
 	got := ops.take()
 	fsys.SetHook(nil)
@@ -436,6 +420,34 @@ func TestJournalCrashAtEveryStep(t *testing.T) {
 	}
 }
 
+// appendInOneRound appends batch(i) to every log i at leader epoch
+// epoch while s's round waits, so that the appends pile up into one sync
+// round, then waits until each is durable (at once, as producers do) and
+// records it in acked. Any failure fails t.
+func appendInOneRound(t *testing.T, s *Syncer, logs []*Log, epoch int32, acked map[int][]ackedBatch, batch func(i int) []byte) {
+	t.Helper()
+	s.roundMu.Lock()
+	var wg sync.WaitGroup
+	for i, l := range logs {
+		b := batch(i)
+		res, err := l.Append(b, AppendOptions{LeaderEpoch: epoch})
+		if err != nil {
+			s.roundMu.Unlock()
+			t.Fatal(err)
+		}
+		acked[i] = append(acked[i], ackedBatch{res.BaseOffset, b})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.WaitDurable(context.Background(), res.LastOffset+1); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	s.roundMu.Unlock()
+	wg.Wait()
+}
+
 // TestJournalRoundInParts: a round larger than journalPart (eight
 // partitions of ~400 KiB each) is built and written in parts, fsynced
 // once, and a power cut right after it loses none of it: the replay finds
@@ -468,26 +480,10 @@ func TestJournalRoundInParts(t *testing.T) {
 		return nil
 	})
 	before := s.JournalStats()
-	s.roundMu.Lock() // the appends pile up into one round
-	var wg sync.WaitGroup
-	for i, l := range logs {
-		b := recordtest.Batch(record.BatchHeader{PartitionLeaderEpoch: -1, BaseTimestamp: 1, ProducerID: -1, BaseSequence: -1},
+	appendInOneRound(t, s, logs, 0, acked, func(int) []byte {
+		return recordtest.Batch(record.BatchHeader{PartitionLeaderEpoch: -1, BaseTimestamp: 1, ProducerID: -1, BaseSequence: -1},
 			record.Record{Value: big})
-		res, err := l.Append(b, AppendOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		acked[i] = append(acked[i], ackedBatch{res.BaseOffset, b})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := l.WaitDurable(context.Background(), res.LastOffset+1); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	s.roundMu.Unlock()
-	wg.Wait()
+	})
 	fsys.SetHook(nil)
 	after := s.JournalStats()
 	if after.Rounds-before.Rounds != 1 || after.Bytes-before.Bytes < 2*journalPart || writes < 2 {
@@ -513,25 +509,7 @@ func TestSyncFSRoundNewDirs(t *testing.T) {
 	s, logs := journalDir(t, fsys, parts, testConfig(), 1<<20, false)
 	ops := countOps(fsys)
 	acked := map[int][]ackedBatch{}
-	s.roundMu.Lock() // the first appends pile up into one round
-	var wg sync.WaitGroup
-	for i, l := range logs {
-		b := mkBatch(t, 2, "first", 1)
-		res, err := l.Append(b, AppendOptions{LeaderEpoch: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
-		acked[i] = append(acked[i], ackedBatch{res.BaseOffset, b})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := l.WaitDurable(context.Background(), res.LastOffset+1); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	s.roundMu.Unlock()
-	wg.Wait()
+	appendInOneRound(t, s, logs, 3, acked, func(int) []byte { return mkBatch(t, 2, "first", 1) })
 	got := ops.take()
 	fsys.SetHook(nil)
 	if got["syncfs"] != 1 || got["sync"] != 0 || got["syncdir"] != 0 {
