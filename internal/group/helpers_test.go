@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -311,12 +313,7 @@ func commitReq(group, memberID string, gen int32, topic string, offsets map[int3
 	r.Group, r.MemberID, r.Generation = group, memberID, gen
 	t := kmsg.NewOffsetCommitRequestTopic()
 	t.Topic = topic
-	ps := make([]int32, 0, len(offsets))
-	for p := range offsets {
-		ps = append(ps, p)
-	}
-	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
-	for _, p := range ps {
+	for _, p := range slices.Sorted(maps.Keys(offsets)) {
 		rp := kmsg.NewOffsetCommitRequestTopicPartition()
 		rp.Partition, rp.Offset, rp.LeaderEpoch = p, offsets[p], 3
 		md := "m"

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -95,12 +96,7 @@ func txnReq(group string, pid int64, gen int32, member, topic string, offsets ma
 	r.Generation, r.MemberID = gen, member
 	t := kmsg.NewTxnOffsetCommitRequestTopic()
 	t.Topic = topic
-	ps := make([]int32, 0, len(offsets))
-	for p := range offsets {
-		ps = append(ps, p)
-	}
-	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
-	for _, p := range ps {
+	for _, p := range slices.Sorted(maps.Keys(offsets)) {
 		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
 		rp.Partition, rp.Offset, rp.LeaderEpoch = p, offsets[p], 4
 		md := "txn"
