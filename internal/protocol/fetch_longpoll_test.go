@@ -2,15 +2,10 @@ package protocol
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/strata-io/strata/internal/broker"
-	"github.com/strata-io/strata/internal/config"
-	"github.com/strata-io/strata/internal/record"
-	"github.com/strata-io/strata/internal/record/recordtest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -26,21 +21,12 @@ type longPollRig struct {
 }
 
 func newLongPollRig(t *testing.T) *longPollRig {
-	cfg, err := config.LoadBroker("", nil, map[string]string{"log.dirs": t.TempDir(), "strata.metrics.listener": "", "strata.durable.acks": "false"})
-	if err != nil {
+	br := openTestBroker(t, map[string]string{"strata.durable.acks": "false"}, "t", 3)
+	if _, err := br.CreateTopic(broker.CreateTopicRequest{Name: "u", NumPartitions: 1, ReplicationFactor: 1}); err != nil {
 		t.Fatal(err)
 	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	br, err := broker.Open(cfg, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { br.Close() })
-	r := &longPollRig{t: t, br: br, parts: map[string][]*broker.Partition{}}
+	r := &longPollRig{t: t, br: br, srv: newTestServer(t, br), parts: map[string][]*broker.Partition{}}
 	for name, n := range map[string]int32{"t": 3, "u": 1} {
-		if _, err := br.CreateTopic(broker.CreateTopicRequest{Name: name, NumPartitions: n, ReplicationFactor: 1}); err != nil {
-			t.Fatal(err)
-		}
 		for i := range n {
 			p, err := br.Partition(name, i)
 			if err != nil {
@@ -50,17 +36,12 @@ func newLongPollRig(t *testing.T) *longPollRig {
 			r.append(p)
 		}
 	}
-	if r.srv, err = New(Config{Broker: br, Logger: logger}); err != nil {
-		t.Fatal(err)
-	}
 	return r
 }
 
 func (r *longPollRig) append(p *broker.Partition) {
 	r.t.Helper()
-	h := recordtest.NoProducer
-	h.PartitionLeaderEpoch, h.BaseTimestamp = 0, time.Now().UnixMilli()
-	if _, err := p.Append(context.Background(), recordtest.Batch(h, record.Record{Value: []byte("v")}), 1); err != nil {
+	if err := appendValue(p, []byte("v"), 1); err != nil {
 		r.t.Fatal(err)
 	}
 }
