@@ -176,7 +176,7 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 	}
 
 	// Room on the disk above the free-space reserve (reserve.go).
-	if err := l.opts.Reserve.take(int64(len(records))); err != nil {
+	if err := l.reserve.take(int64(len(records))); err != nil {
 		return res, fmt.Errorf("append to %s: %w", l.dir, err)
 	}
 	// Roll if needed (Kafka's UnifiedLog.maybeRoll), then assign offsets in place.
@@ -240,13 +240,16 @@ func (l *Log) writeLocked(records []byte, batches []record.Batch, end int64) err
 		}
 	}
 	s := l.active
+	if err := l.loadWriter(s); err != nil {
+		return fmt.Errorf("active segment %d: %v: %w", s.base, err, kerr.KafkaStorageError)
+	}
 	pos := s.size.Load()
 	f, err := s.writeFile()
 	if err != nil {
 		return fmt.Errorf("write: %v: %w", err, kerr.KafkaStorageError)
 	}
 	if _, err := f.WriteAt(records, pos); err != nil {
-		l.opts.Reserve.noteWriteError(err)
+		l.reserve.noteWriteError(err)
 		// Leave no byte behind: cut the file back to the last whole batch.
 		if terr := f.Truncate(pos); terr != nil {
 			return l.fail(fmt.Errorf("write failed (%v) and truncate failed: %w", err, terr))
@@ -287,8 +290,8 @@ func (l *Log) flushPolicyLocked(cfg *Config, nowT time.Time) error {
 		}
 	case l.mark.leo-l.recoveryPoint.Load() >= cfg.FlushMessages:
 		return l.flushLocked()
-	case cfg.FlushMs != math.MaxInt64 && nowT.Sub(l.lastFlush).Milliseconds() >= cfg.FlushMs:
-		l.lastFlush = nowT
+	case cfg.FlushMs != math.MaxInt64 && sinceMs(nowT, l.lastFlush) >= cfg.FlushMs:
+		l.lastFlush = nowT.UnixNano()
 		l.syncer.request(l)
 	}
 	return nil
@@ -392,6 +395,9 @@ func (l *Log) validate(records []byte, cfg *Config, opts AppendOptions) ([]recor
 // would not fit or it is too old (Kafka's LogSegment.shouldRoll).
 func (l *Log) maybeRollForAppend(incoming, incomingMaxTs, incomingLast, nowMs int64, cfg *Config) error {
 	s := l.active
+	if err := l.loadWriter(s); err != nil {
+		return fmt.Errorf("active segment %d: %v: %w", s.base, err, kerr.KafkaStorageError)
+	}
 	size := s.size.Load()
 	if size == 0 {
 		return nil
@@ -481,7 +487,7 @@ func (l *Log) rollLocked() error {
 	if l.flushed.leo == l.mark.leo {
 		l.flushed = l.mark
 	}
-	l.ps.expire(l.now().UnixMilli(), l.opts.ProducerIDExpiration.Milliseconds())
+	l.ps.expire(l.now().UnixMilli(), l.pidExpiration.Milliseconds())
 	if err := l.writeSnapshot(ns.base); err != nil { // also fsyncs the directory
 		return l.fail(err)
 	}

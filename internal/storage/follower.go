@@ -350,7 +350,7 @@ func (l *Log) AppendAsFollower(records []byte) (AppendResult, error) {
 			pt.openTxn(pid, b.BaseOffset())
 		}
 	}
-	if err := l.opts.Reserve.take(int64(size)); err != nil {
+	if err := l.reserve.take(int64(size)); err != nil {
 		return res, fmt.Errorf("append replicated batches to %s: %w", l.dir, err)
 	}
 	if err := l.maybeRollForAppend(int64(size), first.MaxTimestamp(), last.LastOffset(), nowT.UnixMilli(), cfg); err != nil {
@@ -466,6 +466,6 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	}
 	l.publishView(true)
 	l.checkInvariants(true)
-	l.deleter.schedule(files, l.cfg.Load().FileDeleteDelay)
+	l.deleteLater(files, l.cfg.Load().FileDeleteDelay)
 	return nil
 }

@@ -28,7 +28,7 @@ func FuzzJournalReplay(f *testing.F) {
 		kept = append(kept, b)
 	}
 	l := logs[0]
-	topicID, topic, partition := l.topicID, l.topic, l.partition
+	topicID, topic, partition := l.topicID, l.key.topic, l.key.partition
 	closeAll(f, s, logs)
 	base := fsys.Crash()
 	st, err := base.Stat("/data/j-0/" + FileName(0, LogSuffix))

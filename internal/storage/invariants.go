@@ -81,8 +81,8 @@ func (l *Log) checkSegment(s *segment, next int64, incremental bool) error {
 	defer f.Release()
 	entries := oi.snapshot()
 	from := 0
-	if incremental && s == l.invSeg {
-		from = l.invEntries
+	if incremental {
+		from = l.inv.from(s)
 	}
 	hdr := make([]byte, record.HeaderSize)
 	size := s.size.Load()
@@ -108,7 +108,7 @@ func (l *Log) checkSegment(s *segment, next int64, incremental bool) error {
 		prevRel, prevPos = r, p
 	}
 	if s == l.segs[len(l.segs)-1] {
-		l.invSeg, l.invEntries = s, len(entries)/offsetEntrySize
+		l.inv.set(s, len(entries)/offsetEntrySize)
 	}
 	if incremental {
 		return nil

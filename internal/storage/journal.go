@@ -496,7 +496,7 @@ func parseJrec(b []byte) (jkey, jrec, bool) {
 }
 
 // recordSize is the journal bytes of a record of n payload bytes for l.
-func recordSize(l *Log, n int64) int64 { return jrnlFixedHeader + int64(len(l.topic)) + n }
+func recordSize(l *Log, n int64) int64 { return jrnlFixedHeader + int64(len(l.key.topic)) + n }
 
 // appendJrecHeader appends a record's header for n payload bytes of l at
 // (segBase, segPos) to buf; the payload must follow, then sealJrec.
@@ -506,9 +506,9 @@ func appendJrecHeader(buf []byte, gen uint64, l *Log, segBase, segPos, n int64) 
 	buf = binary.BigEndian.AppendUint64(buf, gen)
 	buf = append(buf, jrnlKindBatches)
 	buf = append(buf, l.topicID[:]...)
-	buf = binary.BigEndian.AppendUint32(buf, uint32(l.partition))
-	buf = binary.BigEndian.AppendUint16(buf, uint16(len(l.topic)))
-	buf = append(buf, l.topic...)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(l.key.partition))
+	buf = binary.BigEndian.AppendUint16(buf, uint16(len(l.key.topic)))
+	buf = append(buf, l.key.topic...)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(segBase))
 	return binary.BigEndian.AppendUint64(buf, uint64(segPos))
 }
@@ -524,7 +524,7 @@ func (j *journal) recordsFor(l *Log) []jrec {
 	if j == nil || j.started {
 		return nil
 	}
-	k := jkey{id: l.topicID, topic: l.topic, partition: l.partition}
+	k := jkey{id: l.topicID, topic: l.key.topic, partition: l.key.partition}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	r := j.recs[k]

@@ -77,30 +77,35 @@ type writeMark struct {
 // writer at a time (Append is serialised internally); readers run
 // concurrently and take no lock across disk I/O.
 type Log struct {
-	// invSeg and invEntries are how far the invariants build has checked
-	// the active segment's offset index (see invariants.go).
-	invSeg     *segment
-	invEntries int
+	// inv is how far the invariants build has checked the active
+	// segment's offset index (see invariants.go); no bytes in other
+	// builds.
+	inv invCursor
 
-	dir       string
-	topic     string
-	partition int32
-	topicID   [16]byte // from partition.metadata
-	fsys      vfs.FS
-	logger    *slog.Logger
-	now       func() time.Time
-	opts      Options
-	cfg       atomic.Pointer[Config]
+	// The fields are grouped so that an idle log's struct stays small
+	// (issue 18: ten thousand of them on a broker); the flags are together
+	// in one word below.
+	dir     string
+	topicID [16]byte // from partition.metadata
+	fsys    vfs.FS
+	logger  *slog.Logger
+	now     func() time.Time
+	cfg     atomic.Pointer[Config] // shared with the dir's logs of the same settings (Syncer.config)
+	// From Options: the shared file cache, the log dir's free-space
+	// reserve and producer.id.expiration.ms.
+	files         *FileCache
+	reserve       *Reserve
+	pidExpiration time.Duration
 
-	syncer    *Syncer
-	ownSyncer bool
-	ck        *dirCheckpoints // root checkpoints of the log dir
-	key       tp
+	syncer *Syncer
+	ck     *dirCheckpoints // root checkpoints of the log dir
+	key    tp              // topic and partition
 
 	v atomic.Pointer[view]
 
-	// hwMu guards hwCh, replaced (closed) whenever the high watermark
-	// moves, and the waiters fired then.
+	// hwMu guards hwCh, closed (and cleared) whenever the high watermark
+	// moves, and the waiters fired then. hwCh is made by the first
+	// HighWatermarkChanged after a move: an idle log holds none.
 	hwMu    sync.Mutex
 	hwCh    chan struct{}
 	waiters []waiterReg
@@ -120,13 +125,13 @@ type Log struct {
 	recoveryPoint atomic.Int64 // flushed.leo
 	cuts          uint64       // truncations so far (TruncateTo, TruncateFullyAndStartAt); see markFlushed
 	ckptRecovery  int64        // recovery point last set in the log dir checkpoint
-	// deferSync: opened with Options.DeferSync; recovery fsyncs nothing,
-	// the Syncer's StartJournal makes the dir durable (one SyncFS).
-	deferSync bool
-	ps        *producerState
-	epochs    epochCache
-	recEpochs []EpochEntry // epochs seen by recovery (load only)
-	dirty     bool         // active segment has unsynced bytes
+	ps            *producerState
+	epochs        epochCache
+	recEpochs     []EpochEntry // epochs seen by recovery (load only)
+	// epochVer counts changes to the history or its file; AssignEpochs
+	// finds with it that nothing came between its phases.
+	epochVer uint64
+	dirty    bool // active segment has unsynced bytes
 	// changed: what a clean start reads (the producer snapshot at the log
 	// end, the active segment's index files) is out of date on disk, so
 	// Close must write it; a log that only served reads since it opened
@@ -146,18 +151,29 @@ type Log struct {
 	// epochUnsynced: the leader epoch checkpoint was written without
 	// fsync; the directory's first sync fsyncs it.
 	epochUnsynced bool
-	// epochDisk is what the leader epoch checkpoint file holds (as read
-	// at open or last written), nil when not known: a write of the same
-	// content is skipped (writeEpochCheckpoint).
-	epochDisk []byte
 	// epochStale: the file still holds trailing epochs that the open
 	// dropped from memory (their start is at or past the log end, so a
 	// load drops them again); it is rewritten before the log end moves
 	// past them (writeLocked), unless a write came first. See loadEpochs.
 	epochStale bool
-	// epochVer counts changes to the history or its file; AssignEpochs
-	// finds with it that nothing came between its phases.
-	epochVer uint64
+	// recFull: this Open's recovery read the whole log (nothing below a
+	// recovery point was trusted), so the batches rebuilt the whole leader
+	// epoch history (recEpochs) and an unreadable checkpoint file left by
+	// a power cut before the directory's first sync can be ignored.
+	recFull bool
+	// hwTrusted: the log stopped being replicated in this incarnation
+	// (UnsetReplicated): its high watermark, its own fsynced end since,
+	// is committed, and replication starting again may keep it.
+	hwTrusted bool
+	// ownSyncer: the log made its Syncer (Options.Syncer was nil).
+	ownSyncer bool
+	// deferSync: opened with Options.DeferSync; recovery fsyncs nothing,
+	// the Syncer's StartJournal makes the dir durable (one SyncFS).
+	deferSync bool
+	closed    bool
+	// idxDisk: the active segment's in-memory indexes, as the open left
+	// them, are those of its index files (see idleWriter).
+	idxDisk bool
 	// epochFence is the newest epoch an AssignEpochs batch took up for
 	// this log (0: none): from its first phase on, Append refuses records
 	// of an older leader epoch. Otherwise a leadership still serving the
@@ -167,11 +183,10 @@ type Log struct {
 	// that read them that its epoch ended before them (Kafka's makeLeader
 	// holds the partition's leaderIsrUpdateLock against appends).
 	epochFence int32
-	// recFull: this Open's recovery read the whole log (nothing below a
-	// recovery point was trusted), so the batches rebuilt the whole leader
-	// epoch history (recEpochs) and an unreadable checkpoint file left by
-	// a power cut before the directory's first sync can be ignored.
-	recFull bool
+	// epochDisk is what the leader epoch checkpoint file holds (as read
+	// at open or last written), nil when not known: a write of the same
+	// content is skipped (writeEpochCheckpoint).
+	epochDisk []byte
 	// metaPending: partition.metadata could not be written at open (a
 	// full disk after a crash took the unsynced file); it is written
 	// before the directory's first fsync (writePendingMeta).
@@ -180,9 +195,8 @@ type Log struct {
 	// segments not yet fsynced; the recovery point checkpoint moves past
 	// them once a sync round or Flush covered them.
 	closing   []*SegmentFile
-	lastFlush time.Time
+	lastFlush int64 // l.now() in Unix nanoseconds at the last flush (flush.ms)
 	failed    error
-	closed    bool
 	deleter   *deleter
 	// completing holds transactions whose marker is not yet below the high
 	// watermark: they keep the last stable offset at their first offset.
@@ -200,10 +214,11 @@ type Log struct {
 	// dir's replication-offset-checkpoint has the log; nil: it follows the
 	// fsynced end (or the log end without durable acks). See follower.go.
 	rep *replicated
-	// hwTrusted: the log stopped being replicated in this incarnation
-	// (UnsetReplicated): its high watermark, its own fsynced end since,
-	// is committed, and replication starting again may keep it.
-	hwTrusted bool
+}
+
+// sinceMs is the time from then (Unix nanoseconds) to now in milliseconds.
+func sinceMs(now time.Time, then int64) int64 {
+	return (now.UnixNano() - then) / int64(time.Millisecond)
 }
 
 // Dir returns the partition directory path.
@@ -214,8 +229,7 @@ func (l *Log) Config() Config { return *l.cfg.Load() }
 
 // UpdateConfig applies changed topic settings from the next operation on.
 func (l *Log) UpdateConfig(cfg Config) {
-	cfg = cfg.normalized()
-	l.cfg.Store(&cfg)
+	l.cfg.Store(l.syncer.config(cfg.normalized()))
 }
 
 // LogStartOffset is the first offset still readable.
@@ -291,13 +305,18 @@ func (l *Log) Size() int64 {
 func (l *Log) HighWatermarkChanged() <-chan struct{} {
 	l.hwMu.Lock()
 	defer l.hwMu.Unlock()
+	if l.hwCh == nil {
+		l.hwCh = make(chan struct{})
+	}
 	return l.hwCh
 }
 
 func (l *Log) notifyHW() {
 	l.hwMu.Lock()
-	close(l.hwCh)
-	l.hwCh = make(chan struct{})
+	if l.hwCh != nil {
+		close(l.hwCh)
+		l.hwCh = nil
+	}
 	for _, r := range l.waiters {
 		if l.wakes != nil {
 			r.w.mark(r.tag)
@@ -356,9 +375,6 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.Clock == nil {
-		opts.Clock = clock.Real()
-	}
 	if opts.ProducerIDExpiration == 0 {
 		opts.ProducerIDExpiration = 24 * time.Hour
 	}
@@ -374,15 +390,12 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 	}
 	cfg = cfg.normalized()
 	l := &Log{
-		dir: dir, topic: topic, partition: part,
-		fsys: opts.FS, logger: opts.Logger.With("partition", filepath.Base(dir)), now: opts.Clock.Now, opts: opts,
-		hwCh: make(chan struct{}),
-		ps:   newProducerState(),
+		dir: dir, fsys: opts.FS, logger: partitionLogger(opts.Logger, filepath.Base(dir)), now: time.Now,
+		files: opts.Files, reserve: opts.Reserve, pidExpiration: opts.ProducerIDExpiration,
+		ps: newProducerState(),
 
 		rebuildTxnFrom: -1,
 	}
-	l.cfg.Store(&cfg)
-	l.deleter = newDeleter(l.fsys, l.logger)
 	if opts.Syncer == nil {
 		l.syncer = NewSyncer(opts.Logger)
 		l.ownSyncer = true
@@ -390,7 +403,11 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 		l.syncer = opts.Syncer
 		l.deferSync = opts.DeferSync
 	}
+	l.cfg.Store(l.syncer.config(cfg))
 	l.key = tp{topic, part}
+	if opts.Clock != nil {
+		l.now = opts.Clock.Now // a method value: made only for a clock other than the real one
+	}
 	ck, err := l.syncer.checkpoints(l.fsys, filepath.Dir(filepath.Clean(dir)), opts.Logger, l.ownSyncer)
 	l.ck = ck
 	if err == nil {
@@ -398,13 +415,15 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 	}
 	if err != nil {
 		l.closeFiles()
-		l.deleter.close()
+		if l.deleter != nil {
+			l.deleter.close()
+		}
 		if l.ownSyncer {
 			l.syncer.shutdown() // writes no checkpoint for a log that did not open
 		}
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
-	l.lastFlush = l.now()
+	l.lastFlush = l.now().UnixNano()
 	l.mu.Lock()
 	if hw := l.ck.get(ckReplication, l.key); hw >= 0 {
 		// Replicated when it last ran: its high watermark is the one
@@ -419,9 +438,11 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 	if l.flushed == l.mark && len(l.closing) == 0 {
 		// Everything is durable: the active segment's file is closed
 		// until the first append or read reopens it through the file
-		// cache, so an idle partition holds no descriptor.
+		// cache, so an idle partition holds no descriptor, and its
+		// indexes are dropped until used.
 		l.active.closeFile()
-		l.opts.Files.remove(l.active)
+		l.files.remove(l.active)
+		l.idleWriter()
 	}
 	l.mu.Unlock()
 	return l, nil
@@ -430,8 +451,8 @@ func Open(dir string, topicID [16]byte, cfg Config, cleanShutdown bool, opts Opt
 func (l *Log) newSegment(base int64) *segment {
 	cfg := l.cfg.Load()
 	return &segment{
-		fsys: l.fsys, dir: l.dir, base: base, cache: l.opts.Files, log: l, logger: l.logger,
-		maxIndexBytes: cfg.SegmentIndexBytes, indexInterval: int64(cfg.IndexIntervalBytes),
+		base: base, log: l,
+		maxIndexBytes: cfg.SegmentIndexBytes, indexInterval: cfg.IndexIntervalBytes,
 		firstBatchTs: -1,
 	}
 }
@@ -559,6 +580,10 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	if err := l.openActive(); err != nil {
 		return err
 	}
+	// A clean open read the active segment's indexes from its files; an
+	// empty active segment has none. A recovery may hold entries its files
+	// lack (the scan from their last entry): kept in memory.
+	l.idxDisk = cleanShutdown || l.active.size.Load() == 0
 	act := l.active
 	l.mark = writeMark{leo: leo, base: act.base, pos: act.size.Load()}
 	l.setSynced(l.mark, true)
@@ -670,7 +695,7 @@ func (l *Log) readCheckpoints(dirEnts []fs.DirEntry) (rp, ls int64, err error) {
 			legacy = append(legacy, full)
 		}
 		for _, e := range ents {
-			if e.Topic != l.topic || e.Partition != l.partition {
+			if e.Topic != l.key.topic || e.Partition != l.key.partition {
 				continue
 			}
 			if k == ckRecovery && (rp < 0 || e.Offset < rp) {
@@ -919,39 +944,22 @@ func (l *Log) openActive() error {
 	}
 	defer sf.Release()
 	f := sf.f
-	if cfg.Preallocate && l.opts.Reserve.take(cfg.SegmentBytes) == nil {
+	if cfg.Preallocate && l.reserve.take(cfg.SegmentBytes) == nil {
 		// Preallocation only speeds appends up: skipped when it would
 		// reach into the log dir's free-space reserve.
 		l.fsys.Preallocate(f, cfg.SegmentBytes)
 	}
-	// Unlike Kafka, which preallocates the active segment's index files
-	// to segment.index.bytes because it memory-maps them, the active
-	// segment's indexes live in memory and are written when it closes:
-	// opening a partition changes no file.
-	s.mu.Lock()
-	oi, ti := s.oi, s.ti
-	s.mu.Unlock()
-	oi.maxEntries = int(cfg.SegmentIndexBytes) / offsetEntrySize
-	ti.maxEntries = int(cfg.SegmentIndexBytes) / timeEntrySize
-	s.maxIndexBytes = cfg.SegmentIndexBytes
-	s.indexInterval = int64(cfg.IndexIntervalBytes)
-	// Rebuild the writer's index state from the data already present.
-	b := newIndexBuilder(s.base, oi, ti, int64(cfg.IndexIntervalBytes))
-	if ts, off, err := s.maxTimestamp(); err == nil && ts >= 0 {
-		b.maxTs, b.maxTsOff = ts, off
-	}
-	b.first = s.size.Load() == 0
-	if !b.first {
+	s.firstBatchTs = -1
+	if s.size.Load() > 0 {
 		var hdr [61]byte
 		if h, err := readHeader(f, 0, hdr[:]); err == nil {
-			b.firstTs = h.maxTs
+			s.firstBatchTs = h.maxTs
 		}
-		// Bytes since the last index entry: conservatively the tail past it.
-		_, lastPos := lookupOffsetIndex(oi.snapshot(), 1<<62)
-		b.since = s.size.Load() - int64(lastPos)
 	}
-	s.bld = b
-	s.firstBatchTs = b.firstTs
+	s.bld = nil
+	if err := l.loadWriter(s); err != nil {
+		return err
+	}
 	s.createdMs = l.now().UnixMilli()
 	if st, err := f.Stat(); err == nil && s.size.Load() > 0 {
 		s.createdMs = st.ModTime().UnixMilli()
@@ -959,6 +967,63 @@ func (l *Log) openActive() error {
 	s.jitterMs = jitter(cfg)
 	l.active = s
 	return nil
+}
+
+// loadWriter makes the active segment s ready for the writer (under
+// l.mu): its indexes loaded and its index builder rebuilt from the data
+// already present. Unlike Kafka, which preallocates the active segment's
+// index files to segment.index.bytes because it memory-maps them, the
+// active segment's indexes live in memory and are written when it closes:
+// opening a partition changes no file. An idle log drops them (idleWriter)
+// and its next write, roll or close loads them again here.
+func (l *Log) loadWriter(s *segment) error {
+	if s.bld != nil {
+		return nil
+	}
+	oi, ti, err := s.indexes()
+	if err != nil {
+		return err
+	}
+	cfg := l.cfg.Load()
+	oi.maxEntries = int(cfg.SegmentIndexBytes) / offsetEntrySize
+	ti.maxEntries = int(cfg.SegmentIndexBytes) / timeEntrySize
+	s.maxIndexBytes = cfg.SegmentIndexBytes
+	s.indexInterval = cfg.IndexIntervalBytes
+	b := newIndexBuilder(s.base, oi, ti, int64(cfg.IndexIntervalBytes))
+	if ts, off, err := s.maxTimestamp(); err == nil && ts >= 0 {
+		b.maxTs, b.maxTsOff = ts, off
+	}
+	b.first = s.size.Load() == 0
+	if !b.first {
+		b.firstTs = s.firstBatchTs
+		// Bytes since the last index entry: conservatively the tail past it.
+		_, lastPos := lookupOffsetIndex(oi.snapshot(), 1<<62)
+		b.since = s.size.Load() - int64(lastPos)
+	}
+	s.bld = b
+	return nil
+}
+
+// idleWriter drops the active segment's in-memory indexes and index
+// builder (under l.mu) when its index files on disk hold the same
+// entries: the open read them from these files (l.idxDisk: a clean open,
+// or an empty segment; a missing or unreadable file is rebuilt from the
+// .log by the next load as by this one) and nothing was written to the
+// log since (l.changed is false). Ten thousand idle partitions
+// then hold no index memory; readers load the indexes on demand through
+// the file cache (whose eviction drops them again, evictActive) and the
+// writer through loadWriter.
+func (l *Log) idleWriter() {
+	s := l.active
+	if l.changed || !l.idxDisk || s == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.pinned == 0 {
+		s.bld = nil
+		s.oi, s.ti = nil, nil
+	}
+	s.mu.Unlock()
 }
 
 // evictActive closes the file of l's active segment s for the file cache:
@@ -982,6 +1047,7 @@ func (l *Log) evictActive(s *segment) bool {
 		}
 	}
 	s.closeFile()
+	l.idleWriter()
 	return true
 }
 
@@ -1009,7 +1075,21 @@ func (l *Log) closeActiveFiles(s *segment, syncLog, deferSync bool) error {
 	s.mu.Lock()
 	oi, ti, active := s.oi, s.ti, s.active
 	s.mu.Unlock()
-	if !active || oi == nil {
+	if !active {
+		return nil
+	}
+	if s.bld == nil {
+		// Dropped while idle (idleWriter): the files on disk are current.
+		if err := l.loadWriter(s); errors.Is(err, errSegmentGone) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("close segment %d: %w", s.base, err)
+		}
+		s.mu.Lock()
+		oi, ti = s.oi, s.ti
+		s.mu.Unlock()
+	}
+	if oi == nil {
 		return nil
 	}
 	s.bld.finish()
@@ -1057,8 +1137,8 @@ func (l *Log) closeFiles() {
 		s.active = false
 		s.mu.Unlock()
 		s.unloadClosed()
-		if s.cache != nil {
-			s.cache.remove(s)
+		if s.log.files != nil {
+			s.log.files.remove(s)
 		}
 	}
 }
@@ -1245,7 +1325,7 @@ func (l *Log) flushLocked() error {
 	if l.flushed.leo == l.mark.leo && len(l.closing) == 0 {
 		// Nothing written since the last fsync: nothing to flush.
 		l.dirty = false
-		l.lastFlush = l.now()
+		l.lastFlush = l.now().UnixNano()
 		return l.setRecoveryPoint(l.mark.leo, false)
 	}
 	if err := l.syncDirsLocked(); err != nil {
@@ -1266,7 +1346,7 @@ func (l *Log) flushLocked() error {
 	}
 	l.releaseClosing()
 	l.dirty = false
-	l.lastFlush = l.now()
+	l.lastFlush = l.now().UnixNano()
 	moved := l.mark.leo > l.synced.leo
 	l.setSynced(l.mark, true)
 	if moved {
@@ -1343,12 +1423,15 @@ func (l *Log) close(deferSync bool) error {
 	l.closed = true
 	l.releaseClosing()
 	l.closeFiles()
+	del := l.deleter
 	l.mu.Unlock()
 	l.syncer.forget(l)
 	if l.ownSyncer {
 		errs = append(errs, l.syncer.Close())
 	}
-	l.deleter.close()
+	if del != nil {
+		del.close()
+	}
 	l.notifyHW()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close %s: %w", l.dir, err)
@@ -1384,18 +1467,29 @@ func (l *Log) delete(syncParent bool) error {
 	return nil
 }
 
+// deleteLater unlinks files (renamed .deleted files) after delay, or at
+// once when the log is closed (under l.mu). The deleter is made by the
+// first delete: an idle log holds none.
+func (l *Log) deleteLater(files []string, delay time.Duration) {
+	if l.deleter == nil {
+		l.deleter = newDeleter(l.fsys, l.logger)
+		l.deleter.closed = l.closed // Close is past: unlinked at once
+	}
+	l.deleter.schedule(files, delay)
+}
+
 // deleter unlinks renamed .deleted files after file.delete.delay.ms. Close
 // stops the timers and deletes what is still pending.
 type deleter struct {
 	fsys    vfs.FS
 	logger  *slog.Logger
 	mu      sync.Mutex
-	pending map[*time.Timer][]string
+	pending map[*time.Timer][]string // made by the first delayed delete
 	closed  bool
 }
 
 func newDeleter(fsys vfs.FS, logger *slog.Logger) *deleter {
-	return &deleter{fsys: fsys, logger: logger, pending: map[*time.Timer][]string{}}
+	return &deleter{fsys: fsys, logger: logger}
 }
 
 func (d *deleter) schedule(files []string, delay time.Duration) {
@@ -1415,6 +1509,9 @@ func (d *deleter) schedule(files []string, delay time.Duration) {
 			d.unlink(fs)
 		}
 	})
+	if d.pending == nil {
+		d.pending = map[*time.Timer][]string{}
+	}
 	d.pending[t] = files
 }
 

@@ -57,14 +57,28 @@ func (e *producerEntry) add(b batchMeta) {
 }
 
 // producerState is one partition's idempotent-producer table. It is only
-// touched by the partition's writer (under Log.mu).
+// touched by the partition's writer (under Log.mu). Its maps are made by
+// their first entry (setEntry, setOpen): a partition no idempotent
+// producer wrote to holds none.
 type producerState struct {
 	m    map[int64]*producerEntry
 	open map[int64]int64 // producer id -> first offset of its open transaction
 }
 
-func newProducerState() *producerState {
-	return &producerState{m: map[int64]*producerEntry{}, open: map[int64]int64{}}
+func newProducerState() *producerState { return &producerState{} }
+
+func (ps *producerState) setEntry(e *producerEntry) {
+	if ps.m == nil {
+		ps.m = map[int64]*producerEntry{}
+	}
+	ps.m[e.pid] = e
+}
+
+func (ps *producerState) setOpen(pid, first int64) {
+	if ps.open == nil {
+		ps.open = map[int64]int64{}
+	}
+	ps.open[pid] = first
 }
 
 // reindexOpen rebuilds the open-transaction set from the table.
@@ -72,7 +86,7 @@ func (ps *producerState) reindexOpen() {
 	clear(ps.open)
 	for pid, e := range ps.m {
 		if e.txnFirstOffset >= 0 {
-			ps.open[pid] = e.txnFirstOffset
+			ps.setOpen(pid, e.txnFirstOffset)
 		}
 	}
 }
@@ -114,9 +128,9 @@ func (t *producerTxn) put(e *producerEntry) {
 
 func (t *producerTxn) commit() {
 	for pid, e := range t.changed {
-		t.ps.m[pid] = e
+		t.ps.setEntry(e)
 		if e.txnFirstOffset >= 0 {
-			t.ps.open[pid] = e.txnFirstOffset
+			t.ps.setOpen(pid, e.txnFirstOffset)
 		} else {
 			delete(t.ps.open, pid)
 		}
@@ -421,7 +435,7 @@ func parseSnapshot(data []byte) (*producerState, error) {
 			}
 			e.batches = []batchMeta{{firstSeq: firstSeq, lastSeq: lastSeq, firstOffset: lastOff - int64(delta), lastOffset: lastOff}}
 		}
-		ps.m[pid] = e
+		ps.setEntry(e)
 		p = p[snapshotEntrySize:]
 	}
 	ps.reindexOpen()

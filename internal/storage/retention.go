@@ -146,7 +146,7 @@ func (l *Log) deleteSegmentsLocked(dead []*segment, newStart int64) error {
 	// Producer snapshots below the new first segment are no longer needed
 	// (the newest one is always kept).
 	l.pruneSnapshots(l.segs[0].base)
-	l.deleter.schedule(files, cfg.FileDeleteDelay)
+	l.deleteLater(files, cfg.FileDeleteDelay)
 	return nil
 }
 
@@ -192,8 +192,8 @@ func (l *Log) MaybeRoll(now time.Time) (rolled bool, err error) {
 	}
 	cfg := l.cfg.Load()
 	nowMs := now.UnixMilli()
-	l.ps.expire(nowMs, l.opts.ProducerIDExpiration.Milliseconds())
-	if !cfg.Durable && l.dirty && cfg.FlushMs != 1<<63-1 && now.Sub(l.lastFlush).Milliseconds() >= cfg.FlushMs {
+	l.ps.expire(nowMs, l.pidExpiration.Milliseconds())
+	if !cfg.Durable && l.dirty && cfg.FlushMs != 1<<63-1 && sinceMs(now, l.lastFlush) >= cfg.FlushMs {
 		if err := l.flushLocked(); err != nil {
 			return false, err
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -89,44 +88,46 @@ var errSegmentGone = errors.New("segment deleted")
 // segment is one segment of a log. Fields marked (w) belong to the single
 // writer (under Log.mu); the lazily loaded file and indexes are guarded by
 // mu; size and timestamps are atomics readers use without locks.
+//
+// A log holds one per segment, so the struct is kept small (issue 18):
+// what every segment of a log shares (file system, directory, file cache,
+// logger) is read through log, and the flags share a word.
 type segment struct {
-	fsys   vfs.FS
-	dir    string
-	base   int64
-	cache  *fileCache
-	log    *Log // owner: closing an active segment's file needs its lock (nil for the cleaner's output)
-	logger *slog.Logger
+	base int64
+	log  *Log // owner: its fsys, dir, files and logger; closing an active segment's file needs its lock
 
-	size       atomic.Int64 // bytes of whole batches in .log
-	maxTs      atomic.Int64 // largest batch maxTimestamp; valid when tsKnown
-	maxTsOff   atomic.Int64 // last offset of the batch carrying maxTs
-	tsKnown    atomic.Bool
-	firstTs    atomic.Int64 // maxTimestamp of the first batch, valid when firstKnown
-	firstKnown atomic.Bool
+	size       atomic.Int64                 // bytes of whole batches in .log
+	maxTs      atomic.Int64                 // largest batch maxTimestamp; valid when tsKnown
+	maxTsOff   atomic.Int64                 // last offset of the batch carrying maxTs
+	firstTs    atomic.Int64                 // maxTimestamp of the first batch, valid when firstKnown
 	txns       atomic.Pointer[[]AbortedTxn] // .txnindex entries (nil = none)
+	tsKnown    atomic.Bool
+	firstKnown atomic.Bool
 
-	mu      sync.Mutex
-	loadMu  sync.Mutex   // one loader of the file / indexes at a time (held across disk I/O; s.mu never is)
-	file    *SegmentFile // owner reference while loaded
-	fileRW  bool         // file is open read-write (the active segment's writer may use it)
-	oi      *offsetIndex
-	ti      *timeIndex
-	deleted bool
-	pinned  int        // >0 while a segment swap needs the files kept open
-	elem    *cacheElem // LRU position, guarded by cache.mu
+	mu     sync.Mutex
+	loadMu sync.Mutex   // one loader of the file / indexes at a time (held across disk I/O; s.mu never is)
+	file   *SegmentFile // owner reference while loaded
+	oi     *offsetIndex
+	ti     *timeIndex
+	elem   *cacheElem // LRU position, guarded by cache.mu
 
 	// writer state, only for the active segment (w)
-	active          bool
-	bytesSinceIndex int64
-	firstBatchTs    int64 // maxTimestamp of the first batch, -1 = none
-	createdMs       int64
-	jitterMs        int64
-	maxIndexBytes   int32
-	indexInterval   int64
-	bld             *indexBuilder // (w) active segment's index state
+	firstBatchTs  int64 // maxTimestamp of the first batch, -1 = none
+	createdMs     int64
+	jitterMs      int64
+	bld           *indexBuilder // (w) active segment's index state
+	maxIndexBytes int32
+	indexInterval int32
+	pinned        int32 // >0 while a segment swap needs the files kept open (guarded by mu)
+
+	fileRW  bool // file is open read-write (the active segment's writer may use it)
+	deleted bool
+	active  bool // (w)
 }
 
-func (s *segment) path(suffix string) string { return filepath.Join(s.dir, FileName(s.base, suffix)) }
+func (s *segment) path(suffix string) string {
+	return filepath.Join(s.log.dir, FileName(s.base, suffix))
+}
 
 // acquire returns the .log file with an extra reference, opening it if
 // needed (read-write for the active segment, which its writer uses). It
@@ -144,7 +145,7 @@ func (s *segment) acquire() (*SegmentFile, error) {
 			f := s.file
 			s.mu.Unlock()
 			if over {
-				s.cache.shrink(s)
+				s.log.files.shrink(s)
 			}
 			return f, nil
 		}
@@ -161,7 +162,7 @@ func (s *segment) acquire() (*SegmentFile, error) {
 			if rw {
 				flag = os.O_RDWR
 			}
-			f, err := s.fsys.OpenFile(s.path(LogSuffix), flag, 0)
+			f, err := s.log.fsys.OpenFile(s.path(LogSuffix), flag, 0)
 			if err != nil {
 				s.loadMu.Unlock()
 				return nil, fmt.Errorf("open segment %s: %w", s.path(LogSuffix), err)
@@ -218,7 +219,7 @@ func (s *segment) fileRef() *SegmentFile {
 // touchLocked marks s recently used in the cache (s.mu held) and reports
 // whether the cache must shrink.
 func (s *segment) touchLocked() bool {
-	return s.cache != nil && s.cache.touch(s)
+	return s.log.files.touch(s)
 }
 
 // indexes returns the offset and time indexes, loading them if needed
@@ -236,7 +237,7 @@ func (s *segment) indexes() (*offsetIndex, *timeIndex, error) {
 			over := s.touchLocked()
 			s.mu.Unlock()
 			if over {
-				s.cache.shrink(s)
+				s.log.files.shrink(s)
 			}
 			return oi, ti, nil
 		}
@@ -266,8 +267,8 @@ func (s *segment) indexes() (*offsetIndex, *timeIndex, error) {
 func (s *segment) loadIndexes() (*offsetIndex, *timeIndex, error) {
 	maxOI := int(s.maxIndexBytes) / offsetEntrySize
 	maxTI := int(s.maxIndexBytes) / timeEntrySize
-	oiData, err1 := vfs.ReadFile(s.fsys, s.path(IndexSuffix))
-	tiData, err2 := vfs.ReadFile(s.fsys, s.path(TimeIndexSuffix))
+	oiData, err1 := vfs.ReadFile(s.log.fsys, s.path(IndexSuffix))
+	tiData, err2 := vfs.ReadFile(s.log.fsys, s.path(TimeIndexSuffix))
 	size := s.size.Load()
 	var oiBuf, tiBuf []byte
 	var err error
@@ -299,14 +300,14 @@ func (s *segment) loadIndexes() (*offsetIndex, *timeIndex, error) {
 // rebuildIndexes scans batch headers of [0,size) and writes fresh trimmed
 // index files for a closed segment.
 func (s *segment) rebuildIndexes(size int64) (*offsetIndex, *timeIndex, error) {
-	f, err := s.fsys.OpenFile(s.path(LogSuffix), os.O_RDONLY, 0)
+	f, err := s.log.fsys.OpenFile(s.path(LogSuffix), os.O_RDONLY, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("rebuild index of %s: %w", s.path(LogSuffix), err)
 	}
 	defer f.Close()
 	oi := &offsetIndex{maxEntries: int(s.maxIndexBytes) / offsetEntrySize}
 	ti := &timeIndex{maxEntries: int(s.maxIndexBytes) / timeEntrySize}
-	b := newIndexBuilder(s.base, oi, ti, s.indexInterval)
+	b := newIndexBuilder(s.base, oi, ti, int64(s.indexInterval))
 	var hdr [record.HeaderSize]byte
 	for pos := int64(0); pos < size; {
 		h, err := readHeader(f, pos, hdr[:])
@@ -319,7 +320,7 @@ func (s *segment) rebuildIndexes(size int64) (*offsetIndex, *timeIndex, error) {
 	b.finish()
 	// A failure to persist (a full disk) keeps the rebuilt indexes in
 	// memory only: they are rebuilt again on the next load.
-	if err := errors.Join(writeSegmentIndexes(s.fsys, s, writeIndexFile, nil, ti.buf, oi.buf)...); err != nil {
+	if err := errors.Join(writeSegmentIndexes(s.log.fsys, s, writeIndexFile, nil, ti.buf, oi.buf)...); err != nil {
 		s.persistErr(err)
 	}
 	s.maxTs.Store(b.maxTs)
@@ -383,11 +384,7 @@ func writeFileNoSync(fsys vfs.FS, name string, data []byte) error {
 
 // persistErr logs an index that could not be written (kept in memory).
 func (s *segment) persistErr(err error) {
-	lg := s.logger
-	if lg == nil {
-		lg = slog.Default()
-	}
-	lg.Warn("keeping rebuilt index in memory only: cannot write it", "base", s.base, "err", err)
+	s.log.logger.Warn("keeping rebuilt index in memory only: cannot write it", "base", s.base, "err", err)
 }
 
 // unload drops the open file and the in-memory indexes (cache eviction).
@@ -444,8 +441,8 @@ func (s *segment) markDeleted() {
 	}
 	s.oi, s.ti = nil, nil
 	s.mu.Unlock()
-	if s.cache != nil {
-		s.cache.remove(s)
+	if s.log.files != nil {
+		s.log.files.remove(s)
 	}
 }
 

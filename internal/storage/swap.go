@@ -90,11 +90,11 @@ func (w *SegmentWriter) Append(batch []byte) error {
 	}
 	// Cleaner output stops at the free-space reserve too (the cleaning
 	// fails; the log keeps its old segments).
-	if err := w.l.opts.Reserve.take(int64(len(batch))); err != nil {
+	if err := w.l.reserve.take(int64(len(batch))); err != nil {
 		return fmt.Errorf("write cleaned segment %d: %w", w.seg.base, err)
 	}
 	if _, err := w.f.WriteAt(batch, w.size); err != nil {
-		w.l.opts.Reserve.noteWriteError(err)
+		w.l.reserve.noteWriteError(err)
 		return fmt.Errorf("write cleaned segment %d: %w", w.seg.base, err)
 	}
 	w.bld.add(h, w.size)
@@ -383,7 +383,7 @@ func (l *Log) ReplaceSegments(old []int64, replacements []*SegmentWriter) error 
 	for _, s := range dead {
 		s.markDeleted()
 	}
-	l.deleter.schedule(deleted, l.cfg.Load().FileDeleteDelay)
+	l.deleteLater(deleted, l.cfg.Load().FileDeleteDelay)
 	return nil
 }
 

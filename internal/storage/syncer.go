@@ -29,6 +29,12 @@ type Syncer struct {
 	ckMu  sync.Mutex
 	ckpts map[ckKey]*dirCheckpoints // root checkpoint files per log dir
 
+	// cfgs shares one immutable *Config among the logs of the dir with
+	// the same settings (most partitions of a topic, most topics): a
+	// partition holds a pointer, not its own copy (config).
+	cfgMu sync.Mutex
+	cfgs  map[Config]*Config
+
 	// roundMu: one group-commit round (or journal barrier) at a time.
 	roundMu sync.Mutex
 	// jrnl is the log dir's write-ahead journal (OpenJournal), nil when
@@ -146,6 +152,26 @@ func (s *Syncer) journalCut(l *Log, offset int64) error {
 		return nil // nothing journaled since the start: nothing to void
 	}
 	return j.writeTruncate(l, offset)
+}
+
+// maxSharedConfigs bounds Syncer.cfgs: past it the table starts over
+// (logs keep their pointers; only the sharing of later ones is lost).
+const maxSharedConfigs = 1024
+
+// config returns a shared copy of the (normalized) cfg. The Config a log
+// points to is never modified: UpdateConfig swaps the pointer.
+func (s *Syncer) config(cfg Config) *Config {
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
+	if c, ok := s.cfgs[cfg]; ok {
+		return c
+	}
+	if s.cfgs == nil || len(s.cfgs) >= maxSharedConfigs {
+		s.cfgs = map[Config]*Config{}
+	}
+	c := &cfg
+	s.cfgs[cfg] = c
+	return c
 }
 
 // DefaultDirFileCache is how many segment files (closed and active

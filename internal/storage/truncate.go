@@ -148,7 +148,7 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 	l.lsoPos.Store(nil) // offsets past the cut may be rewritten elsewhere
 	l.publishView(true)
 	l.checkInvariants(true)
-	l.deleter.schedule(files, l.cfg.Load().FileDeleteDelay)
+	l.deleteLater(files, l.cfg.Load().FileDeleteDelay)
 	return end, nil
 }
 
