@@ -62,7 +62,7 @@ type dirCheckpoints struct {
 	mu    sync.Mutex
 	ready bool // files loaded without error
 	ents  [ckKinds]map[tp]int64
-	owned map[tp]bool // partitions set or removed through this registry
+	owned map[tp]bool // partitions set or removed through this registry (merge only)
 	// repl are the logs whose high watermark replication decides: their
 	// ckReplication entries are refreshed from them at each write.
 	repl      map[tp]*Log
@@ -89,7 +89,10 @@ type deferredPoint struct {
 }
 
 func newDirCheckpoints(fsys vfs.FS, dir string, logger *slog.Logger, merge bool) *dirCheckpoints {
-	c := &dirCheckpoints{fsys: fsys, dir: dir, logger: logger, merge: merge, owned: map[tp]bool{}, repl: map[tp]*Log{}}
+	c := &dirCheckpoints{fsys: fsys, dir: dir, logger: logger, merge: merge, repl: map[tp]*Log{}}
+	if merge {
+		c.owned = map[tp]bool{}
+	}
 	for k := range c.ents {
 		c.ents[k] = map[tp]int64{}
 	}
@@ -254,12 +257,22 @@ func (c *dirCheckpoints) get(kind int, key tp) int64 {
 	return -1
 }
 
+// own records (c.mu held) that key's entries are this registry's to
+// write. Only a merging registry needs to know (persist keeps the file's
+// other entries); a dir's shared registry writes all entries, so it keeps
+// no set of ten thousand partitions.
+func (c *dirCheckpoints) own(key tp) {
+	if c.merge {
+		c.owned[key] = true
+	}
+}
+
 // set changes an entry in memory (persist makes it durable); urgent asks
 // the end of the next group-commit round to write the file.
 func (c *dirCheckpoints) set(kind int, key tp, off int64, urgent bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.owned[key] = true
+	c.own(key)
 	if v, ok := c.ents[kind][key]; ok && v == off {
 		return
 	}
@@ -274,7 +287,7 @@ func (c *dirCheckpoints) set(kind int, key tp, off int64, urgent bool) {
 func (c *dirCheckpoints) remove(key tp) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.owned[key] = true
+	c.own(key)
 	delete(c.repl, key)
 	for k := range c.ents {
 		if _, ok := c.ents[k][key]; ok {
@@ -319,9 +332,12 @@ func (c *dirCheckpoints) persist(kind int, force bool) error {
 	for key, off := range c.ents[kind] {
 		mine[key] = off
 	}
-	owned := make(map[tp]bool, len(c.owned))
-	for key := range c.owned {
-		owned[key] = true
+	var owned map[tp]bool
+	if c.merge {
+		owned = make(map[tp]bool, len(c.owned))
+		for key := range c.owned {
+			owned[key] = true
+		}
 	}
 	c.mu.Unlock()
 	name := filepath.Join(c.dir, ckNames[kind])
@@ -360,7 +376,7 @@ func (c *dirCheckpoints) persist(kind int, force bool) error {
 func (c *dirCheckpoints) track(key tp, l *Log) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.owned[key] = true
+	c.own(key)
 	c.repl[key] = l
 }
 
@@ -373,7 +389,7 @@ func (c *dirCheckpoints) untrack(key tp, l *Log, hw int64) {
 		return
 	}
 	delete(c.repl, key)
-	c.owned[key] = true
+	c.own(key)
 	if cur, ok := c.ents[ckReplication][key]; hw < 0 && ok {
 		delete(c.ents[ckReplication], key)
 		c.version[ckReplication]++
