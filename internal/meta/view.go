@@ -47,6 +47,10 @@ type View struct {
 	Deletions map[string]map[int32]bool
 	// Scram holds every user's SCRAM credentials (scram.go).
 	Scram map[string]ScramUser
+
+	// shared holds the values partition states share (intern.go); a view
+	// and the views applied from it use the same table.
+	shared *interner
 }
 
 type candidate struct {
@@ -59,7 +63,7 @@ func NewView() *View {
 	return &View{Brokers: map[int32]*Broker{}, Topics: map[string]*Topic{}, TopicsByID: map[string]*Topic{},
 		Parts: map[string][]Partition{}, BrokerConfigs: map[int32]map[string]string{}, Controller: -1,
 		candidates: map[string]candidate{}, ACLs: map[string]authz.ACL{}, Quotas: map[string]ClientQuota{},
-		Deletions: map[string]map[int32]bool{}, Scram: map[string]ScramUser{}}
+		Deletions: map[string]map[int32]bool{}, Scram: map[string]ScramUser{}, shared: newInterner()}
 }
 
 // Live reports whether broker id is registered.
@@ -160,6 +164,9 @@ type event struct {
 func (v *View) apply(k Keys, rev int64, evs []event) (*View, error) {
 	nv := *v
 	nv.Rev = rev
+	if nv.shared == nil {
+		nv.shared = newInterner()
+	}
 	copied := map[keyKind]bool{}
 	cp := func(kind keyKind) {
 		if copied[kind] {
@@ -230,6 +237,7 @@ func (v *View) apply(k Keys, rev int64, evs []event) (*View, error) {
 			nv.TopicsByID[t.ID] = &t
 		case kindPartition:
 			ps := nv.Parts[tp.TopicID]
+			tp.TopicID = sharedTopicID(ps, tp.TopicID)
 			if !partsCopied[tp.TopicID] {
 				ps = slices.Clone(ps)
 				partsCopied[tp.TopicID] = true
@@ -255,7 +263,7 @@ func (v *View) apply(k Keys, rev int64, evs []event) (*View, error) {
 			for int(tp.Partition) >= len(ps) {
 				ps = append(ps, Partition{})
 			}
-			ps[tp.Partition] = Partition{TopicPartition: tp, State: st, ModRevision: ev.modRev}
+			ps[tp.Partition] = Partition{TopicPartition: tp, State: nv.shared.state(st), ModRevision: ev.modRev}
 			nv.Parts[tp.TopicID] = ps
 		case kindBrokerConfig:
 			if ev.value == nil {
