@@ -125,8 +125,15 @@ func (s *Server) leadersDetail() string {
 // the binary. It runs in the caller, once: the first ready answer comes
 // that much later. A node nobody asks whether it is ready keeps the idle
 // heap until the scavenger returns it.
+//
+// The metadata store's backend map is released at the same moment
+// (etcdnode.Node.ReleaseBackendPages: etcd reads its whole file in at
+// start).
 func (s *Server) freeStartMemory() {
 	if s.startFreed.CompareAndSwap(false, true) {
 		debug.FreeOSMemory()
+		if c := s.cluster; c != nil && c.node != nil {
+			c.node.ReleaseBackendPages()
+		}
 	}
 }
