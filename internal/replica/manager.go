@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -337,10 +338,7 @@ func (m *Manager) Remove(tp TP) {
 func (m *Manager) SetBrokers(b map[int32]Broker) {
 	m.mu.Lock()
 	m.brokers = maps.Clone(b)
-	rs := make([]*Replica, 0, len(m.replicas))
-	for _, r := range m.replicas {
-		rs = append(rs, r)
-	}
+	rs := slices.Collect(maps.Values(m.replicas))
 	m.mu.Unlock()
 	for _, r := range rs {
 		r.mu.Lock()
@@ -388,10 +386,7 @@ func (m *Manager) run() {
 			}
 		case <-tick.C:
 			m.mu.Lock()
-			rs := make([]*Replica, 0, len(m.replicas))
-			for _, r := range m.replicas {
-				rs = append(rs, r)
-			}
+			rs := slices.Collect(maps.Values(m.replicas))
 			m.mu.Unlock()
 			for _, r := range rs {
 				r.tick()
@@ -416,10 +411,7 @@ func (m *Manager) propose(r *Replica, ch *IsrChange) {
 // for a reason that says nothing about the metadata (unreachable store).
 func (m *Manager) retryProposals() {
 	m.mu.Lock()
-	rs := make([]*Replica, 0, len(m.replicas))
-	for _, r := range m.replicas {
-		rs = append(rs, r)
-	}
+	rs := slices.Collect(maps.Values(m.replicas))
 	m.mu.Unlock()
 	for _, r := range rs {
 		r.mu.Lock()
