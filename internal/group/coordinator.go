@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -357,10 +359,7 @@ func (c *Coordinator) Close() error {
 	c.cancel()
 	c.mu.Lock()
 	stopTimer(c.expiryTimer)
-	gs := make([]*group, 0, len(c.groups))
-	for _, g := range c.groups {
-		gs = append(gs, g)
-	}
+	gs := slices.Collect(maps.Values(c.groups))
 	c.mu.Unlock()
 	for _, g := range gs {
 		g.mu.Lock()

@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -19,10 +20,7 @@ const groupOperations = 1<<3 | 1<<6 | 1<<8
 // snapshot returns the live groups sorted by id.
 func (c *Coordinator) snapshot() []*group {
 	c.mu.Lock()
-	gs := make([]*group, 0, len(c.groups))
-	for _, g := range c.groups {
-		gs = append(gs, g)
-	}
+	gs := slices.Collect(maps.Values(c.groups))
 	c.mu.Unlock()
 	sort.Slice(gs, func(i, j int) bool { return gs[i].id < gs[j].id })
 	return gs

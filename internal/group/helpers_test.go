@@ -203,10 +203,7 @@ func (h *harness) do(req kmsg.Request) kmsg.Response {
 func checkConsumerWritten(t testing.TB, c *Coordinator) {
 	t.Helper()
 	c.mu.Lock()
-	gs := make([]*group, 0, len(c.groups))
-	for _, g := range c.groups {
-		gs = append(gs, g)
-	}
+	gs := slices.Collect(maps.Values(c.groups))
 	c.mu.Unlock()
 	for _, g := range gs {
 		g.mu.Lock()
