@@ -88,6 +88,19 @@ func mustAppend(t *testing.T, h *harness, kvs ...kv) {
 	}
 }
 
+// overwriteAndRoll appends n values ("0" to n-1) of key "k" and rolls
+// the segment: a closed segment in which the cleaner drops all but the
+// last.
+func overwriteAndRoll(t *testing.T, h *harness, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		mustAppend(t, h, kv{[]byte("k"), []byte(fmt.Sprint(i))})
+	}
+	if err := h.log.Roll(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestTinyMapMakesProgress: a map holding 3 keys cleans 100 distinct keys
 // in several rounds, each advancing the checkpoint, never stalling.
 func TestTinyMapMakesProgress(t *testing.T) {
@@ -133,12 +146,7 @@ func TestCheckpointPersistsAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	h := newHarness(t, dir, compactCfg(), testCleanerCfg(), nil, nil)
 	defer func() { h.close() }()
-	for i := 0; i < 10; i++ {
-		mustAppend(t, h, kv{[]byte("k"), []byte(fmt.Sprint(i))})
-	}
-	if err := h.log.Roll(); err != nil {
-		t.Fatal(err)
-	}
+	overwriteAndRoll(t, h, 10)
 	h.clean()
 	h.restart()
 	ck, err := readCheckpoint(vfs.Default(), dir+"/"+CheckpointFile)
@@ -212,12 +220,7 @@ func TestBackgroundSelectionAndMetrics(t *testing.T) {
 func TestHTTPAdmin(t *testing.T) {
 	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
 	defer h.close()
-	for i := 0; i < 10; i++ {
-		mustAppend(t, h, kv{[]byte("k"), []byte(fmt.Sprint(i))})
-	}
-	if err := h.log.Roll(); err != nil {
-		t.Fatal(err)
-	}
+	overwriteAndRoll(t, h, 10)
 	srv := httptest.NewServer(h.cl.HTTPHandler())
 	defer srv.Close()
 	resp, err := http.Post(srv.URL+"/v1/compaction/run?topic=t&partition=0", "", nil)
@@ -258,12 +261,7 @@ func TestHTTPAdmin(t *testing.T) {
 func TestFailureIsRetriedAndReported(t *testing.T) {
 	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
 	defer h.close()
-	for i := 0; i < 10; i++ {
-		mustAppend(t, h, kv{[]byte("k"), []byte(fmt.Sprint(i))})
-	}
-	if err := h.log.Roll(); err != nil {
-		t.Fatal(err)
-	}
+	overwriteAndRoll(t, h, 10)
 	h.cl.hooks.beforeSwap = func(int64) { panic("boom") }
 	err := h.cl.CleanNow(context.Background(), "t", 0)
 	if err == nil || !strings.Contains(err.Error(), "boom") {
@@ -484,12 +482,7 @@ func TestPartitionLogDir(t *testing.T) {
 	dir1, dir2 := t.TempDir(), t.TempDir()
 	h := newHarness(t, dir2, compactCfg(), testCleanerCfg(), nil, nil)
 	defer h.close()
-	for i := 0; i < 5; i++ {
-		mustAppend(t, h, kv{[]byte("k"), []byte(fmt.Sprint(i))})
-	}
-	if err := h.log.Roll(); err != nil {
-		t.Fatal(err)
-	}
+	overwriteAndRoll(t, h, 5)
 	c, err := New(testCleanerCfg(), dir1, func() []Partition {
 		return []Partition{{Topic: "t", Partition: 0, Log: h.log, LogDir: dir2}}
 	}, discardLogger(), nil)
@@ -519,12 +512,7 @@ func TestPartitionLogDir(t *testing.T) {
 func TestReaderSurvivesSwap(t *testing.T) {
 	h := newHarness(t, t.TempDir(), compactCfg(), testCleanerCfg(), nil, nil)
 	defer h.close()
-	for i := 0; i < 20; i++ {
-		mustAppend(t, h, kv{[]byte("k"), []byte(fmt.Sprint(i))})
-	}
-	if err := h.log.Roll(); err != nil {
-		t.Fatal(err)
-	}
+	overwriteAndRoll(t, h, 20)
 	res, err := h.log.Read(0, 1<<20, true)
 	if err != nil || len(res.Chunks) == 0 {
 		t.Fatalf("read: %v", err)
