@@ -7,9 +7,11 @@ import (
 	"testing"
 )
 
-// TestLoopDiskPowerCut: a power cut keeps what was fsynced and drops what
-// was only written (the page cache), and the file system mounts again.
-func TestLoopDiskPowerCut(t *testing.T) {
+// mountLoopDisk mounts a 64 MiB loop-mounted ext4 disk on a fresh
+// directory, in a mount namespace of the test's own (ShareMounts) that
+// t's cleanup leaves; the caller unmounts the disk.
+func mountLoopDisk(t *testing.T) (string, *LoopDisk) {
+	t.Helper()
 	base := t.TempDir()
 	dir := filepath.Join(base, "d")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -19,11 +21,18 @@ func TestLoopDiskPowerCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unshare()
+	t.Cleanup(func() { unshare() })
 	d, err := MountLoop(dir, filepath.Join(base, "img"), 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, d
+}
+
+// TestLoopDiskPowerCut: a power cut keeps what was fsynced and drops what
+// was only written (the page cache), and the file system mounts again.
+func TestLoopDiskPowerCut(t *testing.T) {
+	dir, d := mountLoopDisk(t)
 	write := func(name string, sync bool) {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
@@ -79,20 +88,7 @@ func TestDiskFillTo(t *testing.T) {
 		checkFillTo(t, dir, d.FillTo, d.Free)
 	})
 	t.Run("ext4", func(t *testing.T) {
-		base := t.TempDir()
-		dir := filepath.Join(base, "d")
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		unshare, err := ShareMounts(base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unshare()
-		d, err := MountLoop(dir, filepath.Join(base, "img"), 64<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
+		dir, d := mountLoopDisk(t)
 		defer d.Unmount()
 		checkFillTo(t, dir, d.FillTo, d.Free)
 	})
