@@ -42,6 +42,9 @@ func (s *Server) handleReplicaFetch(ctx context.Context, req *kmsg.FetchRequest,
 		done := fr.bytes >= int64(req.MinBytes) || fr.hasError || req.MaxWaitMillis <= 0 || len(waits) == 0
 		if !done {
 			remaining := time.Until(deadline)
+			if s.fetchWaits != nil && remaining > 0 {
+				s.fetchWaits()
+			}
 			if remaining > 0 && waitAny(ctx, waits, remaining) {
 				fr.release()
 				continue // new data: read again

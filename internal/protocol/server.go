@@ -200,7 +200,7 @@ type Server struct {
 	// storageErrLogged is when a KAFKA_STORAGE_ERROR answer to a produce
 	// was last logged (unix nanoseconds; logStorageError).
 	storageErrLogged atomic.Int64
-	// fetchWaits, when set, is called by a consumer fetch each time it is
+	// fetchWaits, when set, is called by a fetch (consumer or follower) each time it is
 	// about to block in its long poll (tests and benchmarks make data
 	// arrive then, without timing).
 	fetchWaits func()
