@@ -170,16 +170,6 @@ func (p *Partition) ServeReplicaFetch(f replica.FetchPart) (replica.FetchAnswer,
 	return r.ServeFetch(f)
 }
 
-// EndChanged returns a channel closed when a replicated partition's log
-// end next moves (nil for a single replica): replica fetches long-poll on
-// it.
-func (p *Partition) EndChanged() <-chan struct{} {
-	if p.repl.Load() == nil {
-		return nil
-	}
-	return p.Log.EndChanged()
-}
-
 // WaitDurable waits until an append is acknowledged for acks=all: on a
 // replicated partition until the high watermark covers it (every ISR
 // member holds it, fsynced under strata.durable.acks), otherwise until it
@@ -325,6 +315,15 @@ func (p *Partition) AddWaiter(w *Waiter, tag int) { p.Log.AddWaiter(w, tag) }
 
 // RemoveWaiter undoes AddWaiter.
 func (p *Partition) RemoveWaiter(w *Waiter) { p.Log.RemoveWaiter(w) }
+
+// AddEndWaiter makes the partition fire w with tag whenever its log end
+// moves (and when its leadership changes, or its log fails or closes),
+// until RemoveEndWaiter: a leader's replica fetches long-poll on it.
+// See storage.Log.AddEndWaiter for the check after adding it.
+func (p *Partition) AddEndWaiter(w *Waiter, tag int) { p.Log.AddEndWaiter(w, tag) }
+
+// RemoveEndWaiter undoes AddEndWaiter.
+func (p *Partition) RemoveEndWaiter(w *Waiter) { p.Log.RemoveEndWaiter(w) }
 
 // ReadCommitted is Read up to the last stable offset (READ_COMMITTED).
 func (p *Partition) ReadCommitted(offset, maxBytes int64, minOneBatch bool) (ReadResult, error) {

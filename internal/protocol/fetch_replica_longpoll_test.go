@@ -2,12 +2,14 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-io/strata/internal/broker"
@@ -51,7 +53,8 @@ func newReplicaRig(tb testing.TB, n int) *replicaRig {
 		tb.Fatal(err)
 	}
 	local := br.NodeID()
-	mgr := replica.NewManager(replica.ManagerConfig{Local: local, BrokerEpoch: func() int64 { return 1 }, Logger: logger})
+	mgr := replica.NewManager(replica.ManagerConfig{Local: local, BrokerEpoch: func() int64 { return 1 }, Logger: logger,
+		Dialer: noDialer{}, FetchBackoff: time.Hour})
 	mgr.SetBrokers(map[int32]replica.Broker{local: {Epoch: 1}, rigFollower: {Epoch: 1}})
 	mgr.Start()
 	tb.Cleanup(mgr.Close)
@@ -151,4 +154,102 @@ func BenchmarkReplicaFetchLongPoll(b *testing.B) {
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
+}
+
+// noDialer reaches no broker: the rig's leader, made a follower, fetches
+// from nowhere.
+type noDialer struct{}
+
+func (noDialer) Dial(context.Context, int32, int) (replica.Conn, error) {
+	return nil, errors.New("no broker in this test")
+}
+func (noDialer) Forget(int32, int) {}
+
+// waiters is how many waiters each partition's log holds.
+func (r *replicaRig) waiters() []int {
+	n := make([]int, len(r.parts))
+	for i, p := range r.parts {
+		n[i] = p.Log.Waiters()
+	}
+	return n
+}
+
+// TestReplicaFetchLongPoll: a follower's long poll (issue 18: one waiter
+// on the log ends of its partitions) is answered by a record appended to
+// any of them, with only that partition's record; by a leadership change
+// or a deletion at once with the partition's error (Kafka's
+// ReplicaManager completes delayed fetches of a partition it stops
+// leading); a fetch with max wait 0 (the replica layer's pipelined
+// DurableEndTag fetches) is answered without waiting. No waiter is left on
+// any log once the fetch is answered.
+func TestReplicaFetchLongPoll(t *testing.T) {
+	none := []int{0, 0, 0}
+	answer := func(r *replicaRig, fr *fetchReply) map[int32]fetchPart {
+		t.Helper()
+		defer fr.release()
+		if len(fr.topics) != 1 || len(fr.topics[0].parts) != len(r.parts) {
+			t.Fatalf("answered %d topics", len(fr.topics))
+		}
+		out := map[int32]fetchPart{}
+		for _, fp := range fr.topics[0].parts {
+			fp.read, fp.chunks = nil, nil
+			out[fp.partition] = fp
+		}
+		if w := r.waiters(); !equalInts(w, none) {
+			t.Fatalf("waiters after the fetch: %v, want none", w)
+		}
+		return out
+	}
+	t.Run("append", func(t *testing.T) {
+		r := newReplicaRig(t, 3)
+		fr, waited := r.fetch(long, func() {
+			if w := r.waiters(); !equalInts(w, []int{1, 1, 1}) {
+				t.Errorf("waiters while polling: %v, want [1 1 1]", w)
+			}
+			r.append(2)
+		})
+		got := answer(r, fr)
+		if !waited || got[2].size == 0 || got[0].size != 0 || got[1].size != 0 || got[2].errorCode != 0 {
+			t.Fatalf("waited %v, answered %+v: want the record of partition 2 only", waited, got)
+		}
+	})
+	t.Run("no longer leader", func(t *testing.T) {
+		r := newReplicaRig(t, 3)
+		fr, waited := r.fetch(long, func() {
+			st := replica.State{Leader: rigFollower, LeaderEpoch: rigEpoch + 1, Replicas: []int32{r.br.NodeID(), rigFollower}, ISR: []int32{rigFollower}}
+			r.mgr.Apply(replica.TP{Topic: "t", Partition: 1}, r.parts[1].Log, st, 1)
+		})
+		got := answer(r, fr)
+		if code := got[1].errorCode; !waited || (code != kerr.NotLeaderForPartition.Code && code != kerr.FencedLeaderEpoch.Code) {
+			t.Fatalf("waited %v, answered %+v: want NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH for partition 1", waited, got)
+		}
+	})
+	t.Run("deleted", func(t *testing.T) {
+		r := newReplicaRig(t, 3)
+		fr, waited := r.fetch(long, func() {
+			if err := r.br.DeleteTopic("t"); err != nil {
+				t.Error(err)
+			}
+		})
+		defer fr.release()
+		if !waited || !fr.hasError {
+			t.Fatalf("waited %v, error %v: want the deletion answered", waited, fr.hasError)
+		}
+		for _, fp := range fr.topics[0].parts {
+			if fp.errorCode != kerr.UnknownTopicOrPartition.Code {
+				t.Fatalf("partition %d: error %d, want UNKNOWN_TOPIC_OR_PARTITION", fp.partition, fp.errorCode)
+			}
+		}
+		if w := r.waiters(); !equalInts(w, none) {
+			t.Fatalf("waiters after the fetch: %v, want none", w)
+		}
+	})
+	t.Run("max wait 0", func(t *testing.T) {
+		r := newReplicaRig(t, 3)
+		fr, waited := r.fetch(0, nil)
+		got := answer(r, fr)
+		if waited || len(got) != 3 {
+			t.Fatalf("waited %v, answered %+v: want an answer at once", waited, got)
+		}
+	})
 }

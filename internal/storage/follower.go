@@ -34,9 +34,6 @@ type replicated struct {
 	// at or above hw: the high watermark usually lands on one of them.
 	marks     []writeMark
 	onDurable func(durableEnd int64)
-	// endCh, when not nil, is closed at the next change of the log end
-	// (replica fetches long-poll on it); guarded by l.mu.
-	endCh chan struct{}
 }
 
 // StartReplication makes replication decide the log's high watermark (the
@@ -136,20 +133,6 @@ func (l *Log) ReadUpToEnd(offset, maxBytes int64, minOneBatch bool) (ReadResult,
 		}
 		return res, err
 	}
-}
-
-// EndChanged returns a channel closed when the log end offset next moves
-// (replicated logs; nil otherwise): a leader's replica fetches wait on it.
-func (l *Log) EndChanged() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.rep == nil {
-		return nil
-	}
-	if l.rep.endCh == nil {
-		l.rep.endCh = make(chan struct{})
-	}
-	return l.rep.endCh
 }
 
 // DurableEnd is the offset below which the log is fsynced: what a follower

@@ -109,6 +109,10 @@ type Log struct {
 	hwMu    sync.Mutex
 	hwCh    chan struct{}
 	waiters []waiterReg
+	// endWaiters are fired when the log end moves (AddEndWaiter);
+	// nEndWaiters is their number, read without hwMu by publishView.
+	endWaiters  []waiterReg
+	nEndWaiters atomic.Int32
 	// wakes, when set, holds back the waiters' wake-ups (a sync round's
 	// wakeBatch; see holdWakes).
 	wakes *wakeBatch
@@ -353,14 +357,11 @@ func (l *Log) publishView(back bool) {
 	if old == nil || nv.hw > old.hw || nv.lso() != old.lso() {
 		l.notifyHW()
 	}
-	if l.rep != nil {
-		if old != nil && nv.durable > old.durable && l.rep.onDurable != nil {
-			l.rep.onDurable(nv.durable)
-		}
-		if (old == nil || nv.leo != old.leo) && l.rep.endCh != nil {
-			close(l.rep.endCh)
-			l.rep.endCh = nil
-		}
+	if l.rep != nil && old != nil && nv.durable > old.durable && l.rep.onDurable != nil {
+		l.rep.onDurable(nv.durable)
+	}
+	if old == nil || nv.leo != old.leo {
+		l.notifyEnd()
 	}
 }
 
@@ -1151,6 +1152,7 @@ func (l *Log) fail(err error) error {
 		l.failed = err
 		l.logger.Error("log failed", "err", err)
 		l.notifyHW()
+		l.notifyEnd()
 	}
 	return fmt.Errorf("%s: %v: %w", l.dir, err, kerr.KafkaStorageError)
 }
@@ -1433,6 +1435,7 @@ func (l *Log) close(deferSync bool) error {
 		del.close()
 	}
 	l.notifyHW()
+	l.notifyEnd()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close %s: %w", l.dir, err)
 	}

@@ -118,14 +118,57 @@ func (l *Log) AddWaiter(w *Waiter, tag int) {
 // w.
 func (l *Log) RemoveWaiter(w *Waiter) {
 	l.hwMu.Lock()
-	for i, r := range l.waiters {
+	l.waiters = removeReg(l.waiters, w)
+	l.hwMu.Unlock()
+}
+
+func removeReg(regs []waiterReg, w *Waiter) []waiterReg {
+	for i, r := range regs {
 		if r.w == w {
-			last := len(l.waiters) - 1
-			l.waiters[i] = l.waiters[last]
-			l.waiters[last] = waiterReg{}
-			l.waiters = l.waiters[:last]
-			break
+			last := len(regs) - 1
+			regs[i] = regs[last]
+			regs[last] = waiterReg{}
+			return regs[:last]
 		}
+	}
+	return regs
+}
+
+// AddEndWaiter makes the log fire w with tag whenever its log end offset
+// moves (a leader's replica fetches wait on it: a follower reads up to
+// the log end, not the high watermark), when it fails or closes, and at
+// WakeWaiters, until RemoveEndWaiter. Unlike AddWaiter it may be added
+// after reading: the caller then compares LogEndOffset, taken before the
+// read, with its value after AddEndWaiter returns, and reads again if it
+// moved (a move published after that comparison fires w). A waiter is
+// added to a log at most once.
+func (l *Log) AddEndWaiter(w *Waiter, tag int) {
+	l.hwMu.Lock()
+	l.endWaiters = append(l.endWaiters, waiterReg{w, tag})
+	l.nEndWaiters.Store(int32(len(l.endWaiters)))
+	l.hwMu.Unlock()
+}
+
+// RemoveEndWaiter undoes AddEndWaiter: once it returns, the log no longer
+// fires w.
+func (l *Log) RemoveEndWaiter(w *Waiter) {
+	l.hwMu.Lock()
+	l.endWaiters = removeReg(l.endWaiters, w)
+	l.nEndWaiters.Store(int32(len(l.endWaiters)))
+	l.hwMu.Unlock()
+}
+
+// notifyEnd fires the end waiters: the log end moved (publishView, after
+// storing the view: an AddEndWaiter that missed this call sees the new
+// end), or the log failed or closed. Logs without end waiters pay one
+// atomic load.
+func (l *Log) notifyEnd() {
+	if l.nEndWaiters.Load() == 0 {
+		return
+	}
+	l.hwMu.Lock()
+	for _, r := range l.endWaiters {
+		r.w.fire(r.tag)
 	}
 	l.hwMu.Unlock()
 }
@@ -140,13 +183,17 @@ func (l *Log) WakeWaiters() {
 	for _, r := range l.waiters {
 		r.w.fire(r.tag)
 	}
+	for _, r := range l.endWaiters {
+		r.w.fire(r.tag)
+	}
 	l.hwMu.Unlock()
 }
 
-// Waiters is the number of waiters added to the log and not removed
-// (tests: a fetch session's waiter leaves its logs when it ends).
+// Waiters is the number of waiters added to the log (AddWaiter,
+// AddEndWaiter) and not removed (tests: a fetch session's waiter leaves
+// its logs when it ends, a replica fetch's at its end).
 func (l *Log) Waiters() int {
 	l.hwMu.Lock()
 	defer l.hwMu.Unlock()
-	return len(l.waiters)
+	return len(l.waiters) + len(l.endWaiters)
 }
