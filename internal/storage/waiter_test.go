@@ -156,3 +156,57 @@ func TestWaiterListsTagOnce(t *testing.T) {
 	}
 	l.RemoveWaiter(w)
 }
+
+// TestEndWaiter: an end waiter (a leader's replica fetch) fires when the
+// log end moves, not when only the high watermark does; WakeWaiters
+// (leadership change) and Close fire it too; RemoveEndWaiter leaves the
+// log without waiters.
+func TestEndWaiter(t *testing.T) {
+	fsys := vfs.NewCrashFS()
+	s := NewSyncer(quiet)
+	defer s.Close()
+	l, err := Open("/d/end-0", [16]byte{1}, testConfig(), false, Options{FS: fsys, Syncer: s, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.StartReplication(nil)
+	w := NewWaiter()
+	const tag = 70
+	l.AddEndWaiter(w, tag)
+	fired := func() []int {
+		select {
+		case <-w.C():
+		default:
+			return nil
+		}
+		return w.Take(nil)
+	}
+	res, err := l.Append(mkBatch(t, 2, "x", 1), AppendOptions{LeaderEpoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fired(); !slices.Equal(got, []int{tag}) {
+		t.Fatalf("after an append: fired %v, want [%d]", got, tag)
+	}
+	l.SetHighWatermark(res.LastOffset+1, nil)
+	if got := fired(); got != nil {
+		t.Fatalf("after a high watermark move only: fired %v, want nothing", got)
+	}
+	l.WakeWaiters()
+	if got := fired(); !slices.Equal(got, []int{tag}) {
+		t.Fatalf("after WakeWaiters: fired %v, want [%d]", got, tag)
+	}
+	if n := l.Waiters(); n != 1 {
+		t.Fatalf("%d waiters, want 1", n)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fired(); !slices.Equal(got, []int{tag}) {
+		t.Fatalf("after Close: fired %v, want [%d]", got, tag)
+	}
+	l.RemoveEndWaiter(w)
+	if n := l.Waiters(); n != 0 {
+		t.Fatalf("%d waiters after RemoveEndWaiter, want 0", n)
+	}
+}
