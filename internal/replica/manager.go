@@ -324,10 +324,16 @@ func (m *Manager) Remove(tp TP) {
 	}
 	m.unfollow(r)
 	r.mu.Lock()
+	wasLeader := r.leader != nil
 	r.leader = nil
 	r.removed = true
 	r.signal()
 	r.mu.Unlock()
+	if wasLeader {
+		// Long polls (consumers and followers) on this partition answer
+		// NOT_LEADER_OR_FOLLOWER now rather than at their max wait.
+		r.log.WakeWaiters()
+	}
 	m.propMu.Lock()
 	delete(m.props, r)
 	m.propMu.Unlock()
