@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -116,5 +117,32 @@ func BenchmarkCommitElections(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// levelRecorder keeps the level of every record it handles.
+type levelRecorder struct{ levels map[string][]slog.Level }
+
+func (r *levelRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *levelRecorder) Handle(_ context.Context, rec slog.Record) error {
+	r.levels[rec.Message] = append(r.levels[rec.Message], rec.Level)
+	return nil
+}
+func (r *levelRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *levelRecorder) WithGroup(string) slog.Handler      { return r }
+
+// TestPartitionChangeLogLevels: as Kafka's controller logs the partition
+// change records it replays, a reassignment's step is logged at info and
+// any other change (a restart's 10,000 elections) at debug.
+func TestPartitionChangeLogLevels(t *testing.T) {
+	rec := &levelRecorder{levels: map[string][]slog.Level{}}
+	d := &Driver{Logger: slog.New(rec)}
+	d.logChange(Decision{Topic: "t", Reason: "leader election (elr)"})
+	d.logChange(Decision{Topic: "t", Reason: "reassignment to [1 2]"})
+	d.logChange(Decision{Topic: "t", Reason: "reassignment cancelled"})
+	got := rec.levels["partition change"]
+	want := []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelInfo}
+	if !slices.Equal(got, want) {
+		t.Fatalf("levels %v, want %v", got, want)
 	}
 }
