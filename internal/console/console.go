@@ -30,6 +30,14 @@ type Compaction interface {
 	CleanNow(ctx context.Context, topic string, partition int32) error
 }
 
+// Partitions reads the partitions this broker exports per-partition
+// series of (broker.Collector).
+type Partitions interface {
+	// EachPartition calls fn with each partition's size on disk and log
+	// end offset.
+	EachPartition(fn func(topic string, partition int32, size, logEnd int64))
+}
+
 // Actor is who a console connection acts as: a user's principal
 // (User:<User>), or the broker itself (Broker: the history sampler).
 type Actor struct {
@@ -63,8 +71,14 @@ type Config struct {
 	Credentials Credentials
 	// Compaction is the cleaner (nil: the compaction page says so).
 	Compaction Compaction
-	// Metrics is the broker's own registry, the source of every rate.
+	// Metrics is the broker's own registry, the source of the byte and
+	// request rates. It should not hold the per-partition series: the
+	// sampler gathers it every SampleInterval.
 	Metrics prometheus.Gatherer
+	// Partitions reads this broker's partitions (log end offsets for the
+	// message rates, sizes of compacted partitions) at each sample without
+	// building their metrics (nil: no message rates or size plots).
+	Partitions Partitions
 	// Cluster tells broker epochs and states and the controller quorum
 	// (nil: LocalCluster of NodeID).
 	Cluster ClusterSource

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/strata-io/strata/internal/cleaner"
 )
 
 // History bounds: each series keeps its last historyLen samples (30
@@ -21,13 +23,14 @@ const (
 )
 
 // Metric names the console reads from the broker's registry. A test
-// checks that a running broker exports each of them.
+// checks that a running broker exports each of them. The partitions' log
+// end offsets and sizes are read from Config.Partitions instead: a Gather
+// of their series (five per partition) allocated ~30 MB per sample
+// at 10,000 partitions.
 const (
 	metricTopicBytesIn  = "strata_topic_bytes_in_total"
 	metricTopicBytesOut = "strata_topic_bytes_out_total"
 	metricRequests      = "strata_requests_total"
-	metricPartitionSize = "strata_partition_size_bytes"
-	metricPartitionEnd  = "strata_partition_log_end_offset"
 )
 
 // point is one sample: when (Unix milliseconds) and the value.
@@ -95,8 +98,14 @@ type counters struct {
 	// ends are the summed log end offsets by topic, over parts partitions.
 	ends  map[string]float64
 	parts map[string]int
-	// sizes are partition sizes ("topic/partition").
-	sizes map[string]float64
+	// sizes are the sizes of the partitions asked for (compacted ones).
+	sizes map[partKey]float64
+}
+
+// partKey names a partition.
+type partKey struct {
+	topic     string
+	partition int32
 }
 
 // history is the bounded in-memory record the plots draw.
@@ -208,7 +217,11 @@ func (c *Console) SampleNow(ctx context.Context) {
 	defer cancel()
 	now := time.Now()
 	vals := map[string]float64{}
-	cur := c.gatherCounters(now)
+	var compacted []cleaner.PartitionStatus
+	if c.cfg.Compaction != nil {
+		compacted = c.cfg.Compaction.Status("")
+	}
+	cur := c.gatherCounters(now, compacted)
 	var lagSampled bool
 	lagTopics := map[string]map[string]bool{}
 	if groups, err := c.sampler.adm.ListGroups(ctx); err == nil {
@@ -232,13 +245,11 @@ func (c *Console) SampleNow(ctx context.Context) {
 			c.logger.Debug("lag sample failed", "err", err)
 		}
 	}
-	if c.cfg.Compaction != nil {
-		for _, st := range c.cfg.Compaction.Status("") {
-			vals[dirtyKey(st.Topic, st.Partition)] = st.DirtyRatio
-			if cur != nil {
-				if sz, ok := cur.sizes[st.Topic+"/"+strconv.Itoa(int(st.Partition))]; ok {
-					vals[sizeKey(st.Topic, st.Partition)] = sz
-				}
+	for _, st := range compacted {
+		vals[dirtyKey(st.Topic, st.Partition)] = st.DirtyRatio
+		if cur != nil {
+			if sz, ok := cur.sizes[partKey{st.Topic, st.Partition}]; ok {
+				vals[sizeKey(st.Topic, st.Partition)] = sz
 			}
 		}
 	}
@@ -290,9 +301,12 @@ func (c *Console) SampleNow(ctx context.Context) {
 	h.sweepLocked()
 }
 
-// gatherCounters reads the totals the rates and sizes come from (nil when
-// the registry cannot be read).
-func (c *Console) gatherCounters(now time.Time) *counters {
+// gatherCounters reads the totals the rates come from, and the sizes of
+// the compacted partitions (nil when the registry cannot be read). The
+// registry gives the byte and request counters (a few series per topic and
+// API); the partitions' log end offsets and sizes come from
+// Config.Partitions, summed here without building a metric per partition.
+func (c *Console) gatherCounters(now time.Time, compacted []cleaner.PartitionStatus) *counters {
 	if c.cfg.Metrics == nil {
 		return nil
 	}
@@ -301,7 +315,7 @@ func (c *Console) gatherCounters(now time.Time) *counters {
 		c.logger.Debug("gather metrics failed", "err", err)
 		return nil
 	}
-	cur := &counters{at: now, ends: map[string]float64{}, parts: map[string]int{}, sizes: map[string]float64{}}
+	cur := &counters{at: now, ends: map[string]float64{}, parts: map[string]int{}, sizes: map[partKey]float64{}}
 	for _, mf := range mfs {
 		switch mf.GetName() {
 		case metricTopicBytesIn:
@@ -317,16 +331,20 @@ func (c *Console) gatherCounters(now time.Time) *counters {
 					cur.fetch += value(m)
 				}
 			}
-		case metricPartitionEnd:
-			for _, m := range mf.GetMetric() {
-				cur.ends[label(m, "topic")] += value(m)
-				cur.parts[label(m, "topic")]++
-			}
-		case metricPartitionSize:
-			for _, m := range mf.GetMetric() {
-				cur.sizes[label(m, "topic")+"/"+label(m, "partition")] = value(m)
-			}
 		}
+	}
+	if c.cfg.Partitions != nil {
+		want := make(map[partKey]bool, len(compacted))
+		for _, st := range compacted {
+			want[partKey{st.Topic, st.Partition}] = true
+		}
+		c.cfg.Partitions.EachPartition(func(topic string, partition int32, size, logEnd int64) {
+			cur.ends[topic] += float64(logEnd)
+			cur.parts[topic]++
+			if k := (partKey{topic, partition}); want[k] {
+				cur.sizes[k] = float64(size)
+			}
+		})
 	}
 	return cur
 }

@@ -28,13 +28,16 @@ type Server struct {
 }
 
 // NewServer builds a server for addr ("host:port"; port 0 = random). ready
-// may be nil (always ready). It does not listen until Start.
-func NewServer(addr string, reg *prometheus.Registry, ready func() bool) *Server {
+// may be nil (always ready). /metrics serves reg's metrics and those of
+// more (registries kept apart from reg, such as the per-partition series,
+// which the console's sampler does not gather). It does not listen until
+// Start.
+func NewServer(addr string, reg *prometheus.Registry, ready func() bool, more ...prometheus.Gatherer) *Server {
 	if ready == nil {
 		ready = func() bool { return true }
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(append(prometheus.Gatherers{reg}, more...), promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")

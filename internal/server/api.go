@@ -37,6 +37,12 @@ type Server struct {
 	cleaner *cleaner.Cleaner
 	group   *group.Coordinator
 	txn     *txn.Coordinator
+
+	// parts holds the broker's per-partition series (broker.Collector),
+	// apart from reg: /metrics serves both; the console's sampler gathers
+	// reg only and reads the partitions through partStats.
+	parts     *prometheus.Registry
+	partStats *broker.Collector
 	// groupPartitions and txnPartitions are the coordinators' partition
 	// counts (offsets.topic.num.partitions and
 	// transaction.state.log.num.partitions, or the topics' own).
@@ -142,7 +148,7 @@ func NewWithOptions(cfg *config.Broker, logger *slog.Logger, opts Options) (*Ser
 		}
 		ctlLn = ln
 	}
-	s := &Server{cfg: cfg, logger: logger, reg: metrics.NewRegistry(), opts: opts, ctlLn: ctlLn, zeroConfig: ctlLn != nil}
+	s := &Server{cfg: cfg, logger: logger, reg: metrics.NewRegistry(), parts: prometheus.NewRegistry(), opts: opts, ctlLn: ctlLn, zeroConfig: ctlLn != nil}
 	early := func(err error) (*Server, error) {
 		if s.ctlLn != nil {
 			s.ctlLn.Close()
@@ -204,7 +210,8 @@ func (s *Server) open(progress *broker.LoadProgress) error {
 		return err
 	}
 	s.broker = b
-	if err := s.reg.Register(broker.NewCollector(b, s.cfg.Bool("strata.metrics.internal.partitions"))); err != nil {
+	s.partStats = broker.NewCollector(b, s.cfg.Bool("strata.metrics.internal.partitions"))
+	if err := s.parts.Register(s.partStats); err != nil {
 		b.Close()
 		return fmt.Errorf("register partition metrics: %w", err)
 	}

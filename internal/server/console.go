@@ -43,6 +43,7 @@ func (s *Server) mountConsole(host string, port int32) error {
 		Credentials: s.broker,
 		Compaction:  s.cleaner,
 		Metrics:     s.reg,
+		Partitions:  s.partStats,
 		Cluster:     consoleCluster{s},
 		NodeID:      s.broker.NodeID(),
 		ListenAddr:  s.cfg.Get("strata.metrics.listener"),

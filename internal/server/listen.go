@@ -51,7 +51,7 @@ func (s *Server) bind() error {
 		s.ctlLn = cln
 	}
 	if maddr := strings.TrimSpace(s.cfg.Get("strata.metrics.listener")); maddr != "" {
-		m := metrics.NewServer(maddr, s.reg, s.Ready)
+		m := metrics.NewServer(maddr, s.reg, s.Ready, s.parts)
 		if err := m.Listen(); err != nil {
 			s.closeListeners()
 			return listenError("HTTP listener (metrics and admin API)", maddr, "strata.metrics.listener", err)
