@@ -38,9 +38,10 @@ type Server struct {
 	group   *group.Coordinator
 	txn     *txn.Coordinator
 
-	// parts holds the broker's per-partition series (broker.Collector),
-	// apart from reg: /metrics serves both; the console's sampler gathers
-	// reg only and reads the partitions through partStats.
+	// parts holds the per-partition series (broker.Collector, the replica
+	// manager's collector), apart from reg: /metrics serves both; the
+	// console's sampler gathers reg only (every 10 s) and reads the
+	// partitions through partStats.
 	parts     *prometheus.Registry
 	partStats *broker.Collector
 	// groupPartitions and txnPartitions are the coordinators' partition

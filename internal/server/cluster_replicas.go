@@ -80,7 +80,8 @@ func (s *Server) startReplication(c *cluster) error {
 		Committer:             &replica.MetaCommitter{Store: c.store, Cache: c.cache},
 		Logger:                s.logger,
 	})
-	if err := s.reg.Register(replica.NewCollector(c.repl)); err != nil {
+	// In s.parts: its follower lag series are per partition (see Server.parts).
+	if err := s.parts.Register(replica.NewCollector(c.repl)); err != nil {
 		return fmt.Errorf("register replication metrics: %w", err)
 	}
 	c.repl.Start()
