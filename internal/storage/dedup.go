@@ -21,12 +21,8 @@ import (
 func dedupScanBytes(cfg *Config) int64 { return max(8<<20, 5*int64(cfg.MaxMessageBytes)) }
 
 // Chunks of a segment are read backwards, each starting at an indexed
-// batch at least minChunk after the previous start; one up to
-// maxBulkChunk is read with one ReadAt.
-const (
-	minChunk     = 64 << 10
-	maxBulkChunk = 256 << 10
-)
+// batch at least minChunk after the previous start.
+const minChunk = 64 << 10
 
 // backfillProducerBatches completes the dedup window of the producers
 // loaded from the snapshot at snapOff (l.ps) from the batches below it.
@@ -43,7 +39,6 @@ func (l *Log) backfillProducerBatches(snapOff int64) error {
 	found := map[int64][]batchMeta{} // earlier batches per producer, oldest first
 	budget := dedupScanBytes(l.cfg.Load())
 	hdr := make([]byte, record.HeaderSize)
-	var buf []byte
 	chunk := map[int64][]batchMeta{}
 	stop := map[int64]bool{}
 	for i := floorSegment(l.segs, snapOff-1); i >= 0 && len(need) > 0 && budget > 0; i-- {
@@ -78,6 +73,10 @@ func (l *Log) backfillProducerBatches(snapOff int64) error {
 				starts = append(starts, pos)
 			}
 		}
+		// Headers come from windows while batches are small (one read
+		// for many), one read each past large ones (headerReader): a
+		// window of whole chunks read the bodies of large batches.
+		hr := headerReader{f: f.f, size: size, prev: -1}
 		for c := len(starts) - 1; c >= 0 && len(need) > 0 && budget > 0; c-- {
 			end := size
 			if c+1 < len(starts) {
@@ -85,31 +84,17 @@ func (l *Log) backfillProducerBatches(snapOff int64) error {
 			}
 			clear(chunk)
 			clear(stop)
-			// Small chunks (the usual index interval) are read whole: one
-			// read instead of one per batch header.
-			var data []byte
-			if n := end - starts[c]; n <= maxBulkChunk {
-				if int64(cap(buf)) < n {
-					buf = make([]byte, n)
-				}
-				data = buf[:n]
-				if m, err := f.f.ReadAt(data, starts[c]); int64(m) < n {
-					f.Release()
-					return fmt.Errorf("read segment %d at %d: %w", s.base, starts[c], err)
-				}
-			}
+			hr.prev = -1
 			for pos := starts[c]; pos < end; {
+				hb, err := hr.header(pos)
 				var h hdrInfo
-				var err error
-				if data != nil && pos-starts[c]+record.HeaderSize <= int64(len(data)) {
-					copy(hdr, data[pos-starts[c]:])
+				if err == nil {
+					copy(hdr, hb)
 					h, err = headerInfo(record.Batch(hdr))
-				} else {
-					h, err = readHeader(f.f, pos, hdr)
 				}
 				if err != nil {
 					f.Release()
-					return err
+					return fmt.Errorf("read segment %d at %d: %w", s.base, pos, err)
 				}
 				if h.base >= snapOff {
 					break
