@@ -71,7 +71,7 @@ type conn struct {
 
 	// ip is the peer's address as the connection quotas count it.
 	ip string
-	// lastActive is when a request was last read or an answer written
+	// lastActive is when a request was last read or an answer started
 	// (unix nanoseconds), for connections.max.idle.ms.
 	lastActive atomic.Int64
 }
@@ -235,8 +235,14 @@ func (c *conn) writeLoop(out <-chan pending) {
 			c.recycleProduce(p.req)
 			continue
 		}
-		err := c.write(p.req, p.rep)
+		// Activity is recorded as the answer starts out, not after the
+		// write returns: the client may act on the answer (and open or use
+		// other connections) before this goroutine runs again, and a late
+		// touch would make this connection look more recently active than
+		// ones used after it (max.connections' least-recently-active
+		// choice; TestListenerMaxConnectionsProtectedListener).
 		c.touch()
+		err := c.write(p.req, p.rep)
 		c.recycleProduce(p.req)
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
