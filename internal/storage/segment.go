@@ -284,7 +284,10 @@ func (s *segment) loadIndexes() (*offsetIndex, *timeIndex, error) {
 			err2 = err
 		}
 	}
-	if err1 != nil || err2 != nil {
+	// An empty .log has no entries: index files holding some name bytes
+	// a crash took (recovery left the active segment empty), as Kafka's
+	// LogSegment.recover resets the indexes it recovers.
+	if err1 != nil || err2 != nil || (size == 0 && len(oiBuf)+len(tiBuf) > 0) {
 		return s.rebuildIndexes(size)
 	}
 	oi := &offsetIndex{buf: oiBuf, maxEntries: maxOI}
