@@ -96,9 +96,12 @@ type Server struct {
 	// startFreed: the start's transient memory was returned to the
 	// operating system (freeStartMemory).
 	startFreed atomic.Bool
-	stopping   atomic.Bool
-	stopOnce   sync.Once
-	stopErr    error
+	// memStop and memDone stop and await the idle-heap releaser
+	// (memory.go), which Start runs.
+	memStop, memDone chan struct{}
+	stopping         atomic.Bool
+	stopOnce         sync.Once
+	stopErr          error
 }
 
 // Options are what a server takes beyond its configuration (tests).
@@ -381,6 +384,7 @@ func (s *Server) Start() (err error) {
 	}
 	s.cleaner.Start()
 	s.broker.StartLoops()
+	s.startHeapReleaser()
 	for _, l := range s.lns {
 		proto.ServeListener(l.ln, l.protocolListener())
 	}
@@ -517,6 +521,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		errs = append(errs, s.stopMember()) // started, never taken by Start
 		s.closeConsole()
+		s.stopHeapReleaser()
 		s.sec.close()
 		s.stopCoordinators()
 		if s.cluster != nil {
