@@ -136,3 +136,33 @@ func BenchmarkReadFrame(b *testing.B) {
 		})
 	}
 }
+
+// TestFramePoolBound hands back more frame buffers than maxPooledFrames
+// holds: only that many come back out, the rest are left to the
+// collector, and drop empties the pool.
+func TestFramePoolBound(t *testing.T) {
+	frames := new(framePool)
+	const size = 3 << 20 // class 3 MiB
+	var bufs [][]byte
+	for range 2 * maxPooledFrames / size {
+		bufs = append(bufs, make([]byte, size, frameCap(size)))
+	}
+	for _, b := range bufs {
+		frames.recycleFrame(b)
+	}
+	if frames.pooled > maxPooledFrames {
+		t.Fatalf("pool holds %d bytes, bound %d", frames.pooled, maxPooledFrames)
+	}
+	got := 0
+	for frames.recycledFrame(size) != nil {
+		got++
+	}
+	if want := maxPooledFrames / size; got != want {
+		t.Fatalf("%d buffers came back, want %d (the bound's worth)", got, want)
+	}
+	frames.recycleFrame(bufs[0])
+	frames.drop()
+	if b := frames.recycledFrame(size); b != nil || frames.pooled != 0 {
+		t.Fatalf("after drop: buffer %v, %d bytes pooled", b != nil, frames.pooled)
+	}
+}

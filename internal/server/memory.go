@@ -11,13 +11,13 @@ import (
 // the operating system (issue 18, memory row).
 //
 // After a burst (say an acks=all produce over 1,000 partitions, whose
-// request frames and recycled frame buffers make a live heap of 100 MB
-// and more), the Go runtime keeps the freed heap resident up to about its
-// last GC goal, which only the next collection lowers. A quiet broker
-// allocates little, so that collection comes late (the runtime forces one
-// every 2 minutes), and the frame buffers parked in the protocol's
-// sync.Pools stay live until two collections have passed; the background
-// scavenger then returns the excess at about 1% of a CPU. A 10,100-
+// request frames make a live heap of 100 MB and more), the Go runtime
+// keeps the freed heap resident up to about its last GC goal, which only
+// the next collection lowers. A quiet broker allocates little, so that
+// collection comes late (the runtime forces one every 2 minutes), buffers
+// kept for reuse (the protocol's recycled frames, sync.Pools) stay live
+// meanwhile, and the background scavenger then returns the excess at
+// about 1% of a CPU. A 10,100-
 // partition broker measured 183-383 MB RSS just after the load steps for
 // a live heap of about 50 MB.
 //
@@ -31,8 +31,10 @@ import (
 // last interval: at the current rate the allocator would not reuse it
 // within the next interval, so the load that needed it is over. Under a
 // sustained load the allocation per interval dwarfs the idle heap and
-// nothing happens. Releasing is two collections (the first moves the
-// pools' contents to their victim caches, the second frees them) and
+// nothing happens. Releasing drops the protocol's recycled frame buffers
+// (protocol.Server.DropRecycledFrames), then runs two collections (the
+// first moves sync.Pools' contents to their victim caches, the second
+// frees them) and
 // debug.FreeOSMemory's full return: tens of ms of CPU for the heap of a
 // 10,000-partition broker, at most once per releaseSpacing.
 //
@@ -73,8 +75,9 @@ type heapReleaser struct {
 }
 
 // newHeapReleaser reads runtime/metrics and releases with two collections
-// and debug.FreeOSMemory.
-func newHeapReleaser() *heapReleaser {
+// and debug.FreeOSMemory, after calling drop (when set) to let go of
+// buffers kept for reuse.
+func newHeapReleaser(drop func()) *heapReleaser {
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/memory/classes/heap/free:bytes"},
@@ -93,6 +96,9 @@ func newHeapReleaser() *heapReleaser {
 			return heapSample{objects: v(0), free: v(1), live: v(2), allocs: v(3)}
 		},
 		release: func() {
+			if drop != nil {
+				drop()
+			}
 			runtime.GC()
 			debug.FreeOSMemory()
 		},
@@ -125,7 +131,7 @@ func (r *heapReleaser) look() bool {
 func (s *Server) startHeapReleaser() {
 	s.memStop = make(chan struct{})
 	s.memDone = make(chan struct{})
-	r := newHeapReleaser()
+	r := newHeapReleaser(s.proto.DropRecycledFrames)
 	go func() { // owner: s; ends at stopHeapReleaser
 		defer close(s.memDone)
 		t := time.NewTicker(releaseInterval)

@@ -77,7 +77,7 @@ func TestHeapReleaserReturnsFreeHeap(t *testing.T) {
 	// No collection between the steps, and so no background scavenging
 	// either (its goal follows the GC goal).
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
-	r := newHeapReleaser()
+	r := newHeapReleaser(nil)
 	r.look() // learns the allocation count
 	var keep [][]byte
 	for range 64 {
