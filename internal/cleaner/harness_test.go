@@ -83,7 +83,7 @@ func (h *harness) open(clean bool) {
 		h.t.Fatalf("open log: %v", err)
 	}
 	h.log = l
-	src := func() []Partition { return []Partition{{Topic: h.topic, Partition: 0, Log: h.log}} }
+	src := func(yield func(Partition) bool) { yield(Partition{Topic: h.topic, Partition: 0, Log: h.log}) }
 	ccfg := h.ccfg
 	ccfg.FS = h.fs
 	ccfg.Clock = h.clock

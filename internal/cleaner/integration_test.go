@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,7 +171,7 @@ func TestBackgroundSelectionAndMetrics(t *testing.T) {
 	*h = *newHarness(t, t.TempDir(), cfg, testCleanerCfg(), nil, nil)
 	defer h.close()
 	h.cl.Close()
-	c, err := New(testCleanerCfg(), h.logDir, func() []Partition { return []Partition{{Topic: "t", Partition: 0, Log: h.log}} }, h.logger, reg)
+	c, err := New(testCleanerCfg(), h.logDir, slices.Values([]Partition{{Topic: "t", Partition: 0, Log: h.log}}), h.logger, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +446,7 @@ func TestRetentionRaceAbortsWithoutFailure(t *testing.T) {
 }
 
 func TestNewConfig(t *testing.T) {
-	src := func() []Partition { return nil }
+	src := slices.Values([]Partition(nil))
 	dir := t.TempDir()
 	bad := []Config{
 		{Enable: true, Threads: -1, DedupeBufferSize: 1 << 20},
@@ -483,9 +484,7 @@ func TestPartitionLogDir(t *testing.T) {
 	h := newHarness(t, dir2, compactCfg(), testCleanerCfg(), nil, nil)
 	defer h.close()
 	overwriteAndRoll(t, h, 5)
-	c, err := New(testCleanerCfg(), dir1, func() []Partition {
-		return []Partition{{Topic: "t", Partition: 0, Log: h.log, LogDir: dir2}}
-	}, discardLogger(), nil)
+	c, err := New(testCleanerCfg(), dir1, slices.Values([]Partition{{Topic: "t", Partition: 0, Log: h.log, LogDir: dir2}}), discardLogger(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

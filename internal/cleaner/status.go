@@ -139,7 +139,7 @@ func (c *Cleaner) Status(topic string) []PartitionStatus {
 
 // Lookup reports whether the broker has topic, and whether it is compacted.
 func (c *Cleaner) Lookup(topic string) (exists, compacted bool) {
-	for _, p := range c.src() {
+	for p := range c.src {
 		if p.Topic == topic {
 			exists = true
 			compacted = compacted || (p.Log != nil && p.Log.Config().Compact)

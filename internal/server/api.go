@@ -258,16 +258,14 @@ func (s *Server) buildCleaner() error {
 		// Internal topics' per-partition gauges only when asked for.
 		InternalPartitionMetrics: s.cfg.Bool("strata.metrics.internal.partitions"),
 	}
-	src := func() []cleaner.Partition {
-		var out []cleaner.Partition
+	src := func(yield func(cleaner.Partition) bool) {
 		for _, t := range s.broker.Topics() {
 			for _, p := range t.Partitions {
-				if p.Log != nil {
-					out = append(out, cleaner.Partition{Topic: t.Name, Partition: p.Index, Log: p.Log, LogDir: p.BaseDir(), Internal: t.Internal})
+				if p.Log != nil && !yield(cleaner.Partition{Topic: t.Name, Partition: p.Index, Log: p.Log, LogDir: p.BaseDir(), Internal: t.Internal}) {
+					return
 				}
 			}
 		}
-		return out
 	}
 	// The cleaner adds component=cleaner to its log lines itself.
 	c, err := cleaner.New(ccfg, s.broker.LogDirs()[0], src, s.logger, s.reg)
