@@ -17,9 +17,8 @@ import (
 // collection comes late (the runtime forces one every 2 minutes), buffers
 // kept for reuse (the protocol's recycled frames, sync.Pools) stay live
 // meanwhile, and the background scavenger then returns the excess at
-// about 1% of a CPU. A 10,100-
-// partition broker measured 183-383 MB RSS just after the load steps for
-// a live heap of about 50 MB.
+// about 1% of a CPU. A 10,100-partition broker measured 179-361 MB RSS
+// just after the load steps for a live heap of about 30-50 MB.
 //
 // Every releaseInterval the releaser reads four runtime metrics: the heap
 // objects (live, and dead ones not yet swept), the free heap still
@@ -31,13 +30,15 @@ import (
 // what was allocated during the last interval: at the current rate the
 // allocator would not reuse it within the next interval, so the load that
 // needed it is over. Under a sustained load the allocation per interval
-// dwarfs the idle heap and nothing happens. Releasing drops the protocol's recycled frame buffers
-// (protocol.Server.DropRecycledFrames), then runs two collections (the
-// first moves sync.Pools' contents to their victim caches, the second
-// frees them) and
-// debug.FreeOSMemory's full return: 0.15-0.2 s of CPU for a 10,100-
-// partition broker after a produce burst (gctrace: the two collections of
-// a 74 then 27 MB heap), at most once per releaseSpacing.
+// dwarfs the idle heap and nothing happens.
+//
+// Releasing drops the protocol's recycled frame buffers
+// (protocol.Server.DropRecycledFrames), runs two collections (the first
+// moves sync.Pools' contents to their victim caches, the second frees
+// them) and returns every free page (debug.FreeOSMemory): 0.15-0.2 s of
+// CPU for a 10,100-partition broker after a produce burst (gctrace: the
+// two collections of a 74 then 27 MB heap), at most once per
+// releaseSpacing.
 //
 // GOMEMLIMIT and GOGC stay the operator's: the releaser sets neither.
 const (
