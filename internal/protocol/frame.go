@@ -36,11 +36,12 @@ const (
 // maxPooledFrames bounds the recycled frame buffers one server keeps (the
 // sum of their capacities): enough for the requests in flight of a few
 // fast producers (five 6 MiB frames each), while a buffer handed back
-// beyond it is left to the garbage collector. Without a bound (a
-// sync.Pool per class) the pools kept every buffer handed back until two
-// collections had passed, of every class a burst used, and the GC goal
-// doubled them: an acks=all produce over 1,000 partitions (issue 18) ran
-// at a peak heap of 200-320 MB, against 136 MB without recycling.
+// beyond it is left to the garbage collector. A sync.Pool per class (the
+// earlier design) kept every buffer handed back, of every class a burst
+// used, until two collections had passed, without a bound on the total;
+// and a quiet broker collects seldom (issue 18: the heap of a produce
+// burst stayed resident). The broker's idle-heap releaser empties the
+// pool once a burst is over (DropRecycledFrames).
 const maxPooledFrames = 32 << 20
 
 // framePool holds one server's recyclable frame buffers and staging chunks.
