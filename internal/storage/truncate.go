@@ -62,6 +62,18 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 	// A batch straddling the log start goes whole; the log then restarts
 	// empty at the log start.
 	end = max(end, l.logStart)
+	// The recovery point goes below the cut, durably, before anything is
+	// cut or removed: the cut of the target is fsynced before the removal
+	// of the later segments is, and a crash in between with the old
+	// recovery point kept the later segments past a hole below the
+	// recovery point, where recovery does not look. From a recovery point
+	// at or below the cut, recovery reads the target's end and removes the
+	// segments past the gap (Kafka's LogManager.truncateTo checkpoints the
+	// recovery points after truncating).
+	l.recoveryPoint.Store(min(l.recoveryPoint.Load(), end))
+	if err := l.setRecoveryPoint(min(l.ckptRecovery, end), true); err != nil {
+		return l.mark.leo, l.fail(err)
+	}
 	// The current active segment stops being written.
 	if l.active != target {
 		if err := l.closeActiveFiles(l.active, true, false); err != nil {
@@ -128,10 +140,6 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 	}
 	if l.flushed.leo > end {
 		l.flushed = l.mark
-	}
-	l.recoveryPoint.Store(min(l.recoveryPoint.Load(), end))
-	if err := l.setRecoveryPoint(min(l.ckptRecovery, end), true); err != nil {
-		return l.mark.leo, l.fail(err)
 	}
 	if l.epochs.truncateFromEnd(end) {
 		if err := l.writeEpochCheckpoint(); err != nil {
