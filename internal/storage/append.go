@@ -471,13 +471,13 @@ func (l *Log) rollLocked() error {
 	}
 	l.dirty = false
 	ns := l.newSegment(l.mark.leo)
-	if err := l.createSegmentFiles(ns); err != nil {
+	if err := l.createSegmentFiles(ns, false); err != nil {
 		return l.fail(err)
 	}
 	segs := make([]*segment, len(l.segs), len(l.segs)+1)
 	copy(segs, l.segs)
 	l.segs = append(segs, ns)
-	if err := l.openActive(); err != nil {
+	if err := l.openActive(0); err != nil {
 		return l.fail(err)
 	}
 	l.mark = writeMark{leo: l.mark.leo, base: ns.base, pos: 0}

@@ -411,11 +411,11 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		}
 	}
 	ns := l.newSegment(offset)
-	if err := l.createSegmentFiles(ns); err != nil {
+	if err := l.createSegmentFiles(ns, false); err != nil {
 		return l.fail(err)
 	}
 	l.segs = []*segment{ns}
-	if err := l.openActive(); err != nil {
+	if err := l.openActive(0); err != nil {
 		return l.fail(err)
 	}
 	l.mark = writeMark{leo: offset, base: offset}

@@ -934,7 +934,7 @@ replay:
 			case r.segBase > last.base && r.segBase == leo:
 				// The log rolled here: the new segment's bytes go to it.
 				ns := l.newSegment(leo)
-				if err := l.createSegmentFiles(ns); err != nil {
+				if err := l.createSegmentFiles(ns, false); err != nil {
 					return wrote, err
 				}
 				l.segs = append(l.segs, ns)

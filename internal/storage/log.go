@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/strata-io/strata/internal/clock"
+	"github.com/strata-io/strata/internal/record"
 	"github.com/strata-io/strata/internal/vfs"
 )
 
@@ -501,6 +502,7 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	if err != nil {
 		return err
 	}
+	var mtimeMs int64 // of the last .log
 	for _, b := range bases {
 		s := l.newSegment(b)
 		st, err := l.fsys.Stat(s.path(LogSuffix))
@@ -508,13 +510,14 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 			return err
 		}
 		s.size.Store(st.Size())
+		mtimeMs = st.ModTime().UnixMilli()
 		l.segs = append(l.segs, s)
 	}
 	created := false
 	if len(l.segs) == 0 {
 		created = true
 		l.segs = []*segment{l.newSegment(max(ls, 0))}
-		if err := l.createSegmentFiles(l.segs[0]); err != nil {
+		if err := l.createSegmentFiles(l.segs[0], true); err != nil {
 			return err
 		}
 	}
@@ -571,14 +574,19 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 			l.removeSegmentFiles(s)
 		}
 		l.segs = []*segment{l.newSegment(ls)}
-		if err := l.createSegmentFiles(l.segs[0]); err != nil {
+		if err := l.createSegmentFiles(l.segs[0], true); err != nil {
 			return err
 		}
 		created = true
 		leo = ls
 	}
 	l.logStart = max(ls, l.segs[0].base)
-	if err := l.openActive(); err != nil {
+	if created || l.changed {
+		// The last .log is new, or recovery or the journal replay may have
+		// cut or written it since it was stat'ed.
+		mtimeMs = 0
+	}
+	if err := l.openActive(mtimeMs); err != nil {
 		return err
 	}
 	// A clean open read the active segment's indexes from its files; an
@@ -888,24 +896,47 @@ func (l *Log) loadClean(last *segment) (int64, error) {
 	return leo, nil
 }
 
-// createSegmentFiles creates an empty segment's .log and index files.
-func (l *Log) createSegmentFiles(s *segment) error {
-	for _, suf := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
-		name := s.path(suf)
+// createSegmentFiles creates an empty segment's .log. Its .index and
+// .timeindex are not created: the active segment's indexes live in memory
+// and their files are written when the segment closes (roll, a clean close
+// of a changed log: closeActiveFiles), as Kafka's LazyIndex creates an
+// index file only when the index is first used. A missing index file of
+// an empty segment loads as an empty index (loadIndexes), and recovery
+// rebuilds a missing one from the .log (Kafka's LogLoader too). So a new
+// partition costs three inodes (directory, .log, partition.metadata), not
+// five. Leftover files of an older segment of the same base are removed,
+// unless fresh: the caller knows the directory holds no file of that base
+// (load, after scanDir removed the index files without a .log); the new
+// .log then stays open as the segment's file and its indexes are set
+// empty, which openActive uses without a syscall.
+func (l *Log) createSegmentFiles(s *segment, fresh bool) error {
+	name := s.path(LogSuffix)
+	if !fresh {
 		if _, err := l.fsys.Stat(name); err == nil {
 			l.logger.Warn("replacing leftover file of new segment", "file", name)
 		}
-		f, err := l.fsys.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
-		if err != nil {
-			return fmt.Errorf("create %s: %w", name, err)
-		}
-		f.Close()
 	}
-	// A new segment has no aborted transactions yet.
-	if err := l.fsys.Remove(s.path(TxnIndexSuffix)); err != nil && !errNotExist(err) {
-		return fmt.Errorf("remove leftover %s: %w", s.path(TxnIndexSuffix), err)
+	f, err := l.fsys.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", name, err)
 	}
 	s.setAbortedTxns(nil)
+	if fresh {
+		cfg := l.cfg.Load()
+		s.mu.Lock()
+		s.file, s.fileRW = newSegmentFile(f), true
+		s.oi = &offsetIndex{maxEntries: int(cfg.SegmentIndexBytes) / offsetEntrySize}
+		s.ti = &timeIndex{maxEntries: int(cfg.SegmentIndexBytes) / timeEntrySize}
+		s.mu.Unlock()
+		return nil
+	}
+	f.Close()
+	// A new segment has no index entries and no aborted transactions yet.
+	for _, suf := range []string{IndexSuffix, TimeIndexSuffix, TxnIndexSuffix} {
+		if err := l.fsys.Remove(s.path(suf)); err != nil && !errNotExist(err) {
+			return fmt.Errorf("remove leftover %s: %w", s.path(suf), err)
+		}
+	}
 	return nil
 }
 
@@ -918,11 +949,17 @@ func (l *Log) removeSegmentFiles(s *segment) {
 	}
 }
 
-// openActive makes the last segment the active one: its indexes loaded
-// (they stay in memory while it is active) and its .log opened read-write
-// through the file cache, which may close it again while the log is idle
-// (see evictActive).
-func (l *Log) openActive() error {
+// openActive makes the last segment the active one. It reads nothing:
+// its indexes are loaded (from the files, or kept from recovery's scan)
+// and its index builder made by the first write, roll or close
+// (loadWriter) or read (segment.indexes), its .log opened through the file
+// cache by the first use (or here, to preallocate), and its first batch's
+// timestamp read by loadWriter (firstTsUnknown until then). mtimeMs is the
+// .log's modification time when the caller stat'ed the file (load), 0 to
+// stat it here: with the segment's first batch timestamp unknown, the
+// time-based roll (segment.ms) counts the age of a non-empty segment from
+// it, as from its creation for an empty one.
+func (l *Log) openActive(mtimeMs int64) error {
 	s := l.segs[len(l.segs)-1]
 	cfg := l.cfg.Load()
 	s.mu.Lock()
@@ -936,39 +973,40 @@ func (l *Log) openActive() error {
 		s.file = nil
 	}
 	s.mu.Unlock()
-	if _, _, err := s.indexes(); err != nil {
-		return err
-	}
-	sf, err := s.acquire()
-	if err != nil {
-		return fmt.Errorf("open active segment: %w", err)
-	}
-	defer sf.Release()
-	f := sf.f
-	if cfg.Preallocate && l.reserve.take(cfg.SegmentBytes) == nil {
-		// Preallocation only speeds appends up: skipped when it would
-		// reach into the log dir's free-space reserve.
-		l.fsys.Preallocate(f, cfg.SegmentBytes)
+	if cfg.Preallocate {
+		sf, err := s.acquire()
+		if err != nil {
+			return fmt.Errorf("open active segment: %w", err)
+		}
+		if l.reserve.take(cfg.SegmentBytes) == nil {
+			// Preallocation only speeds appends up: skipped when it would
+			// reach into the log dir's free-space reserve.
+			l.fsys.Preallocate(sf.f, cfg.SegmentBytes)
+		}
+		sf.Release()
 	}
 	s.firstBatchTs = -1
+	s.createdMs = l.now().UnixMilli()
 	if s.size.Load() > 0 {
-		var hdr [61]byte
-		if h, err := readHeader(f, 0, hdr[:]); err == nil {
-			s.firstBatchTs = h.maxTs
+		s.firstBatchTs = firstTsUnknown
+		if mtimeMs == 0 {
+			if st, err := l.fsys.Stat(s.path(LogSuffix)); err == nil {
+				mtimeMs = st.ModTime().UnixMilli()
+			}
+		}
+		if mtimeMs != 0 {
+			s.createdMs = mtimeMs
 		}
 	}
 	s.bld = nil
-	if err := l.loadWriter(s); err != nil {
-		return err
-	}
-	s.createdMs = l.now().UnixMilli()
-	if st, err := f.Stat(); err == nil && s.size.Load() > 0 {
-		s.createdMs = st.ModTime().UnixMilli()
-	}
 	s.jitterMs = jitter(cfg)
 	l.active = s
 	return nil
 }
+
+// firstTsUnknown is the active segment's firstBatchTs until loadWriter
+// reads its first batch header.
+const firstTsUnknown = -2
 
 // loadWriter makes the active segment s ready for the writer (under
 // l.mu): its indexes loaded and its index builder rebuilt from the data
@@ -984,6 +1022,18 @@ func (l *Log) loadWriter(s *segment) error {
 	oi, ti, err := s.indexes()
 	if err != nil {
 		return err
+	}
+	if s.firstBatchTs == firstTsUnknown {
+		s.firstBatchTs = -1
+		sf, err := s.acquire()
+		if err != nil {
+			return err
+		}
+		var hdr [record.HeaderSize]byte
+		if h, err := readHeader(sf.f, 0, hdr[:]); err == nil {
+			s.firstBatchTs = h.maxTs
+		}
+		sf.Release()
 	}
 	cfg := l.cfg.Load()
 	oi.maxEntries = int(cfg.SegmentIndexBytes) / offsetEntrySize

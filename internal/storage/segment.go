@@ -284,6 +284,12 @@ func (s *segment) loadIndexes() (*offsetIndex, *timeIndex, error) {
 			err2 = err
 		}
 	}
+	if size == 0 && errNotExist(err1) && errNotExist(err2) {
+		// An empty segment whose index files were never written (they
+		// appear when it closes: createSegmentFiles): empty indexes,
+		// nothing to rebuild or create.
+		return &offsetIndex{maxEntries: maxOI}, &timeIndex{maxEntries: maxTI}, nil
+	}
 	// An empty .log has no entries: index files holding some name bytes
 	// a crash took (recovery left the active segment empty), as Kafka's
 	// LogSegment.recover resets the indexes it recovers.

@@ -127,7 +127,7 @@ func (l *Log) TruncateTo(offset int64) (newEnd int64, err error) {
 		}
 		target.setAbortedTxns(kept)
 	}
-	if err := l.openActive(); err != nil {
+	if err := l.openActive(0); err != nil {
 		return l.mark.leo, l.fail(err)
 	}
 	if err := l.fsys.SyncDir(l.dir); err != nil {
