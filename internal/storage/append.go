@@ -109,6 +109,9 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 	}
 	nowT := l.now()
 	nowMs := nowT.UnixMilli()
+	if err := l.loadProducers(); err != nil {
+		return res, fmt.Errorf("append to %s: %v: %w", l.dir, err, kerr.KafkaStorageError)
+	}
 
 	// Producer state (idempotence, transactions): staged so a rejected
 	// request changes nothing. Offsets are known up front: the batches go
@@ -438,6 +441,9 @@ func (l *Log) Roll() error {
 // point checkpoint moves past it.
 // A producer snapshot is taken at the new base.
 func (l *Log) rollLocked() error {
+	if err := l.loadProducers(); err != nil {
+		return err // failed the log
+	}
 	l.changed = true
 	old := l.active
 	oldFile, err := old.acquire()

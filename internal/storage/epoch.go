@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -216,8 +217,12 @@ func (l *Log) writeEpochCheckpointForAppend() error {
 //     of the log dir, renames them and runs a second SyncFS, before the
 //     recovery points move and before anything is served (dirCheckpoints.
 //     applyDeferred): a rename never reaches the disk ahead of its data.
-func (l *Log) loadEpochs(leo int64, recovered []EpochEntry) error {
-	data, err := vfs.ReadFile(l.fsys, filepath.Join(l.dir, LeaderEpochFile))
+func (l *Log) loadEpochs(leo int64, recovered []EpochEntry, fresh bool) error {
+	var data []byte
+	err := fs.ErrNotExist // a directory made by this open has no file
+	if !fresh {
+		data, err = vfs.ReadFile(l.fsys, filepath.Join(l.dir, LeaderEpochFile))
+	}
 	rewrite := false
 	switch {
 	case err == nil:

@@ -124,7 +124,7 @@ func (l *Log) UnsetReplicated() {
 // batches up to the log end offset, past the high watermark.
 func (l *Log) ReadUpToEnd(offset, maxBytes int64, minOneBatch bool) (ReadResult, error) {
 	for try := 0; ; try++ {
-		v := *l.v.Load()
+		v := *l.readerView()
 		v.hw, v.hwBase, v.hwPos = v.leo, v.endBase, v.endPos
 		res, err := l.read(&v, offset, maxBytes, minOneBatch)
 		res.HighWatermark = l.v.Load().hw
@@ -302,6 +302,9 @@ func (l *Log) AppendAsFollower(records []byte) (AppendResult, error) {
 		}
 	}
 	nowT := l.now()
+	if err := l.loadProducers(); err != nil {
+		return res, fmt.Errorf("append to %s: %v: %w", l.dir, err, kerr.KafkaStorageError)
+	}
 	// Producer state as Kafka's REPLICATION origin: no sequence checks, an
 	// older producer or coordinator epoch is taken as it is; a data batch
 	// without a transaction while one is open is still refused.

@@ -201,6 +201,10 @@ type Log struct {
 	// them once a sync round or Flush covered them.
 	closing   []*SegmentFile
 	lastFlush int64 // l.now() in Unix nanoseconds at the last flush (flush.ms)
+	// psExpireMs is the time of the last producer id expiry pass
+	// (MaybeRoll) that found the producer state not loaded yet (l.ps nil,
+	// see loadProducers), 0 = none: its load expires as of then.
+	psExpireMs int64
 	failed    error
 	deleter   *deleter
 	// completing holds transactions whose marker is not yet below the high
@@ -474,13 +478,17 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 	// creating a thousand partitions costs no fsync per partition.
 	l.dirsUnsynced = errNotExist(statErr)
 	l.epochNoSync = l.dirsUnsynced
+	// A directory made just now is empty: no file to read or list.
+	fresh := errNotExist(statErr)
 	var err error
-	if l.topicID, err = l.writePartitionMetadata(topicID); err != nil {
+	if l.topicID, err = l.writePartitionMetadata(topicID, fresh); err != nil {
 		return err
 	}
-	ents, err := l.fsys.ReadDir(l.dir)
-	if err != nil {
-		return err
+	var ents []fs.DirEntry
+	if !fresh {
+		if ents, err = l.fsys.ReadDir(l.dir); err != nil {
+			return err
+		}
 	}
 	if changed, err := completeSwapsIn(l.fsys, l.dir, ents, l.logger); err != nil {
 		return err
@@ -531,14 +539,19 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 		}
 	}
 	dirChanged := created && !l.dirsUnsynced
+	// idxStale: recovery left the active segment's indexes in memory with
+	// entries its files lack (see recover).
+	idxStale := false
 	if !cleanShutdown {
 		var changed bool
 		l.recFull = max(rp, 0) <= l.segs[0].base
 		// Gaps between segments past the recovery point are lost tails
 		// (recover), unless a compacted log has no recovery point entry.
 		gapsLost := rp >= 0 || !l.cfg.Load().Compact
-		leo, changed, err = l.recover(max(rp, 0), gapsLost)
-		if err != nil {
+		if created {
+			// The segment was just created empty: nothing to recover.
+			leo = l.segs[0].base
+		} else if leo, changed, idxStale, err = l.recover(max(rp, 0), gapsLost); err != nil {
 			return err
 		}
 		// Recovery found (and made durable) bytes past the recovery point
@@ -558,7 +571,7 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 			}
 			if wrote {
 				rebuild := l.rebuildTxnFrom
-				if leo, _, err = l.recover(from, gapsLost); err != nil {
+				if leo, _, idxStale, err = l.recover(from, gapsLost); err != nil {
 					return err
 				}
 				if rebuild >= 0 && (l.rebuildTxnFrom < 0 || rebuild < l.rebuildTxnFrom) {
@@ -629,12 +642,73 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 		l.ckptRecovery = leo
 		l.ck.set(ckRecovery, l.key, leo, false)
 	}
-	if err := l.loadEpochs(leo, l.recEpochs); err != nil {
+	if err := l.loadEpochs(leo, l.recEpochs, fresh); err != nil {
 		return err
 	}
 	l.recEpochs = nil
 	l.loadTxnIndexes()
+	if idxStale {
+		// A clean close writes the active segment's indexes (and the
+		// producer snapshot): what the next clean start reads.
+		l.changed = true
+	}
+	if l.rebuildTxnFrom < 0 && (len(snaps) == 0 || snaps[len(snaps)-1] <= leo) {
+		// Nothing to rebuild or remove: the producer state is loaded by
+		// its first use (loadProducers), as Kafka loads an index by its
+		// first use (LazyIndex). l.ps stays nil until then.
+		l.ps = nil
+		return nil
+	}
 	return l.loadProducerState(snaps, leo)
+}
+
+// loadProducers loads the producer state the open left to its first use
+// (l.ps nil; under l.mu): every writer (appends, roll, retention, the
+// cleaner's swaps, a close that writes the snapshot) and every reader of
+// it (readerView, Producers, StartTxnVerification) calls it first, so it
+// reads the same snapshot and batches the open would have read. Producer
+// ids that an expiry pass (MaybeRoll) would have dropped while it was not
+// loaded are dropped as it loads (psExpireMs). A failure fails the log.
+func (l *Log) loadProducers() error {
+	if l.ps != nil {
+		return nil
+	}
+	if l.failed != nil {
+		return fmt.Errorf("%s: %v: %w", l.dir, l.failed, kerr.KafkaStorageError)
+	}
+	snaps, err := l.listSnapshots()
+	if err == nil {
+		err = l.loadProducerState(snaps, l.mark.leo)
+	}
+	if err != nil {
+		l.ps = nil
+		return l.fail(fmt.Errorf("load producer state: %w", err))
+	}
+	if l.psExpireMs != 0 {
+		l.ps.expire(l.psExpireMs, l.pidExpiration.Milliseconds())
+		l.psExpireMs = 0
+	}
+	l.publish() // the last stable offset is known now
+	return nil
+}
+
+// unstablePending is view.unstable while the producer state is not loaded.
+const unstablePending = -2
+
+// readerView is the reader view, first loading the producer state when
+// the open left it for later (the view's last stable offset needs it).
+// Only a partition's first reader waits on l.mu for it.
+func (l *Log) readerView() *view {
+	v := l.v.Load()
+	if v.unstable != unstablePending {
+		return v
+	}
+	l.mu.Lock()
+	if !l.closed {
+		l.loadProducers()
+	}
+	l.mu.Unlock()
+	return l.v.Load()
 }
 
 // scanDir removes leftovers (.deleted, .tmp, orphan indexes) among the
@@ -769,9 +843,13 @@ func (l *Log) setRecoveryPoint(rp int64, now bool) error {
 
 // writePartitionMetadata checks or writes partition.metadata and returns
 // the partition's topic id.
-func (l *Log) writePartitionMetadata(topicID [16]byte) ([16]byte, error) {
+func (l *Log) writePartitionMetadata(topicID [16]byte, fresh bool) ([16]byte, error) {
 	name := filepath.Join(l.dir, PartitionMetaFile)
-	data, err := vfs.ReadFile(l.fsys, name)
+	var data []byte
+	err := fs.ErrNotExist
+	if !fresh {
+		data, err = vfs.ReadFile(l.fsys, name)
+	}
 	if err == nil {
 		old, perr := ParsePartitionMetadata(data)
 		if perr == nil {
@@ -867,26 +945,38 @@ func syncNewDir(fsys vfs.FS, dir string, epochs bool) error {
 }
 
 // loadClean trusts a cleanly closed log: it finds the end of the last
-// segment from its index without a full scan.
+// segment from the last entry of its .index file (read alone: the indexes
+// themselves are loaded by their first use, segment.indexes) and the
+// batch headers past it, without a full scan. An empty segment reads
+// nothing; a missing or unreadable .index makes the scan start at the
+// segment's base (the index is rebuilt by its first load).
 func (l *Log) loadClean(last *segment) (int64, error) {
-	oi, _, err := last.indexes()
-	if err != nil {
-		return 0, err
+	size := last.size.Load()
+	if size == 0 {
+		return last.base, nil
+	}
+	var pos int64
+	leo := last.base
+	if data, err := vfs.ReadFile(l.fsys, last.path(IndexSuffix)); err == nil {
+		if oi, err := ParseOffsetIndex(data, size); err == nil {
+			rel, p := lookupOffsetIndex(oi, 1<<62)
+			if p > 0 || rel > 0 {
+				pos, leo = int64(p), last.base+int64(rel)+1
+			}
+		}
 	}
 	f, err := last.acquire()
 	if err != nil {
 		return 0, err
 	}
 	defer f.Release()
-	rel, pos := lookupOffsetIndex(oi.snapshot(), 1<<62)
-	leo := last.base
-	if pos > 0 || rel > 0 {
-		leo = last.base + int64(rel) + 1
-	}
-	size := last.size.Load()
-	var hdr [61]byte
-	for p := int64(pos); p < size; {
-		h, err := readHeader(f.f, p, hdr[:])
+	hr := headerReader{f: f.f, size: size, prev: -1}
+	for p := pos; p < size; {
+		hdr, err := hr.header(p)
+		var h hdrInfo
+		if err == nil {
+			h, err = headerInfo(hdr)
+		}
 		if err != nil || p+h.size > size {
 			return 0, fmt.Errorf("segment %d: torn batch at %d after clean shutdown", last.base, p)
 		}

@@ -195,6 +195,9 @@ func TestTransactionStateAcrossRestart(t *testing.T) {
 	open := func() int64 {
 		l.mu.Lock()
 		defer l.mu.Unlock()
+		if err := l.loadProducers(); err != nil { // left to its first use by the open
+			t.Fatal(err)
+		}
 		return l.ps.m[9].txnFirstOffset
 	}
 	if open() != r.BaseOffset {

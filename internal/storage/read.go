@@ -45,7 +45,7 @@ func floorSegment(segs []*segment, off int64) int {
 // kerr.OffsetOutOfRange. offset == high watermark returns no chunks.
 func (l *Log) Read(offset int64, maxBytes int64, minOneBatch bool) (ReadResult, error) {
 	for try := 0; ; try++ {
-		res, err := l.read(l.v.Load(), offset, maxBytes, minOneBatch)
+		res, err := l.read(l.readerView(), offset, maxBytes, minOneBatch)
 		if errors.Is(err, errSegmentGone) && try < maxViewRetries {
 			continue
 		}

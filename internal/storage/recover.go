@@ -34,7 +34,10 @@ import (
 // its .txnindex is kept (txnIndexKept) instead of rebuilt by a
 // producer-state scan of the whole segment, so an idle partition reads
 // its index files and a few batch headers. It returns the log end
-// offset.
+// offset, and stale: the last segment's index files lack entries (or the
+// final largest timestamp) that its in-memory indexes now hold, so a clean
+// close must write them even when nothing lay past rp (else the next clean
+// start would load them, and the segment's largest timestamp, stale).
 //
 // A segment that ends before the next segment's base lost its tail: a
 // roll without strata.durable.acks makes the next segment's file durable
@@ -48,7 +51,7 @@ import (
 // before the swap takes effect, so such gaps lie below rp, where this scan
 // never looks. gapsLost false (a compacted log without a recovery point
 // entry, whose gaps may be the cleaner's anywhere) keeps them.
-func (l *Log) recover(rp int64, gapsLost bool) (leo int64, changed bool, err error) {
+func (l *Log) recover(rp int64, gapsLost bool) (leo int64, changed, stale bool, err error) {
 	start := 0
 	for i, s := range l.segs {
 		if s.base <= rp {
@@ -68,7 +71,7 @@ func (l *Log) recover(rp int64, gapsLost bool) (leo int64, changed bool, err err
 				l.removeSegmentFiles(r)
 			}
 			l.segs = l.segs[:i]
-			changed = true
+			changed, stale = true, true // the new last segment's indexes are in memory
 			break
 		}
 		trusted := int64(-1)
@@ -77,11 +80,12 @@ func (l *Log) recover(rp int64, gapsLost bool) (leo int64, changed bool, err err
 		}
 		r, err := l.recoverSegment(s, i == len(l.segs)-1, trusted)
 		if err != nil {
-			return 0, false, err
+			return 0, false, false, err
 		}
 		end, truncated, past := r.leo, r.truncated, r.past
 		leo = end
 		changed = changed || past
+		stale = r.stale
 		if i == start && i == len(l.segs)-1 && (r.batches < 0 || r.batches > fewBatches) && l.txnIndexKept(s, r) {
 			// A segment of few batches is cheaper to scan again (the
 			// producer state from its base) than the snapshot at the
@@ -94,6 +98,7 @@ func (l *Log) recover(rp int64, gapsLost bool) (leo int64, changed bool, err err
 				l.removeSegmentFiles(r)
 			}
 			l.segs = l.segs[:i+1]
+			stale = true // this segment is the last one now
 			break
 		}
 		if gapsLost && i+1 < len(l.segs) && end < l.segs[i+1].base {
@@ -103,7 +108,7 @@ func (l *Log) recover(rp int64, gapsLost bool) (leo int64, changed bool, err err
 				l.removeSegmentFiles(r)
 			}
 			l.segs = l.segs[:i+1]
-			changed = true
+			changed, stale = true, true
 			break
 		}
 	}
@@ -113,7 +118,7 @@ func (l *Log) recover(rp int64, gapsLost bool) (leo int64, changed bool, err err
 	if last := l.segs[len(l.segs)-1]; last.size.Load() == 0 && last.base > leo {
 		leo = last.base
 	}
-	return leo, changed, nil
+	return leo, changed, stale, nil
 }
 
 // segRecovery is what recoverSegment found in one segment.
@@ -130,6 +135,10 @@ type segRecovery struct {
 	// plus one per offset index entry before the resume point when
 	// entries are far apart (then every batch has one); -1: many.
 	batches int
+	// stale: the segment is not empty and its in-memory indexes are not
+	// those of its index files (not resumed from them, or the scan past
+	// them added entries or a larger timestamp).
+	stale bool
 }
 
 // recoverSegment scans one segment: batch headers only while their last
@@ -158,8 +167,12 @@ func (l *Log) recoverSegment(s *segment, last bool, trusted int64) (r segRecover
 	r.scanFrom = s.base
 	var pos int64
 	hr := headerReader{f: f, size: size, prev: -1}
+	fromFiles := func() bool { return false } // the indexes are still those of the files
 	if trusted > s.base {
 		if rs, ok := l.resumeIndexes(s, &hr, trusted); ok {
+			fromFiles = func() bool {
+				return len(oi.buf) == len(rs.oi) && len(ti.buf) == len(rs.ti) && b.maxTs == rs.maxTs
+			}
 			oi.buf, ti.buf = rs.oi, rs.ti
 			b.first, b.since, b.maxTs, b.maxTsOff = false, rs.h.size, rs.maxTs, rs.maxTsOff
 			l.noteEpoch(rs.epoch, rs.h.base)
@@ -291,6 +304,7 @@ scan:
 			return r, fmt.Errorf("segment %d: %w", s.base, err)
 		}
 	}
+	r.stale = pos > 0 && !fromFiles()
 	s.size.Store(pos)
 	s.maxTs.Store(b.maxTs)
 	s.maxTsOff.Store(b.maxTsOff)
@@ -789,6 +803,9 @@ func (l *Log) writeSnapshot(off int64) error { return l.writeSnapshotSync(off, t
 // SyncFS to make durable: a crash before that leaves at worst a torn
 // snapshot, which fails its CRC and gives way to an older one.
 func (l *Log) writeSnapshotSync(off int64, sync bool) error {
+	if err := l.loadProducers(); err != nil {
+		return err
+	}
 	name := filepath.Join(l.dir, FileName(off, SnapshotSuffix))
 	if !sync {
 		return writeFileNoSync(l.fsys, name, l.ps.encodeSnapshot())

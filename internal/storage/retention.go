@@ -115,6 +115,9 @@ func (l *Log) segmentMtime(s *segment) int64 {
 // and unlinked after file.delete.delay.ms (open readers keep reading).
 func (l *Log) deleteSegmentsLocked(dead []*segment, newStart int64) error {
 	cfg := l.cfg.Load()
+	if err := l.loadProducers(); err != nil {
+		return err // from the batches of the segments as the open found them
+	}
 	if newStart > l.logStart {
 		l.logStart = newStart
 		if err := l.writeLogStartCheckpoint(newStart); err != nil {
@@ -192,7 +195,11 @@ func (l *Log) MaybeRoll(now time.Time) (rolled bool, err error) {
 	}
 	cfg := l.cfg.Load()
 	nowMs := now.UnixMilli()
-	l.ps.expire(nowMs, l.pidExpiration.Milliseconds())
+	if l.ps != nil {
+		l.ps.expire(nowMs, l.pidExpiration.Milliseconds())
+	} else {
+		l.psExpireMs = nowMs // not loaded yet: its load expires as of now
+	}
 	if !cfg.Durable && l.dirty && cfg.FlushMs != 1<<63-1 && sinceMs(now, l.lastFlush) >= cfg.FlushMs {
 		if err := l.flushLocked(); err != nil {
 			return false, err
@@ -254,6 +261,9 @@ func (l *Log) Segments() []SegmentInfo {
 func (l *Log) ActiveProducerLastBatches() map[int64]int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.loadProducers(); err != nil {
+		return nil
+	}
 	return l.ps.lastBatches()
 }
 
@@ -261,4 +271,4 @@ func (l *Log) ActiveProducerLastBatches() map[int64]int64 {
 // the first offset of the oldest transaction that is open or whose marker
 // is not yet below the high watermark, or the high watermark when there is
 // none.
-func (l *Log) LastStableOffset() int64 { return l.v.Load().lso() }
+func (l *Log) LastStableOffset() int64 { return l.readerView().lso() }

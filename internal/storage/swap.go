@@ -244,6 +244,9 @@ func (l *Log) ReplaceSegments(old []int64, replacements []*SegmentWriter) error 
 	if l.closed || l.failed != nil {
 		return fmt.Errorf("replace segments of %s: log closed or failed", l.dir)
 	}
+	if err := l.loadProducers(); err != nil {
+		return fmt.Errorf("replace segments of %s: %w", l.dir, err)
+	}
 	if len(old) == 0 {
 		return fmt.Errorf("replace segments of %s: nothing to replace", l.dir)
 	}

@@ -58,6 +58,9 @@ func (l *Log) firstUnstable(hw int64) int64 {
 	}
 	clear(l.completing[k:])
 	l.completing = l.completing[:k]
+	if l.ps == nil {
+		return unstablePending
+	}
 	first := l.ps.firstOpen()
 	for _, c := range l.completing {
 		if first < 0 || c.first < first {
@@ -72,6 +75,11 @@ func (l *Log) firstUnstable(hw int64) int64 {
 // in Kafka.
 func (v *view) lso() int64 {
 	u := v.unstable
+	if u == unstablePending {
+		// Not known before the producer state is loaded (readers load it
+		// first, readerView): nothing counts as stable.
+		return min(v.logStart, v.hw)
+	}
 	if u >= 0 && u < v.logStart {
 		u = v.logStart
 	}
@@ -124,7 +132,7 @@ func (l *Log) AppendMarker(pid int64, epoch int16, coordinatorEpoch int32, commi
 // past the LSO (but within the log) returns no chunks.
 func (l *Log) ReadCommitted(offset, maxBytes int64, minOneBatch bool) (ReadResult, error) {
 	for try := 0; ; try++ {
-		v := l.v.Load()
+		v := l.readerView()
 		sv, err := l.stableView(v)
 		var res ReadResult
 		if err == nil {
@@ -199,6 +207,9 @@ func (l *Log) stableView(v *view) (*view, error) {
 func (l *Log) Producers() []ProducerInfo {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.loadProducers(); err != nil {
+		return nil
+	}
 	out := make([]ProducerInfo, 0, len(l.ps.m))
 	for pid, e := range l.ps.m {
 		seq := int32(-1)

@@ -47,8 +47,10 @@ const (
 func (l *Log) StartTxnVerification(pid int64) *VerificationGuard {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, open := l.ps.open[pid]; open {
-		return nil
+	if l.loadProducers() == nil { // else the log failed: the produce fails anyway
+		if _, open := l.ps.open[pid]; open {
+			return nil
+		}
 	}
 	if g := l.verifying[pid]; g != nil {
 		return g
