@@ -86,10 +86,9 @@ func (l *Log) recover(rp int64, gapsLost bool) (leo int64, changed, stale bool, 
 		leo = end
 		changed = changed || past
 		stale = r.stale
-		if i == start && i == len(l.segs)-1 && (r.batches < 0 || r.batches > fewBatches) && l.txnIndexKept(s, r) {
-			// A segment of few batches is cheaper to scan again (the
-			// producer state from its base) than the snapshot at the
-			// end and the batches read back before it (dedup.go).
+		if i == start && i == len(l.segs)-1 && l.txnIndexKept(s, r) {
+			// Nothing to rebuild: the producer state is left to its first
+			// use (loadProducers), from the newest snapshot.
 			l.rebuildTxnFrom = -1
 		}
 		if truncated && i+1 < len(l.segs) {
@@ -131,10 +130,6 @@ type segRecovery struct {
 	// index); controls tells whether a control batch was read from there.
 	scanFrom int64
 	controls bool
-	// batches estimates the segment's batches below its end: those read,
-	// plus one per offset index entry before the resume point when
-	// entries are far apart (then every batch has one); -1: many.
-	batches int
 	// stale: the segment is not empty and its in-memory indexes are not
 	// those of its index files (not resumed from them, or the scan past
 	// them added entries or a larger timestamp).
@@ -178,10 +173,6 @@ func (l *Log) recoverSegment(s *segment, last bool, trusted int64) (r segRecover
 			l.noteEpoch(rs.epoch, rs.h.base)
 			r.scanFrom, r.controls = rs.h.base, rs.control
 			leo, pos = rs.h.last+1, rs.pos+rs.h.size
-			r.batches = -1
-			if e := len(rs.oi) / offsetEntrySize; rs.pos >= int64(e)*4*int64(cfg.IndexIntervalBytes) {
-				r.batches = e
-			}
 		}
 	}
 	// The fsynced prefix: headers only.
@@ -197,9 +188,6 @@ func (l *Log) recoverSegment(s *segment, last bool, trusted int64) (r segRecover
 		b.add(h, pos)
 		l.noteEpoch(hdr.PartitionLeaderEpoch(), h.base)
 		r.controls = r.controls || hdr.IsControl()
-		if r.batches >= 0 {
-			r.batches++
-		}
 		leo = h.last + 1
 		pos += h.size
 	}
@@ -255,9 +243,6 @@ scan:
 			b.add(h, pos+int64(consumed))
 			l.noteEpoch(bt.PartitionLeaderEpoch(), h.base)
 			r.controls = r.controls || bt.IsControl()
-			if r.batches >= 0 {
-				r.batches++
-			}
 			leo = h.last + 1
 			consumed += int(h.size)
 			chunk = rest
@@ -394,11 +379,6 @@ func (l *Log) resumeIndexes(s *segment, hr *headerReader, trusted int64) (resume
 	return resumed{oi: oiBuf, ti: tiBuf, pos: pos, h: h, epoch: hdr.PartitionLeaderEpoch(), control: hdr.IsControl(),
 		maxTs: ts, maxTsOff: tsOff}, true
 }
-
-// fewBatches: a segment of at most this many batches has its producer
-// state rebuilt by a scan from its base even when its .txnindex could be
-// kept (BenchmarkRecoverIdlePartitions/large).
-const fewBatches = 64
 
 // txnIndexKept reports whether recovery may keep the .txnindex of s, the
 // last segment and the only one it scanned (r), instead of rebuilding it
