@@ -652,6 +652,11 @@ func (l *Log) load(topicID [16]byte, cleanShutdown bool) error {
 		// producer snapshot): what the next clean start reads.
 		l.changed = true
 	}
+	if l.rebuildTxnFrom < 0 && len(snaps) == 0 && leo <= l.segs[0].base {
+		// An empty log (a new partition): an empty state, read from nothing.
+		l.ps = newProducerState()
+		return nil
+	}
 	if l.rebuildTxnFrom < 0 && (len(snaps) == 0 || snaps[len(snaps)-1] <= leo) {
 		// Nothing to rebuild or remove: the producer state is loaded by
 		// its first use (loadProducers), as Kafka loads an index by its
