@@ -205,8 +205,8 @@ type Log struct {
 	// (MaybeRoll) that found the producer state not loaded yet (l.ps nil,
 	// see loadProducers), 0 = none: its load expires as of then.
 	psExpireMs int64
-	failed    error
-	deleter   *deleter
+	failed     error
+	deleter    *deleter
 	// completing holds transactions whose marker is not yet below the high
 	// watermark: they keep the last stable offset at their first offset.
 	completing []completedTxn
