@@ -681,17 +681,18 @@ func (l *Log) loadProducers() error {
 	if l.failed != nil {
 		return fmt.Errorf("%s: %v: %w", l.dir, l.failed, kerr.KafkaStorageError)
 	}
+	expireMs := l.psExpireMs
 	snaps, err := l.listSnapshots()
 	if err == nil {
 		err = l.loadProducerState(snaps, l.mark.leo)
 	}
 	if err != nil {
 		l.ps = nil
+		l.psExpireMs = expireMs
 		return l.fail(fmt.Errorf("load producer state: %w", err))
 	}
-	if l.psExpireMs != 0 {
-		l.ps.expire(l.psExpireMs, l.pidExpiration.Milliseconds())
-		l.psExpireMs = 0
+	if expireMs != 0 {
+		l.ps.expire(expireMs, l.pidExpiration.Milliseconds())
 	}
 	l.publish() // the last stable offset is known now
 	return nil

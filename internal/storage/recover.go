@@ -608,6 +608,7 @@ func (l *Log) loadProducerState(snaps []int64, leo int64) error {
 	l.rebuildTxnFrom = -1
 	from := l.segs[0].base
 	l.ps = newProducerState()
+	l.psExpireMs = 0 // an expiry pass of a state not loaded yet: this load replaces it
 	l.completing = nil
 	for i := len(snaps) - 1; i >= 0; i-- {
 		off := snaps[i]
