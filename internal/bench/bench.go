@@ -63,6 +63,10 @@ type Result struct {
 	RecordsPerSec float64  `json:"records_per_sec"`
 	MBPerSec      float64  `json:"mb_per_sec"`
 	Latency       *Latency `json:"latency_ms,omitempty"`
+	// AckLatency is an e2e run's produce ack latency (from the same send
+	// times): with acks=all the part of Latency until the records were
+	// durable; the rest is the consumer's fetch.
+	AckLatency *Latency `json:"ack_latency_ms,omitempty"`
 }
 
 // Latency holds percentiles in milliseconds.
@@ -92,6 +96,9 @@ func (r Result) String() string {
 	}
 	if l := r.Latency; l != nil {
 		fmt.Fprintf(&sb, "\nlatency ms: p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f  mean %.2f", l.P50, l.P99, l.P999, l.Max, l.Mean)
+	}
+	if l := r.AckLatency; l != nil {
+		fmt.Fprintf(&sb, "\nof which produce ack ms: p50 %.2f  p99 %.2f  p99.9 %.2f  max %.2f  mean %.2f", l.P50, l.P99, l.P999, l.Max, l.Mean)
 	}
 	return sb.String()
 }
@@ -569,6 +576,7 @@ func E2E(ctx context.Context, c Config) (Result, error) {
 	res := recv.result("e2e", c.Topic, elapsed)
 	sendCtr.mu.Lock()
 	res.Errors = sendCtr.errors
+	res.AckLatency = latencyOf(&sendCtr.hist)
 	if prodErr == nil && sendCtr.firstErr != nil && res.Records == 0 {
 		prodErr = fmt.Errorf("every record failed: %w", sendCtr.firstErr)
 	}
