@@ -353,6 +353,35 @@ func TestCommitValidation(t *testing.T) {
 	}
 }
 
+// TestSimpleCommitWithMemberID: a commit with generation -1 to a group
+// without members is accepted whatever member id it carries, as Kafka's
+// ClassicGroup.validateOffsetCommit checks generation < 0 && EMPTY first.
+// librdkafka's KIP-848 consumer using assign() sends its own generated
+// member id with epoch -1 (OffsetCommit v9); Strata answered
+// UNKNOWN_MEMBER_ID (librdkafka tests 0030, 0051 with
+// TEST_CONSUMER_GROUP_PROTOCOL=consumer). A group with members still
+// refuses it.
+func TestSimpleCommitWithMemberID(t *testing.T) {
+	h := newHarness(t, nil)
+	codeOf := func(r *kmsg.OffsetCommitRequest) int16 {
+		r.Version = 9
+		return h.do(r).(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	if c := codeOf(commitReq("solo", "Qvs3lU9oRu-t0dbMBAagYg", -1, "t", map[int32]int64{0: 7})); c != 0 {
+		t.Fatalf("simple commit with a member id to a new group: %d", c)
+	}
+	if c := codeOf(commitReq("solo", "another-id", -1, "t", map[int32]int64{0: 8})); c != 0 {
+		t.Fatalf("simple commit with a member id to an empty group: %d", c)
+	}
+	if got := h.fetch("solo", "t", 0); got["t"][0] != 8 {
+		t.Fatalf("fetch: %v", got)
+	}
+	twoMembers(t, h, "live")
+	if c := codeOf(commitReq("live", "not-a-member", -1, "t", map[int32]int64{0: 5})); c != kerr.UnknownMemberID.Code {
+		t.Fatalf("simple commit with a member id to a live group: %d", c)
+	}
+}
+
 func TestRestartRestoresGroup(t *testing.T) {
 	h := newHarness(t, nil)
 	id1, id2, gen := twoMembers(t, h, "g")

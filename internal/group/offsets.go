@@ -32,6 +32,14 @@ func (g *group) validateCommit(version int16, memberID string, instanceID *strin
 		}
 		return 0
 	}
+	if generation < 0 && g.state == stateEmpty {
+		// Kafka's ClassicGroup.validateOffsetCommit: generation -1 is an
+		// admin client or a consumer without group management, and it may
+		// commit to an empty group whatever member id it sends (librdkafka's
+		// KIP-848 consumer, using assign(), sends its own generated member
+		// id with epoch -1: librdkafka tests 0030, 0051).
+		return 0
+	}
 	if generation >= 0 || memberID != "" || instanceID != nil {
 		m, code := g.validateMember(memberID, instanceID)
 		if code != 0 {
