@@ -543,7 +543,11 @@ func TestOperationsTable(t *testing.T) {
 		{"DESCRIBE_CLUSTER (60) Describe Cluster (cluster_authorized_operations; Kafka's code checks nothing else)", nil, onCluster(authz.OpDescribe), clusterD, describeClusterOps},
 		{"DESCRIBE_PRODUCERS (61) Read Topic", nil, onTopic(authz.OpRead), topicD, describeProducers},
 		{"DESCRIBE_TRANSACTIONS (65) Describe TransactionalId", nil, onTxn(authz.OpDescribe), txnD, describeTxns},
-		{"CONSUMER_GROUP_HEARTBEAT (68) Read Group", nil, onGroup(authz.OpRead), groupD, groupRead(cgh)},
+		{"CONSUMER_GROUP_HEARTBEAT (68) Read Group", []tableACL{onTopic(authz.OpDescribe)}, onGroup(authz.OpRead), groupD, groupRead(cgh)},
+		// KAFKA-18813 (Kafka 4.0): every topic subscribed to by name needs
+		// DESCRIBE, else the whole heartbeat is TOPIC_AUTHORIZATION_FAILED
+		// (librdkafka test 0109 with TEST_CONSUMER_GROUP_PROTOCOL=consumer).
+		{"CONSUMER_GROUP_HEARTBEAT (68) Describe Topic (KAFKA-18813)", []tableACL{onGroup(authz.OpRead)}, onTopic(authz.OpDescribe), topicD, groupRead(cgh)},
 		{"CONSUMER_GROUP_DESCRIBE (69) Describe Group (Kafka's code; its table says Read)", nil, onGroup(authz.OpDescribe), groupD, consumerGroupDescribe},
 		// Last: it deletes g1, which OFFSET_DELETE needs.
 		{"DELETE_GROUPS (42) Delete Group", nil, onGroup(authz.OpDelete), groupD, deleteGroups},
