@@ -74,10 +74,6 @@ type Broker struct {
 	stop   context.CancelFunc
 	loops  sync.WaitGroup
 	closed bool
-
-	// newDirs makes new partitions' directories durable in the
-	// background (readyNewPartitions).
-	newDirs newDirSync
 }
 
 // Open locks the log dirs, checks meta.properties, loads topic metadata
@@ -477,7 +473,6 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 	b.closed = true
 	b.adminMu.Unlock()
 	b.adminOps.Wait() // topics being created see closed and remove their logs
-	b.newDirs.stop()
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	start := time.Now()

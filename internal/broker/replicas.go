@@ -283,13 +283,6 @@ func (b *Broker) ApplyTopics(specs []TopicSpec) error {
 		ps[i], ls[i] = x.p, x.l
 	}
 	b.setLeaderships(ps, ls)
-	var ready []*Partition
-	for _, j := range jobs {
-		if !failed[j.p] {
-			ready = append(ready, j.p)
-		}
-	}
-	b.readyNewPartitions(ready)
 	if changed {
 		if err := b.persistLocked(); err != nil {
 			errs = append(errs, fmt.Errorf("persist topic metadata: %w", err))

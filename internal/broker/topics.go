@@ -247,16 +247,13 @@ func (b *Broker) CreateTopics(reqs []CreateTopicRequest) (ts []*Topic, errs []er
 		}
 		return ts, errs
 	}
-	var ready []*Partition
 	for k, t := range created {
 		if failed[t] == nil {
 			ts[idx[k]] = t
 			b.logger.Info("topic created", "topic", t.Name, "id", FormatTopicID(t.ID), "partitions", len(t.Partitions), "configs", t.Configs)
 			b.warnMinISR(t)
-			ready = append(ready, t.Partitions...)
 		}
 	}
-	b.readyNewPartitions(ready)
 	return ts, errs
 }
 
@@ -591,7 +588,6 @@ func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) e
 		return fmt.Errorf("persist partitions of %s: %v: %w", name, err, kerr.KafkaStorageError)
 	}
 	b.logger.Info("partitions added", "topic", name, "partitions", total)
-	b.readyNewPartitions(add.Partitions)
 	return nil
 }
 
