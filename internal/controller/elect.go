@@ -149,6 +149,15 @@ func rebuildEpochs(st meta.PartitionState, live func(int32) bool, unclean func(i
 			ns.LastKnownELR = nil
 			ns.LeaderRecovery = meta.Recovering
 		}
+		if k == ElectionELR || k == ElectionUnclean || k == ElectionLastKnown {
+			// It joins the ISR as the incarnation elected now
+			// (SyncISREpochs below records its current epoch): an entry
+			// kept from an earlier incarnation's membership would make
+			// it a stale member at the next round, which would elect
+			// again (every broker restarted: the ISR emptied into the
+			// ELR because all its entries were of earlier incarnations).
+			ns.ISREpochs = nil
+		}
 	}
 	// Record the leader's incarnation (also for a leader elected by a path
 	// that did not record it: topic creation, preferred elections).
