@@ -28,49 +28,13 @@ if [ ! -d "$WORK/franz-go-$ver" ]; then
 	chmod -R u+w "$WORK/franz-go-$ver"
 fi
 
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-}
-trap cleanup EXIT
-
-rm -rf "$WORK/data"
-seeds=()
+# shellcheck source=scripts/suite-brokers.sh
+. "$(dirname "$0")/suite-brokers.sh"
 if [ "$MODE" = 3 ]; then
-	voters="1@127.0.0.1:$((BASE + 11)),2@127.0.0.1:$((BASE + 21)),3@127.0.0.1:$((BASE + 31))"
-	for i in 1 2 3; do
-		b=$((BASE + 10 * i))
-		"$BIN" serve --node.id "$i" --process.roles broker,controller \
-			--listeners "PLAINTEXT://127.0.0.1:$b,CONTROLLER://127.0.0.1:$((b + 1))" \
-			--controller.listener.names CONTROLLER --controller.quorum.voters "$voters" \
-			--default.replication.factor 3 --min.insync.replicas 2 \
-			--log.dirs "$WORK/data/n$i" --strata.metrics.listener "127.0.0.1:$((b + 2))" \
-			>"$WORK/n$i.log" 2>&1 &
-		pids+=($!)
-		seeds+=("127.0.0.1:$b")
-	done
-	rf=3
-elif [ "$MODE" = 1 ]; then
-	b=$((BASE + 10))
-	"$BIN" serve --listeners "PLAINTEXT://127.0.0.1:$b" --log.dirs "$WORK/data/n1" \
-		--strata.metrics.listener "127.0.0.1:$((b + 2))" >"$WORK/n1.log" 2>&1 &
-	pids+=($!)
-	seeds+=("127.0.0.1:$b")
-	rf=1
-else
-	echo "mode must be 1 or 3" >&2
-	exit 2
+	cluster_args=(--default.replication.factor 3 --min.insync.replicas 2)
 fi
-
-for i in $(seq 1 "$MODE"); do
-	url="http://127.0.0.1:$((BASE + 10 * i + 2))/readyz"
-	for _ in $(seq 1 240); do
-		if curl -fsS -o /dev/null "$url" 2>/dev/null; then break; fi
-		sleep 0.5
-	done
-	curl -fsS -o /dev/null "$url" || { echo "node $i not ready, see $WORK/n$i.log" >&2; exit 1; }
-done
+start_brokers "$MODE"
+rf=$MODE
 
 commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
 log="$WORK/kgo-$MODE.log"
