@@ -70,7 +70,7 @@ var guards = map[int16]guardFn{
 	64: guardUnregisterBroker,
 	65: guardDescribeTransactions,
 	66: guardListTransactions,
-	68: guardGroupRead,
+	68: guardConsumerGroupHeartbeat,
 	69: guardConsumerGroupDescribe,
 }
 

@@ -30,16 +30,6 @@ func guardGroupRead(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, 
 		group = r.Group
 	}
 	if c.allowed(authz.OpRead, authz.ResourceGroup, group) {
-		if r, ok := kreq.(*kmsg.ConsumerGroupHeartbeatRequest); ok && !subscriptionDescribable(c, r.SubscribedTopicNames) {
-			// KAFKA-18813 (Kafka 4.0, KafkaApis.handleConsumerGroupHeartbeat):
-			// a member may subscribe only to topics it may DESCRIBE;
-			// one it may not fails the whole heartbeat with
-			// TOPIC_AUTHORIZATION_FAILED, naming no topic, and the
-			// coordinator never sees it.
-			resp := r.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
-			resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
-			return reply{msg: resp}, nil
-		}
 		return next(ctx, c, kreq)
 	}
 	resp := kreq.ResponseKind()
@@ -61,17 +51,25 @@ func guardGroupRead(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, 
 	return reply{msg: resp}, nil
 }
 
-// subscriptionDescribable reports whether every topic a ConsumerGroupHeartbeat
-// subscribes to by name may be described (no names: nothing to check; a
-// regex subscription is resolved by the coordinator).
-func subscriptionDescribable(c *conn, names []string) bool {
-	tf := c.topics(authz.OpDescribe)
-	for _, n := range names {
-		if !tf.ok(n) {
-			return false
+// guardConsumerGroupHeartbeat: READ on the group (guardGroupRead), then
+// DESCRIBE on every topic the member subscribes to by name. KAFKA-18813
+// (Kafka 4.0, KafkaApis.handleConsumerGroupHeartbeat): a topic it may not
+// describe fails the whole heartbeat with TOPIC_AUTHORIZATION_FAILED,
+// naming no topic, and the coordinator never sees it. A regex
+// subscription is resolved by the coordinator.
+func guardConsumerGroupHeartbeat(s *Server, ctx context.Context, c *conn, kreq kmsg.Request, next handlerFn) (reply, error) {
+	return guardGroupRead(s, ctx, c, kreq, func(ctx context.Context, c *conn, kreq kmsg.Request) (reply, error) {
+		r := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
+		tf := c.topics(authz.OpDescribe)
+		for _, n := range r.SubscribedTopicNames {
+			if !tf.ok(n) {
+				resp := r.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+				resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				return reply{msg: resp}, nil
+			}
 		}
-	}
-	return true
+		return next(ctx, c, kreq)
+	})
 }
 
 // guardOffsetCommit: READ on the group (every partition
